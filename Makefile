@@ -1,0 +1,50 @@
+# Two commands do all set-up on a fresh Debian 12 / Python 3.11 machine:
+#   make run   install what is needed, run the pipeline locally, print a summary
+#   make test  install what is needed, run the test suite
+# A second call finds the environment up to date (it is stamped against uv.lock) and
+# starts at once.
+
+PYTHON ?= python3.11
+UV_VERSION := 0.13.8
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+VENV := .venv
+STAMP := $(VENV)/.synced
+PY := $(VENV)/bin/python
+RUN_ARGS ?=
+PYTEST_ARGS ?=
+
+export TF_USE_LEGACY_KERAS := 1
+export TF_CPP_MIN_LOG_LEVEL := 2
+# Byte-compile at install: this machine sets PYTHONDONTWRITEBYTECODE, and without .pyc
+# files importing TFX takes 35 s instead of 13 s.
+export UV_COMPILE_BYTECODE := 1
+
+.PHONY: run test test-fast setup lock clean
+
+run: $(STAMP)
+	$(PY) local_runner.py $(RUN_ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Everything but the end-to-end pipeline runs.
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+setup: $(STAMP)
+
+$(UV):
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+$(STAMP): uv.lock pyproject.toml | $(UV)
+	$(UV) sync --frozen --python $(PYTHON)
+	touch $(STAMP)
+
+# Re-resolve after editing pyproject.toml dependencies; commit the new uv.lock.
+lock: | $(UV)
+	$(UV) lock --python $(PYTHON)
+
+clean:
+	rm -rf outputs .pytest_cache

@@ -1,0 +1,1 @@
+"""The project's own TFX components (standard TFX components are used as they are)."""

@@ -1,0 +1,55 @@
+"""Training hyperparameters, passed to ``run_fn`` through the Trainer's ``custom_config``.
+
+A dataclass with defaults that reach the accuracy targets on the default data; the
+pipeline configuration holds one and serialises it with ``to_custom_config``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+
+@dataclasses.dataclass(frozen=True)
+class HParams:
+    """What ``run_fn`` needs beyond TFX's own ``train_steps``/``eval_steps``."""
+
+    per_replica_batch_size: int = 256
+    epochs: int = 10
+    learning_rate: float = 0.003
+    hidden_units: tuple[int, ...] = (128, 64, 32)
+    dropout: float = 0.1
+    # "auto" (TPU_NAME, then TF_CONFIG, then mirrored), or force "tpu"/"multi_worker"/"mirrored".
+    strategy: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.per_replica_batch_size <= 0:
+            raise ValueError(f"per_replica_batch_size must be positive, got {self.per_replica_batch_size}")
+        if self.epochs <= 0:
+            raise ValueError(f"epochs must be positive, got {self.epochs}")
+        if not self.hidden_units or any(u <= 0 for u in self.hidden_units):
+            raise ValueError(f"hidden_units must be positive sizes, got {self.hidden_units}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+    def to_custom_config(self) -> dict[str, Any]:
+        """A JSON-serialisable dict for ``Trainer(custom_config=...)``."""
+        config = dataclasses.asdict(self)
+        config["hidden_units"] = list(self.hidden_units)
+        return config
+
+    @classmethod
+    def from_custom_config(cls, custom_config: Mapping[str, Any] | None) -> "HParams":
+        """Reads the ``custom_config`` dict back; unknown keys are an error, not ignored."""
+        custom_config = dict(custom_config or {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in custom_config.items() if k in known}
+        # Keys other components own (e.g. Vertex AI training args) live beside ours.
+        unknown = sorted(k for k in custom_config if k not in known and not k.startswith("ai_platform"))
+        if unknown:
+            raise ValueError(
+                f"Unknown Trainer custom_config keys {unknown}; known keys: {sorted(known)}"
+            )
+        if "hidden_units" in values:
+            values["hidden_units"] = tuple(int(u) for u in values["hidden_units"])
+        return cls(**values)

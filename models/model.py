@@ -1,0 +1,91 @@
+"""The Keras model: wide (one-hot categories and coordinate crosses) and deep (embeddings
+plus numeric z-scores), one sigmoid output for "big tipper".
+
+It takes the transformed features (``<name>_xf``, each [batch, 1]) and knows nothing of
+TFX; the category counts come in as a dict so it can be built and tested on its own.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import tensorflow as tf
+import tf_keras as keras
+
+from models import features
+from models.hparams import HParams
+
+# Pickup and drop-off coordinate buckets crossed into one grid cell each.
+COORDINATE_CROSSES: tuple[tuple[str, str], ...] = (
+    ("pickup_latitude", "pickup_longitude"),
+    ("dropoff_latitude", "dropoff_longitude"),
+)
+
+
+def dense_feature_keys() -> list[str]:
+    return [features.transformed_name(k) for k in features.LOG_NUMERIC_FEATURES + features.NUMERIC_FEATURES]
+
+
+def categorical_feature_keys() -> list[str]:
+    raw = features.VOCAB_FEATURES + tuple(features.RANGE_CATEGORICAL_FEATURES) + features.BUCKET_FEATURES
+    return [features.transformed_name(k) for k in raw]
+
+
+def fixed_categorical_sizes() -> dict[str, int]:
+    """Category counts known without looking at data (ranges and coordinate buckets)."""
+    sizes = {features.transformed_name(k): features.categorical_size(k) for k in features.RANGE_CATEGORICAL_FEATURES}
+    sizes.update({features.transformed_name(k): features.bucket_size() for k in features.BUCKET_FEATURES})
+    return sizes
+
+
+def _embedding_dim(num_categories: int) -> int:
+    return max(2, min(16, int(round(2 * math.pow(num_categories, 0.25)))))
+
+
+def build_keras_model(categorical_sizes: Mapping[str, int], hparams: HParams = HParams()) -> keras.Model:
+    """Builds and compiles the wide-and-deep classifier.
+
+    ``categorical_sizes`` maps every categorical transformed feature to its number of
+    categories (vocabulary size + OOV buckets for vocabularies).
+    """
+    missing = sorted(set(categorical_feature_keys()) - set(categorical_sizes))
+    if missing:
+        raise ValueError(f"categorical_sizes lacks {missing}")
+
+    dense_inputs = {k: keras.layers.Input(shape=(1,), name=k, dtype=tf.float32) for k in dense_feature_keys()}
+    cat_inputs = {k: keras.layers.Input(shape=(1,), name=k, dtype=tf.int64) for k in categorical_feature_keys()}
+
+    deep_parts = list(dense_inputs.values())
+    wide_parts = []
+    for key, layer_input in cat_inputs.items():
+        size = int(categorical_sizes[key])
+        embedded = keras.layers.Embedding(size, _embedding_dim(size), name=f"embed_{key}")(layer_input)
+        deep_parts.append(keras.layers.Flatten()(embedded))
+        wide_parts.append(keras.layers.CategoryEncoding(size, output_mode="one_hot", name=f"onehot_{key}")(layer_input))
+    for lat, lon in COORDINATE_CROSSES:
+        lat_key, lon_key = features.transformed_name(lat), features.transformed_name(lon)
+        lon_size = int(categorical_sizes[lon_key])
+        cell = cat_inputs[lat_key] * lon_size + cat_inputs[lon_key]
+        wide_parts.append(
+            keras.layers.CategoryEncoding(
+                int(categorical_sizes[lat_key]) * lon_size, output_mode="one_hot", name=f"cross_{lat}_{lon}"
+            )(cell)
+        )
+
+    deep = keras.layers.concatenate(deep_parts)
+    for units in hparams.hidden_units:
+        deep = keras.layers.Dense(units, activation="relu")(deep)
+        if hparams.dropout:
+            deep = keras.layers.Dropout(hparams.dropout)(deep)
+    wide = keras.layers.concatenate(wide_parts)
+    logit = keras.layers.Dense(1, name="logit")(keras.layers.concatenate([deep, wide]))
+    output = keras.layers.Activation("sigmoid", name="big_tipper_probability")(logit)
+
+    model = keras.Model(inputs={**dense_inputs, **cat_inputs}, outputs=output)
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate=hparams.learning_rate),
+        loss=keras.losses.BinaryCrossentropy(),
+        metrics=[keras.metrics.AUC(name="auc"), keras.metrics.BinaryAccuracy(name="accuracy")],
+    )
+    return model

@@ -1,0 +1,56 @@
+"""Export of the trained model with the signatures serving and evaluation need.
+
+- ``serving_default``: serialized raw ``tf.Example``s in (no label needed; the
+  Transform graph is inside), ``probability`` and ``big_tipper`` (0/1) out.
+- ``transform_features``: serialized raw examples in, transformed features out
+  (label included); TFMA's Evaluator uses it to obtain the label.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tensorflow_transform as tft
+import tf_keras as keras
+
+from models import features
+
+SERVING_SIGNATURE = "serving_default"
+TRANSFORM_SIGNATURE = "transform_features"
+PREDICTION_KEY = "probability"
+CLASS_KEY = "big_tipper"
+DECISION_THRESHOLD = 0.5
+
+
+def _serving_raw_spec(tf_transform_output: tft.TFTransformOutput) -> dict:
+    spec = dict(tf_transform_output.raw_feature_spec())
+    # The label's source is unknown at serving time; outputs depending on it are pruned.
+    spec.pop(features.TIPS, None)
+    return spec
+
+
+def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutput) -> dict:
+    """Builds the exported signatures; the Transform layer is tracked on the model."""
+    model.tft_layer = tf_transform_output.transform_features_layer()
+    model_inputs = list(model.input.keys()) if isinstance(model.input, dict) else model.input_names
+
+    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
+    def serve_tf_examples(serialized):
+        raw = tf.io.parse_example(serialized, _serving_raw_spec(tf_transform_output))
+        transformed = model.tft_layer(raw)
+        probability = model({k: transformed[k] for k in model_inputs})
+        return {
+            PREDICTION_KEY: probability,
+            CLASS_KEY: tf.cast(probability > DECISION_THRESHOLD, tf.int64),
+        }
+
+    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
+    def transform_features(serialized):
+        raw = tf.io.parse_example(serialized, tf_transform_output.raw_feature_spec())
+        return model.tft_layer(raw)
+
+    return {SERVING_SIGNATURE: serve_tf_examples, TRANSFORM_SIGNATURE: transform_features}
+
+
+def export_serving_model(model: keras.Model, tf_transform_output: tft.TFTransformOutput, export_dir: str) -> None:
+    """Saves ``model`` as a SavedModel at ``export_dir`` with both signatures."""
+    model.save(export_dir, save_format="tf", signatures=make_signatures(model, tf_transform_output))

@@ -1,0 +1,102 @@
+"""Which ``tf.distribute`` strategy ``run_fn`` trains under, decided at run time.
+
+``choose_strategy`` is pure (environment in, decision out) so every branch is testable
+without hardware; ``create_strategy`` turns the decision into a strategy object, with the
+TPU system calls injectable so the TPU path can be exercised where no TPU exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Callable, Mapping, Sequence
+
+AUTO, TPU, MULTI_WORKER, MIRRORED = "auto", "tpu", "multi_worker", "mirrored"
+STRATEGIES: tuple[str, ...] = (AUTO, TPU, MULTI_WORKER, MIRRORED)
+# Environment variable that forces a strategy (the Trainer's custom_config wins over it).
+STRATEGY_ENV = "TRAINING_STRATEGY"
+
+
+@dataclasses.dataclass(frozen=True)
+class StrategyChoice:
+    kind: str
+    reason: str
+    tpu_name: str | None = None
+
+
+def _cluster_size(tf_config: str) -> int:
+    try:
+        cluster = json.loads(tf_config).get("cluster", {})
+    except (json.JSONDecodeError, AttributeError) as err:
+        raise ValueError(f"TF_CONFIG is not a JSON object with a 'cluster' key: {err}") from err
+    return sum(len(cluster.get(role, [])) for role in ("chief", "worker"))
+
+
+def choose_strategy(env: Mapping[str, str], override: str | None = None) -> StrategyChoice:
+    """Decides the strategy: an explicit override, else TPU_NAME, else a multi-worker
+    TF_CONFIG, else mirrored (all local GPUs, or the CPU)."""
+    forced = override if override not in (None, "", AUTO) else env.get(STRATEGY_ENV, AUTO) or AUTO
+    source = "custom_config 'strategy'" if override not in (None, "", AUTO) else f"${STRATEGY_ENV}"
+    if forced not in STRATEGIES:
+        raise ValueError(f"Unknown training strategy {forced!r} (from {source}); allowed: {', '.join(STRATEGIES)}")
+
+    tpu_name = env.get("TPU_NAME", "").strip()
+    workers = _cluster_size(env["TF_CONFIG"]) if env.get("TF_CONFIG") else 0
+
+    if forced == TPU:
+        if not tpu_name:
+            raise ValueError(f"Strategy 'tpu' forced by {source} but TPU_NAME is not set: set it to the TPU "
+                             "name, a grpc:// address, or 'local' on a TPU VM.")
+        return StrategyChoice(TPU, f"forced by {source}; TPU_NAME={tpu_name}", tpu_name)
+    if forced == MULTI_WORKER:
+        return StrategyChoice(MULTI_WORKER, f"forced by {source}; TF_CONFIG lists {workers} worker(s)")
+    if forced == MIRRORED:
+        return StrategyChoice(MIRRORED, f"forced by {source}")
+    if tpu_name:
+        return StrategyChoice(TPU, f"TPU_NAME={tpu_name} is set", tpu_name)
+    if workers > 1:
+        return StrategyChoice(MULTI_WORKER, f"TF_CONFIG lists {workers} workers")
+    return StrategyChoice(MIRRORED, "no TPU_NAME and no multi-worker TF_CONFIG: local GPUs, or the CPU")
+
+
+def require_remote_paths(paths: Sequence[str]) -> None:
+    """TPU workers cannot read this machine's disk: refuse local paths up front."""
+    local = [p for p in paths if p and not p.startswith("gs://")]
+    if local:
+        raise ValueError(f"Training on a TPU needs data and model locations on Cloud Storage; these are local: "
+                         f"{local}. Use gs:// paths for the pipeline root and data.")
+
+
+@dataclasses.dataclass(frozen=True)
+class TpuSystem:
+    """The three TPU calls, replaceable in tests where no TPU exists."""
+
+    resolver: Callable[[str], Any]
+    connect: Callable[[Any], Any]
+    initialize: Callable[[Any], Any]
+
+    @classmethod
+    def real(cls) -> "TpuSystem":
+        import tensorflow as tf
+
+        return cls(
+            resolver=lambda name: tf.distribute.cluster_resolver.TPUClusterResolver(tpu=name),
+            connect=tf.config.experimental_connect_to_cluster,
+            initialize=tf.tpu.experimental.initialize_tpu_system,
+        )
+
+
+def create_strategy(choice: StrategyChoice, tpu_system: TpuSystem | None = None,
+                    strategy_factory: Callable[..., Any] | None = None):
+    """Builds the strategy ``choice`` names. TPU: resolve, connect, initialise, then build."""
+    import tensorflow as tf
+
+    if choice.kind == TPU:
+        tpu_system = tpu_system or TpuSystem.real()
+        resolver = tpu_system.resolver(choice.tpu_name)
+        tpu_system.connect(resolver)
+        tpu_system.initialize(resolver)
+        return (strategy_factory or tf.distribute.TPUStrategy)(resolver)
+    if choice.kind == MULTI_WORKER:
+        return (strategy_factory or tf.distribute.MultiWorkerMirroredStrategy)()
+    return (strategy_factory or tf.distribute.MirroredStrategy)()

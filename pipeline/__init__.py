@@ -1,0 +1,1 @@
+"""The pipeline definition and its configuration; never imports a runner."""

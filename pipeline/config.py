@@ -1,0 +1,88 @@
+"""One typed configuration for the pipeline, with defaults that run offline.
+
+Runners build a ``PipelineConfig`` (from flags) and hand it to ``create_pipeline``;
+every derived location comes from here so the runners and the run summary agree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from pathlib import Path
+
+from models.hparams import HParams
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATA_ROOT = str(REPO_ROOT / "data")
+DEFAULT_OUTPUT_ROOT = str(REPO_ROOT / "outputs")
+# The Vertex compiler accepts only these names; local runs keep to it so the same
+# configuration compiles everywhere.
+PIPELINE_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,127}")
+
+PREPROCESSING_FN = "models.preprocessing.preprocessing_fn"
+RUN_FN = "models.trainer.run_fn"
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineConfig:
+    """Everything that shapes a run. Paths may be local or gs://."""
+
+    pipeline_name: str = "taxi-big-tipper"
+    data_root: str = DEFAULT_DATA_ROOT
+    # Which files under data_root are data (data/ also holds a README).
+    data_pattern: str = "*.csv"
+    output_root: str = DEFAULT_OUTPUT_ROOT
+    # Train:eval split by hash of each row, in hash buckets.
+    train_buckets: int = 2
+    eval_buckets: int = 1
+    train_steps: int = 2000
+    # None: evaluate on the whole eval split after each epoch.
+    eval_steps: int | None = None
+    # A curated schema (schema.pbtxt) to validate against; None infers one with SchemaGen.
+    schema_path: str | None = None
+    # 1: Beam runs in-process (fastest on small data); >1: that many worker processes.
+    beam_workers: int = 1
+    extra_beam_args: tuple[str, ...] = ()
+    enable_cache: bool = False
+    # Evaluator gates: an absolute floor, and "no worse than the last blessed model"
+    # (by at most this much AUC, the run-to-run noise of training).
+    min_eval_auc: float = 0.90
+    max_auc_regression: float = 0.002
+    hparams: HParams = dataclasses.field(default_factory=HParams)
+
+    def __post_init__(self) -> None:
+        if not PIPELINE_NAME_PATTERN.fullmatch(self.pipeline_name):
+            raise ValueError(
+                f"pipeline_name {self.pipeline_name!r} must match [a-z0-9][a-z0-9-]{{0,127}} "
+                "(lower-case letters, digits, dashes), as Vertex AI Pipelines requires."
+            )
+        for name in ("train_buckets", "eval_buckets", "train_steps", "beam_workers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.eval_steps is not None and self.eval_steps < 1:
+            raise ValueError(f"eval_steps must be at least 1 or None, got {self.eval_steps}")
+        if not 0.0 <= self.min_eval_auc <= 1.0:
+            raise ValueError(f"min_eval_auc must be in [0, 1], got {self.min_eval_auc}")
+        if self.max_auc_regression < 0:
+            raise ValueError(f"max_auc_regression must be >= 0, got {self.max_auc_regression}")
+
+    @property
+    def pipeline_root(self) -> str:
+        return os.path.join(self.output_root, "pipelines", self.pipeline_name)
+
+    @property
+    def metadata_path(self) -> str:
+        return os.path.join(self.output_root, "metadata", self.pipeline_name, "metadata.db")
+
+    @property
+    def serving_model_dir(self) -> str:
+        return os.path.join(self.output_root, "serving_model", self.pipeline_name)
+
+    @property
+    def beam_pipeline_args(self) -> list[str]:
+        if self.beam_workers == 1:
+            mode = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+        else:
+            mode = ["--direct_running_mode=multi_processing", f"--direct_num_workers={self.beam_workers}"]
+        return mode + list(self.extra_beam_args)

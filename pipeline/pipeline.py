@@ -1,0 +1,129 @@
+"""The one pipeline definition, run locally and compiled for Kubeflow/Vertex unchanged.
+
+ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> AnomalyGate -> Transform
+-> Trainer -> (latest blessed model) -> Evaluator -> Pusher.
+"""
+
+from __future__ import annotations
+
+import tensorflow_model_analysis as tfma
+from ml_metadata.proto import metadata_store_pb2
+from tfx import v1 as tfx
+
+from components.anomaly_gate import AnomalyGate
+from models import features, signatures
+from pipeline.config import PREPROCESSING_FN, RUN_FN, PipelineConfig
+
+EVAL_SPLIT = "eval"
+TRAIN_SPLIT = "train"
+
+
+def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
+    """TFMA configuration: AUC must clear a floor and must not regress against the baseline."""
+    return tfma.EvalConfig(
+        model_specs=[
+            tfma.ModelSpec(
+                signature_name=signatures.SERVING_SIGNATURE,
+                prediction_key=signatures.PREDICTION_KEY,
+                label_key=features.transformed_name(features.LABEL_KEY),
+                preprocessing_function_names=[signatures.TRANSFORM_SIGNATURE],
+            )
+        ],
+        slicing_specs=[tfma.SlicingSpec()],
+        metrics_specs=[
+            tfma.MetricsSpec(
+                metrics=[
+                    tfma.MetricConfig(class_name="ExampleCount"),
+                    tfma.MetricConfig(class_name="BinaryAccuracy"),
+                    tfma.MetricConfig(
+                        class_name="AUC",
+                        threshold=tfma.MetricThreshold(
+                            value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.min_eval_auc}),
+                            # Ignored by the Evaluator when there is no blessed baseline yet.
+                            change_threshold=tfma.GenericChangeThreshold(
+                                direction=tfma.MetricDirection.HIGHER_IS_BETTER,
+                                absolute={"value": -config.max_auc_regression - 1e-10},
+                            ),
+                        ),
+                    ),
+                ]
+            )
+        ],
+    )
+
+
+def create_pipeline(
+    config: PipelineConfig,
+    metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
+) -> tfx.dsl.Pipeline:
+    """Builds the complete DAG from ``config``; runners only add where metadata lives."""
+    example_gen = tfx.components.CsvExampleGen(
+        input_base=config.data_root,
+        input_config=tfx.proto.Input(
+            splits=[tfx.proto.Input.Split(name="single_split", pattern=config.data_pattern)]
+        ),
+        output_config=tfx.proto.Output(
+            split_config=tfx.proto.SplitConfig(
+                splits=[
+                    tfx.proto.SplitConfig.Split(name=TRAIN_SPLIT, hash_buckets=config.train_buckets),
+                    tfx.proto.SplitConfig.Split(name=EVAL_SPLIT, hash_buckets=config.eval_buckets),
+                ]
+            )
+        ),
+    )
+    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    if config.schema_path:
+        schema_gen = tfx.components.ImportSchemaGen(schema_file=config.schema_path)
+    else:
+        schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs["statistics"])
+    example_validator = tfx.components.ExampleValidator(
+        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
+    )
+    anomaly_gate = AnomalyGate(
+        anomalies=example_validator.outputs["anomalies"], schema=schema_gen.outputs["schema"]
+    )
+    validated_schema = anomaly_gate.outputs["validated_schema"]
+    transform = tfx.components.Transform(
+        examples=example_gen.outputs["examples"],
+        schema=validated_schema,
+        preprocessing_fn=PREPROCESSING_FN,
+    )
+    trainer = tfx.components.Trainer(
+        run_fn=RUN_FN,
+        examples=transform.outputs["transformed_examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        schema=validated_schema,
+        train_args=tfx.proto.TrainArgs(splits=[TRAIN_SPLIT], num_steps=config.train_steps),
+        eval_args=tfx.proto.EvalArgs(splits=[EVAL_SPLIT], num_steps=config.eval_steps),
+        custom_config=config.hparams.to_custom_config(),
+    )
+    model_resolver = tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+    ).with_id("latest_blessed_model_resolver")
+    evaluator = tfx.components.Evaluator(
+        examples=example_gen.outputs["examples"],
+        model=trainer.outputs["model"],
+        baseline_model=model_resolver.outputs["model"],
+        example_splits=[EVAL_SPLIT],
+        eval_config=eval_config(config),
+    )
+    pusher = tfx.components.Pusher(
+        model=trainer.outputs["model"],
+        model_blessing=evaluator.outputs["blessing"],
+        push_destination=tfx.proto.PushDestination(
+            filesystem=tfx.proto.PushDestination.Filesystem(base_directory=config.serving_model_dir)
+        ),
+    )
+    return tfx.dsl.Pipeline(
+        pipeline_name=config.pipeline_name,
+        pipeline_root=config.pipeline_root,
+        components=[
+            example_gen, statistics_gen, schema_gen, example_validator, anomaly_gate,
+            transform, trainer, model_resolver, evaluator, pusher,
+        ],
+        enable_cache=config.enable_cache,
+        metadata_connection_config=metadata_connection_config,
+        beam_pipeline_args=config.beam_pipeline_args,
+    )
