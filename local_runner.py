@@ -51,6 +51,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="A curated schema.pbtxt to validate the data against (default: infer one).")
     parser.add_argument("--min-eval-auc", type=float, default=_DEFAULTS.min_eval_auc,
                         help="Evaluator floor: a model below this eval AUC is not blessed or pushed.")
+    parser.add_argument("--verbose", action="store_true",
+                        help="Show every log line of TFX, Beam and TensorFlow (default: progress only).")
     parser.add_argument("--enable-cache", action=argparse.BooleanOptionalAction, default=_DEFAULTS.enable_cache,
                         help="Reuse results of components whose inputs and code did not change.")
     return parser.parse_args(argv)
@@ -73,15 +75,44 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     )
 
 
+class _ProgressOnly(logging.Filter):
+    """Lets through warnings and LocalDagRunner's "Component X is running/finished" lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            return True
+        message = record.getMessage()
+        return message.startswith("Component ") and message.endswith(("is running.", "is finished."))
+
+
+def _configure_logging(verbose: bool) -> None:
+    from absl import logging as absl_logging
+
+    absl_logging.set_verbosity(absl_logging.INFO)
+    handler = absl_logging.get_absl_handler()
+    if not verbose:
+        handler.addFilter(_ProgressOnly())
+        import tensorflow as tf
+
+        tf.get_logger().setLevel(logging.ERROR)
+    logging.root.handlers = [handler]
+    logging.root.setLevel(logging.INFO)
+
+
+def metadata_config(config: PipelineConfig):
+    from tfx import v1 as tfx
+
+    os.makedirs(os.path.dirname(config.metadata_path), exist_ok=True)
+    return tfx.orchestration.metadata.sqlite_metadata_connection_config(config.metadata_path)
+
+
 def run(config: PipelineConfig) -> None:
     """Runs the pipeline; raises what the failing component raised."""
     from tfx import v1 as tfx
 
     from pipeline.pipeline import create_pipeline
 
-    os.makedirs(os.path.dirname(config.metadata_path), exist_ok=True)
-    metadata = tfx.orchestration.metadata.sqlite_metadata_connection_config(config.metadata_path)
-    tfx.orchestration.LocalDagRunner().run(create_pipeline(config, metadata))
+    tfx.orchestration.LocalDagRunner().run(create_pipeline(config, metadata_config(config)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -91,8 +122,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO)
-    run(config)
+    _configure_logging(args.verbose)
+    from pipeline.run_summary import format_summary, summarize_run
+
+    failure = None
+    try:
+        run(config)
+    except Exception as err:  # noqa: BLE001 - reported below with the summary, exit code 1
+        failure = err
+    try:
+        print("\n" + format_summary(summarize_run(metadata_config(config), config.pipeline_name), config.min_eval_auc))
+    except LookupError as err:
+        print(f"(no run summary: {err})")
+    if failure is not None:
+        print(f"\nThe run FAILED: {type(failure).__name__}: {failure}", file=sys.stderr)
+        print("Fix the cause and run the same command again; finished components are reused "
+              "when caching is on (--enable-cache).", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -56,11 +56,14 @@ def build_keras_model(categorical_sizes: Mapping[str, int], hparams: HParams = H
     dense_inputs = {k: keras.layers.Input(shape=(1,), name=k, dtype=tf.float32) for k in dense_feature_keys()}
     cat_inputs = {k: keras.layers.Input(shape=(1,), name=k, dtype=tf.int64) for k in categorical_feature_keys()}
 
+    regularizer = keras.regularizers.L2(hparams.l2) if hparams.l2 else None
     deep_parts = list(dense_inputs.values())
     wide_parts = []
     for key, layer_input in cat_inputs.items():
         size = int(categorical_sizes[key])
-        embedded = keras.layers.Embedding(size, _embedding_dim(size), name=f"embed_{key}")(layer_input)
+        embedded = keras.layers.Embedding(
+            size, _embedding_dim(size), embeddings_regularizer=regularizer, name=f"embed_{key}"
+        )(layer_input)
         deep_parts.append(keras.layers.Flatten()(embedded))
         wide_parts.append(keras.layers.CategoryEncoding(size, output_mode="one_hot", name=f"onehot_{key}")(layer_input))
     for lat, lon in COORDINATE_CROSSES:
@@ -79,7 +82,9 @@ def build_keras_model(categorical_sizes: Mapping[str, int], hparams: HParams = H
         if hparams.dropout:
             deep = keras.layers.Dropout(hparams.dropout)(deep)
     wide = keras.layers.concatenate(wide_parts)
-    logit = keras.layers.Dense(1, name="logit")(keras.layers.concatenate([deep, wide]))
+    wide_logit = keras.layers.Dense(1, kernel_regularizer=regularizer, name="wide_logit")(wide)
+    deep_logit = keras.layers.Dense(1, name="deep_logit")(deep)
+    logit = keras.layers.Add(name="logit")([wide_logit, deep_logit])
     output = keras.layers.Activation("sigmoid", name="big_tipper_probability")(logit)
 
     model = keras.Model(inputs={**dense_inputs, **cat_inputs}, outputs=output)

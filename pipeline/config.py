@@ -36,7 +36,7 @@ class PipelineConfig:
     # Train:eval split by hash of each row, in hash buckets.
     train_buckets: int = 2
     eval_buckets: int = 1
-    train_steps: int = 2000
+    train_steps: int = 400
     # None: evaluate on the whole eval split after each epoch.
     eval_steps: int | None = None
     # A curated schema (schema.pbtxt) to validate against; None infers one with SchemaGen.

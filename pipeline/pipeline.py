@@ -7,6 +7,7 @@ ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> AnomalyGate -> T
 from __future__ import annotations
 
 import tensorflow_model_analysis as tfma
+from google.protobuf.wrappers_pb2 import BoolValue
 from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
 
@@ -30,6 +31,9 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
             )
         ],
         slicing_specs=[tfma.SlicingSpec()],
+        # Only the metrics below: the model's compiled Keras metrics would add a second,
+        # differently computed "auc" beside TFMA's.
+        options=tfma.Options(include_default_metrics=BoolValue(value=False)),
         metrics_specs=[
             tfma.MetricsSpec(
                 metrics=[

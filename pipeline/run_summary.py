@@ -1,0 +1,160 @@
+"""A short account of one pipeline run, read back from ML Metadata.
+
+Works for any run recorded in MLMD (finished, cached or failed): each component's state
+and duration, the Evaluator's metrics and verdict, where the model was pushed and where
+TensorBoard logs are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+_STATES = {
+    metadata_store_pb2.Execution.NEW: "new",
+    metadata_store_pb2.Execution.RUNNING: "running",
+    metadata_store_pb2.Execution.COMPLETE: "complete",
+    metadata_store_pb2.Execution.FAILED: "FAILED",
+    metadata_store_pb2.Execution.CACHED: "cached",
+    metadata_store_pb2.Execution.CANCELED: "canceled",
+}
+_OUTPUT_EVENTS = (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
+
+
+@dataclasses.dataclass
+class ComponentRun:
+    node_id: str
+    state: str
+    seconds: float
+
+
+@dataclasses.dataclass
+class RunSummary:
+    run_id: str
+    components: list[ComponentRun]
+    metrics: dict[str, float] = dataclasses.field(default_factory=dict)
+    blessed: bool | None = None
+    had_baseline: bool = False
+    validation_failures: list[str] = dataclasses.field(default_factory=list)
+    pushed_to: str | None = None
+    tensorboard_dir: str | None = None
+    anomalies_blessed: dict[str, bool] = dataclasses.field(default_factory=dict)
+
+    def component(self, node_id: str) -> ComponentRun | None:
+        return next((c for c in self.components if c.node_id == node_id), None)
+
+
+def _latest_run(store: metadata_store.MetadataStore, pipeline_name: str) -> metadata_store_pb2.Context:
+    pipeline = store.get_context_by_type_and_name("pipeline", pipeline_name)
+    if pipeline is None:
+        raise LookupError(f"No pipeline named {pipeline_name!r} in this metadata store")
+    runs = [c for c in store.get_children_contexts_by_context(pipeline.id) if c.type == "pipeline_run"]
+    if not runs:
+        runs = store.get_contexts_by_type("pipeline_run")
+    if not runs:
+        raise LookupError(f"No runs of {pipeline_name!r} recorded yet")
+    return max(runs, key=lambda c: (c.create_time_since_epoch, c.id))
+
+
+def _outputs(store, execution_ids: list[int]) -> dict[int, list]:
+    """execution id -> [(output key, artifact)]"""
+    events = [e for e in store.get_events_by_execution_ids(execution_ids) if e.type in _OUTPUT_EVENTS]
+    artifacts = {a.id: a for a in store.get_artifacts_by_id([e.artifact_id for e in events])}
+    found: dict[int, list] = {}
+    for event in events:
+        key = event.path.steps[0].key if event.path.steps else ""
+        found.setdefault(event.execution_id, []).append((key, artifacts[event.artifact_id]))
+    return found
+
+
+def _evaluation(summary: RunSummary, evaluation_uri: str) -> None:
+    import tensorflow_model_analysis as tfma
+
+    for slice_metrics in tfma.load_metrics(evaluation_uri):
+        if slice_metrics.slice_key.single_slice_keys:
+            continue  # overall slice only
+        for item in slice_metrics.metric_keys_and_values:
+            if not item.key.is_diff:  # the candidate's own values, not its change vs baseline
+                summary.metrics[item.key.name] = item.value.double_value.value
+    result = tfma.load_validation_result(evaluation_uri)
+    for per_slice in result.metric_validations_per_slice:
+        for failure in per_slice.failures:
+            summary.validation_failures.append(
+                f"{failure.metric_key.name}{' (change vs baseline)' if failure.metric_key.is_diff else ''}: "
+                f"{failure.message or 'threshold not met'}"
+            )
+
+
+def summarize_run(
+    connection_config: metadata_store_pb2.ConnectionConfig, pipeline_name: str, run_id: str | None = None
+) -> RunSummary:
+    """Reads one run (the latest by default) back from ML Metadata."""
+    store = metadata_store.MetadataStore(connection_config)
+    run = (
+        store.get_context_by_type_and_name("pipeline_run", run_id) if run_id else _latest_run(store, pipeline_name)
+    )
+    if run is None:
+        raise LookupError(f"No run {run_id!r} in this metadata store")
+    executions = sorted(store.get_executions_by_context(run.id), key=lambda e: (e.create_time_since_epoch, e.id))
+    prefix = f"{pipeline_name}."
+    summary = RunSummary(run_id=run.name, components=[])
+    node_of: dict[int, str] = {}
+    for execution in executions:
+        nodes = [c.name for c in store.get_contexts_by_execution(execution.id) if c.type == "node"]
+        node_id = nodes[0][len(prefix):] if nodes and nodes[0].startswith(prefix) else (nodes or ["?"])[0]
+        node_of[execution.id] = node_id
+        seconds = max(0, execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1000
+        summary.components.append(ComponentRun(node_id, _STATES.get(execution.last_known_state, "unknown"), seconds))
+
+    inputs = [e for e in store.get_events_by_execution_ids(list(node_of)) if e.type == metadata_store_pb2.Event.INPUT]
+    for execution_id, outputs in _outputs(store, list(node_of)).items():
+        node_id = node_of[execution_id]
+        for key, artifact in outputs:
+            props = artifact.custom_properties
+            if key == "blessing":
+                summary.blessed = bool(props["blessed"].int_value) if "blessed" in props else None
+                summary.had_baseline = any(
+                    e.execution_id == execution_id and e.path.steps and e.path.steps[0].key == "baseline_model"
+                    for e in inputs
+                )
+            elif key == "evaluation":
+                _evaluation(summary, artifact.uri)
+            elif key == "pushed_model" and props.get("pushed") and props["pushed"].int_value:
+                summary.pushed_to = props["pushed_destination"].string_value
+            elif key == "model_run" and node_id == "Trainer":
+                summary.tensorboard_dir = artifact.uri
+            elif key == "anomalies" and "blessed" in props:
+                fields = props["blessed"].struct_value.fields
+                summary.anomalies_blessed = {split: bool(v.number_value) for split, v in fields.items()}
+    return summary
+
+
+def format_summary(summary: RunSummary, min_eval_auc: float | None = None) -> str:
+    """A plain-text table and verdict for the terminal."""
+    width = max([len(c.node_id) for c in summary.components] + [9])
+    lines = [f"Run {summary.run_id}", f"  {'component':<{width}}  {'status':<9}  {'seconds':>8}"]
+    for c in summary.components:
+        lines.append(f"  {c.node_id:<{width}}  {c.state:<9}  {c.seconds:>8.1f}")
+    lines.append(f"  {'total':<{width}}  {'':<9}  {sum(c.seconds for c in summary.components):>8.1f}")
+    if summary.metrics:
+        shown = ", ".join(f"{k} {v:.4f}" if k != "example_count" else f"{k} {int(v)}"
+                          for k, v in sorted(summary.metrics.items()))
+        lines.append(f"Eval metrics: {shown}")
+    if summary.blessed is None:
+        lines.append("Model: not evaluated in this run")
+    elif summary.blessed:
+        floor = f" >= floor {min_eval_auc:.2f}" if min_eval_auc is not None else ""
+        baseline = ("and no worse than the last blessed model" if summary.had_baseline
+                    else "(first blessed model: no baseline to compare against)")
+        lines.append(f"Model: BLESSED: AUC {summary.metrics.get('auc', float('nan')):.4f}{floor} {baseline}")
+    else:
+        lines.append("Model: NOT blessed: " + ("; ".join(summary.validation_failures) or "thresholds not met"))
+    if summary.pushed_to:
+        lines.append(f"Pushed to: {summary.pushed_to}")
+    elif summary.blessed is not None:
+        lines.append("Pushed to: nothing pushed (the model was not blessed)")
+    if summary.tensorboard_dir:
+        lines.append(f"TensorBoard: tensorboard --logdir {summary.tensorboard_dir}")
+    return "\n".join(lines)
