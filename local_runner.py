@@ -12,8 +12,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import warnings  # noqa: E402
 
-# google-api-core warns about Python 3.11's end of life on every import; it is noise here.
-warnings.filterwarnings("ignore", category=FutureWarning, module="google.api_core")
+# Google client libraries warn at import about future Python/grpc/storage support; noise here.
+warnings.filterwarnings("ignore", category=FutureWarning)
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402

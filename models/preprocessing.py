@@ -1,5 +1,7 @@
 """The Transform ``preprocessing_fn``: every useful column, missing values explicit.
 
+Missing values: numbers take the mean of the present values, strings a ``__MISSING__``
+vocabulary entry, coordinates a bucket of their own, integer categories index 0.
 Columns that are sometimes empty in the CSV reach Transform as ``SparseTensor`` (the
 schema marks them optional); columns always present arrive dense. ``_dense`` handles
 both, so the same code serves the default data, a user's CSV and a tiny test batch.
@@ -47,6 +49,23 @@ def _to_float(x) -> tf.Tensor:
     return tf.cast(_dense(x, 0), tf.float32)
 
 
+def _values(x) -> tf.Tensor:
+    """The values present, as a flat tensor (for analyzers that must skip missing ones)."""
+    if isinstance(x, tf.RaggedTensor):
+        return x.flat_values
+    if isinstance(x, tf.SparseTensor):
+        return x.values
+    return tf.reshape(x, [-1])
+
+
+def _impute_mean(x, transform, dtype=tf.float32) -> tf.Tensor:
+    """``transform`` of each value as ``dtype``; a missing value becomes the mean of the
+    present ones (over the whole data set), so it lands in the middle, not at zero."""
+    value = transform(tf.cast(_dense(x, 0), dtype))
+    mean = tft.mean(transform(tf.cast(_values(x), dtype)))
+    return tf.where(_is_missing(x), tf.cast(mean, dtype), value)
+
+
 def _to_string(x) -> tf.Tensor:
     """Strings as they are; numbers (census tracts) as integer strings. Missing: a token."""
     if x.dtype == tf.string:
@@ -64,12 +83,12 @@ def preprocessing_fn(inputs: dict) -> dict:
     """Maps raw columns to model-ready features (``<name>_xf``), each of shape [batch, 1]."""
     outputs = {}
     for key in features.LOG_NUMERIC_FEATURES:
-        value = tf.math.log1p(tf.maximum(_to_float(inputs[key]), 0.0))
+        value = _impute_mean(inputs[key], lambda v: tf.math.log1p(tf.maximum(v, 0.0)))
         outputs[features.transformed_name(key)] = _as_column(tft.scale_to_z_score(value))
     for key in features.NUMERIC_FEATURES:
-        outputs[features.transformed_name(key)] = _as_column(
-            tft.scale_to_z_score(_to_float(inputs[key]))
-        )
+        # float64: a float32 holds a Unix timestamp only to the nearest 128 s.
+        value = _impute_mean(inputs[key], tf.identity, tf.float64)
+        outputs[features.transformed_name(key)] = _as_column(tf.cast(tft.scale_to_z_score(value), tf.float32))
     for key in features.VOCAB_FEATURES:
         outputs[features.transformed_name(key)] = _as_column(
             tft.compute_and_apply_vocabulary(

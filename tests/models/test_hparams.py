@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from models.hparams import HParams
+
+
+def test_round_trips_through_custom_config_json():
+    hparams = HParams(per_replica_batch_size=64, hidden_units=(16, 8), strategy="mirrored")
+    assert HParams.from_custom_config(json.loads(json.dumps(hparams.to_custom_config()))) == hparams
+
+
+def test_empty_custom_config_gives_defaults():
+    assert HParams.from_custom_config(None) == HParams()
+
+
+def test_unknown_keys_are_rejected_with_the_known_ones():
+    with pytest.raises(ValueError, match=r"Unknown Trainer custom_config keys \['batchsize'\].*per_replica_batch_size"):
+        HParams.from_custom_config({"batchsize": 3})
+
+
+@pytest.mark.parametrize("bad", [{"epochs": 0}, {"per_replica_batch_size": -1}, {"hidden_units": ()}, {"dropout": 1.0}])
+def test_invalid_values_are_rejected(bad):
+    with pytest.raises(ValueError):
+        HParams(**bad)

@@ -1,0 +1,138 @@
+"""preprocessing_fn on a tiny in-memory batch through real tf.Transform (Beam, in-process)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_transform as tft
+import tensorflow_transform.beam as tft_beam
+from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
+
+from models import features
+from models.preprocessing import preprocessing_fn
+
+xf = features.transformed_name
+
+_F32, _I64, _STR = tf.float32, tf.int64, tf.string
+# Always-present columns are dense; columns that can be empty in the CSV are VarLen,
+# exactly as the inferred schema makes them.
+RAW_SPEC = {
+    "fare": tf.io.FixedLenFeature([], _F32),
+    "tips": tf.io.FixedLenFeature([], _F32),
+    "trip_miles": tf.io.FixedLenFeature([], _F32),
+    "trip_seconds": tf.io.VarLenFeature(_I64),
+    "trip_start_timestamp": tf.io.FixedLenFeature([], _I64),
+    "trip_start_hour": tf.io.FixedLenFeature([], _I64),
+    "trip_start_day": tf.io.FixedLenFeature([], _I64),
+    "trip_start_month": tf.io.FixedLenFeature([], _I64),
+    "payment_type": tf.io.FixedLenFeature([], _STR),
+    "company": tf.io.VarLenFeature(_STR),
+    "dropoff_census_tract": tf.io.VarLenFeature(_I64),
+    "pickup_community_area": tf.io.VarLenFeature(_I64),
+    "dropoff_community_area": tf.io.VarLenFeature(_I64),
+    "pickup_latitude": tf.io.VarLenFeature(_F32),
+    "pickup_longitude": tf.io.VarLenFeature(_F32),
+    "dropoff_latitude": tf.io.VarLenFeature(_F32),
+    "dropoff_longitude": tf.io.VarLenFeature(_F32),
+}
+
+
+def _row(i: int, **overrides) -> dict:
+    row = {
+        "fare": 10.0 + i, "tips": 0.0, "trip_miles": 1.0 + i, "trip_seconds": [600 + 10 * i],
+        "trip_start_timestamp": 1400000000 + 3600 * i, "trip_start_hour": i % 24, "trip_start_day": 1 + i % 7,
+        "trip_start_month": 1 + i % 12, "payment_type": "Cash", "company": ["Flash Cab"],
+        "dropoff_census_tract": [17031081500 + i % 3], "pickup_community_area": [8], "dropoff_community_area": [32],
+        "pickup_latitude": [41.89 + 0.001 * i], "pickup_longitude": [-87.63 - 0.001 * i],
+        "dropoff_latitude": [41.88 + 0.001 * i], "dropoff_longitude": [-87.62 - 0.001 * i],
+    }
+    row.update(overrides)
+    return row
+
+
+ROWS = [_row(i) for i in range(20)] + [
+    _row(20, tips=3.0, fare=10.0, payment_type="Credit Card"),  # 30% tip: big tipper
+    _row(21, tips=1.0, fare=10.0, payment_type="Credit Card"),  # 10%: not
+    _row(22, tips=0.0, fare=0.0),  # no fare, no tip: not
+    _row(23, company=[], dropoff_census_tract=[], dropoff_latitude=[], dropoff_longitude=[],
+         dropoff_community_area=[], trip_seconds=[]),  # every optional value missing
+    _row(24, company=[], trip_start_hour=0),
+    _row(25, trip_start_hour=23),
+]
+
+
+@pytest.fixture(scope="module")
+def transformed(tmp_path_factory):
+    temp = tmp_path_factory.mktemp("tft")
+    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(RAW_SPEC))
+    with tft_beam.Context(temp_dir=str(temp / "tmp"), force_tf_compat_v1=False):
+        (rows, _), transform_fn = (ROWS, metadata) | tft_beam.AnalyzeAndTransformDataset(
+            preprocessing_fn, output_record_batches=False
+        )
+        _ = transform_fn | tft_beam.WriteTransformFn(str(temp / "transform_fn"))
+    return rows, tft.TFTransformOutput(str(temp / "transform_fn"))
+
+
+def _column(rows, key) -> np.ndarray:
+    return np.array([np.asarray(r[key]).reshape(-1)[0] for r in rows])
+
+
+def test_every_model_input_and_the_label_is_produced(transformed):
+    rows, _ = transformed
+    expected = {xf(k) for k in features.model_input_features()} | {xf(features.LABEL_KEY)}
+    assert set(rows[0]) == expected
+    assert all(np.asarray(r[k]).shape == (1,) for r in rows for k in expected)
+
+
+def test_label_is_tips_over_twenty_percent_of_fare(transformed):
+    label = _column(transformed[0], xf(features.LABEL_KEY))
+    assert label[20] == 1 and label[21] == 0 and label[22] == 0
+    assert label[:20].sum() == 0
+
+
+def test_numeric_features_are_z_scored(transformed):
+    rows, _ = transformed
+    for key in features.LOG_NUMERIC_FEATURES[:2] + features.NUMERIC_FEATURES:
+        values = _column(rows, xf(key))
+        assert abs(values.mean()) < 1e-4 and abs(values.std() - 1.0) < 1e-3, key
+    fare = _column(rows, xf("fare"))
+    assert fare[19] > fare[0]  # monotonic in the raw value (log1p then z-score)
+
+
+def test_missing_strings_get_an_explicit_vocabulary_entry(transformed):
+    rows, output = transformed
+    company = _column(rows, xf("company"))
+    assert company[23] == company[24] != company[0]
+    vocabulary = output.vocabulary_by_name("company")
+    assert vocabulary[company[23]] == features.MISSING_TOKEN.encode()
+    assert vocabulary[company[0]] == b"Flash Cab"
+
+
+def test_census_tracts_become_integer_strings(transformed):
+    vocabulary = transformed[1].vocabulary_by_name("dropoff_census_tract")
+    assert b"17031081500" in vocabulary and features.MISSING_TOKEN.encode() in vocabulary
+
+
+def test_missing_coordinates_get_their_own_bucket(transformed):
+    rows, _ = transformed
+    buckets = _column(rows, xf("dropoff_latitude"))
+    assert buckets[23] == features.NUM_BUCKETS
+    present = np.delete(buckets, 23)
+    assert present.max() < features.NUM_BUCKETS and len(set(present)) > 1
+
+
+def test_time_and_area_categories_reserve_zero_for_missing(transformed):
+    rows, _ = transformed
+    hour = _column(rows, xf("trip_start_hour"))
+    assert hour[24] == 1 and hour[25] == 24  # hour h -> h + 1
+    area = _column(rows, xf("dropoff_community_area"))
+    assert area[23] == 0 and area[0] == 33
+
+
+def test_missing_numbers_take_the_mean_not_zero(transformed):
+    seconds = _column(transformed[0], xf("trip_seconds"))
+    others = np.delete(seconds, 23)
+    # Imputed in log space with the mean of the present values: z-score near 0, while a
+    # zero-second trip would sit far below every real one.
+    assert abs(seconds[23]) < 0.1 and others.min() < seconds[23] < others.max()

@@ -1,0 +1,93 @@
+"""Strategy choice (pure) and construction, with the TPU system calls substituted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import tensorflow as tf
+
+from models import strategy as S
+
+TWO_WORKERS = json.dumps({"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}})
+ONE_WORKER = json.dumps({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}})
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, S.MIRRORED),
+        ({"TF_CONFIG": ONE_WORKER}, S.MIRRORED),
+        ({"TF_CONFIG": TWO_WORKERS}, S.MULTI_WORKER),
+        ({"TPU_NAME": "my-tpu"}, S.TPU),
+        ({"TPU_NAME": "my-tpu", "TF_CONFIG": TWO_WORKERS}, S.TPU),
+        ({"TPU_NAME": "  "}, S.MIRRORED),
+    ],
+)
+def test_automatic_choice(env, expected):
+    choice = S.choose_strategy(env)
+    assert choice.kind == expected
+    assert choice.reason
+
+
+def test_tpu_choice_carries_the_name():
+    assert S.choose_strategy({"TPU_NAME": "grpc://10.0.0.2:8470"}).tpu_name == "grpc://10.0.0.2:8470"
+
+
+def test_override_from_custom_config_wins_over_environment():
+    choice = S.choose_strategy({"TPU_NAME": "t", S.STRATEGY_ENV: "tpu"}, override="mirrored")
+    assert choice.kind == S.MIRRORED and "custom_config" in choice.reason
+
+
+def test_override_from_environment():
+    assert S.choose_strategy({S.STRATEGY_ENV: "multi_worker"}).kind == S.MULTI_WORKER
+
+
+@pytest.mark.parametrize(("env", "override"), [({}, "gpu"), ({S.STRATEGY_ENV: "parameter_server"}, None)])
+def test_unknown_override_lists_the_allowed_values(env, override):
+    with pytest.raises(ValueError, match="allowed: auto, tpu, multi_worker, mirrored"):
+        S.choose_strategy(env, override)
+
+
+def test_forcing_tpu_without_a_tpu_name_says_how_to_fix_it():
+    with pytest.raises(ValueError, match="TPU_NAME is not set"):
+        S.choose_strategy({}, "tpu")
+
+
+def test_malformed_tf_config_is_named():
+    with pytest.raises(ValueError, match="TF_CONFIG"):
+        S.choose_strategy({"TF_CONFIG": "{not json"})
+
+
+def test_no_tpu_builds_a_real_mirrored_strategy():
+    strategy = S.create_strategy(S.choose_strategy({}))
+    assert isinstance(strategy, tf.distribute.MirroredStrategy)
+    assert strategy.num_replicas_in_sync >= 1
+
+
+def test_tpu_path_resolves_connects_initializes_then_builds():
+    calls = []
+    system = S.TpuSystem(
+        resolver=lambda name: calls.append(("resolve", name)) or f"resolver:{name}",
+        connect=lambda resolver: calls.append(("connect", resolver)),
+        initialize=lambda resolver: calls.append(("initialize", resolver)),
+    )
+
+    def factory(resolver):
+        calls.append(("strategy", resolver))
+        return "tpu-strategy"
+
+    result = S.create_strategy(S.choose_strategy({"TPU_NAME": "my-tpu"}), system, factory)
+    assert result == "tpu-strategy"
+    assert calls == [
+        ("resolve", "my-tpu"),
+        ("connect", "resolver:my-tpu"),
+        ("initialize", "resolver:my-tpu"),
+        ("strategy", "resolver:my-tpu"),
+    ]
+
+
+def test_tpu_refuses_local_paths():
+    with pytest.raises(ValueError, match="use gs://|Use gs://"):
+        S.require_remote_paths(["gs://bucket/data", "/home/me/outputs"])
+    S.require_remote_paths(["gs://bucket/data", "gs://bucket/model"])

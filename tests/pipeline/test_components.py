@@ -1,0 +1,267 @@
+"""Each component of the DAG, exactly as ``create_pipeline`` configures it, run on its own
+with its real executor on a few hundred rows, asserting on what it writes."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import glob
+import os
+import time
+
+import pytest
+import tensorflow as tf
+from tfx.components.statistics_gen import stats_artifact_utils
+from tfx.types import artifact_utils
+from tfx.utils import io_utils, path_utils
+
+from components.anomaly_gate import DataAnomaliesError, describe_anomalies, read_anomalies
+from models import features
+from pipeline.pipeline import create_pipeline
+from tensorflow_metadata.proto.v0 import schema_pb2
+from tests.conftest import EMBEDDED_CSV, write_sample
+from tests.harness import node, run_component
+
+xf = features.transformed_name
+
+
+@pytest.fixture(scope="session")
+def pipe(small_config):
+    return create_pipeline(small_config)
+
+
+@pytest.fixture(scope="session")
+def root(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("components"))
+
+
+@pytest.fixture(scope="session")
+def examples(pipe, root):
+    return run_component(node(pipe, "CsvExampleGen"), {}, root)["examples"]
+
+
+@pytest.fixture(scope="session")
+def statistics(pipe, root, examples):
+    return run_component(node(pipe, "StatisticsGen"), {"examples": examples}, root)["statistics"]
+
+
+@pytest.fixture(scope="session")
+def schema(pipe, root, statistics):
+    return run_component(node(pipe, "SchemaGen"), {"statistics": statistics}, root)["schema"]
+
+
+@pytest.fixture(scope="session")
+def anomalies(pipe, root, statistics, schema):
+    return run_component(
+        node(pipe, "ExampleValidator"), {"statistics": statistics, "schema": schema}, root
+    )["anomalies"]
+
+
+@pytest.fixture(scope="session")
+def validated_schema(pipe, root, anomalies, schema):
+    return run_component(node(pipe, "AnomalyGate"), {"anomalies": anomalies, "schema": schema}, root)[
+        "validated_schema"
+    ]
+
+
+@pytest.fixture(scope="session")
+def transform(pipe, root, examples, validated_schema):
+    return run_component(node(pipe, "Transform"), {"examples": examples, "schema": validated_schema}, root)
+
+
+@pytest.fixture(scope="session")
+def trainer(pipe, root, transform, validated_schema):
+    return run_component(
+        node(pipe, "Trainer"),
+        {
+            "examples": transform["transformed_examples"],
+            "transform_graph": transform["transform_graph"],
+            "schema": validated_schema,
+        },
+        root,
+    )
+
+
+@pytest.fixture(scope="session")
+def evaluator(pipe, root, examples, trainer):
+    return run_component(node(pipe, "Evaluator"), {"examples": examples, "model": trainer["model"]}, root)
+
+
+def _records(examples_artifact, split: str) -> list[tf.train.Example]:
+    files = glob.glob(os.path.join(artifact_utils.get_split_uri(examples_artifact, split), "*"))
+    return [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
+
+
+def _csv_header() -> list[str]:
+    with open(EMBEDDED_CSV, newline="") as f:
+        return next(csv.reader(f))
+
+
+def test_example_gen_splits_two_to_one_by_hash(examples, small_config):
+    assert artifact_utils.decode_split_names(examples[0].split_names) == ["train", "eval"]
+    train, evaluation = _records(examples, "train"), _records(examples, "eval")
+    assert len(train) + len(evaluation) == 600
+    assert 0.25 < len(evaluation) / 600 < 0.42  # 1 of 3 hash buckets, give or take hashing
+    assert set(train[0].features.feature) <= set(_csv_header())
+
+
+def test_statistics_exist_for_every_column(statistics):
+    for split in ("train", "eval"):
+        stats = stats_artifact_utils.load_statistics(statistics[0], split).proto()
+        names = {f.path.step[0] for f in stats.datasets[0].features}
+        assert names == set(_csv_header()), split
+        assert stats.datasets[0].num_examples > 0
+
+
+def _schema_proto(schema_artifact) -> schema_pb2.Schema:
+    return io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema_artifact[0].uri))
+
+
+def test_schema_has_the_expected_features_and_types(schema):
+    types = {f.name: f.type for f in _schema_proto(schema).feature}
+    assert types["payment_type"] == schema_pb2.BYTES and types["company"] == schema_pb2.BYTES
+    assert types["fare"] == schema_pb2.FLOAT and types["tips"] == schema_pb2.FLOAT
+    assert types["trip_start_hour"] == schema_pb2.INT and types["trip_start_timestamp"] == schema_pb2.INT
+    assert set(features.model_input_features()) <= set(types)
+
+
+def test_clean_data_has_no_anomalies_and_passes_the_gate(anomalies, validated_schema, schema):
+    assert describe_anomalies(read_anomalies(anomalies[0])) == []
+    assert _schema_proto(validated_schema) == _schema_proto(schema)
+
+
+@pytest.fixture(scope="session")
+def planted_anomalies(small_config, root, schema, tmp_path_factory):
+    """Data with a payment type the schema has never seen, validated against the clean schema."""
+
+    def plant(row, i):
+        return {**row, "payment_type": "Bitcoin"} if i % 10 == 0 else row
+
+    bad_dir = write_sample(tmp_path_factory.mktemp("bad"), 300, every=50, edit=plant)
+    bad = create_pipeline(dataclasses.replace(small_config, data_root=str(bad_dir)))
+    bad_root = os.path.join(root, "bad")
+    bad_examples = run_component(node(bad, "CsvExampleGen"), {}, bad_root)["examples"]
+    bad_stats = run_component(node(bad, "StatisticsGen"), {"examples": bad_examples}, bad_root)["statistics"]
+    return run_component(node(bad, "ExampleValidator"), {"statistics": bad_stats, "schema": schema}, bad_root)[
+        "anomalies"
+    ], bad, bad_root
+
+
+def test_validator_flags_a_planted_anomaly(planted_anomalies):
+    anomalies = planted_anomalies[0]
+    lines = describe_anomalies(read_anomalies(anomalies[0]))
+    assert any("payment_type" in line and "Bitcoin" in line for line in lines), lines
+
+
+def test_gate_stops_on_anomalies_naming_feature_and_fix(planted_anomalies, schema):
+    anomalies, bad, bad_root = planted_anomalies
+    with pytest.raises(DataAnomaliesError) as raised:
+        run_component(node(bad, "AnomalyGate"), {"anomalies": anomalies, "schema": schema}, bad_root)
+    message = str(raised.value)
+    assert "feature 'payment_type'" in message and "Transform and training did not run" in message
+    assert "--schema-path" in message
+    assert not os.listdir(os.path.join(bad_root, "AnomalyGate", "validated_schema"))
+
+
+def test_transform_writes_every_transformed_feature(transform):
+    record = _records(transform["transformed_examples"], "train")[0]
+    expected = {xf(k) for k in features.model_input_features()} | {xf(features.LABEL_KEY)}
+    assert set(record.features.feature) == expected
+    import tensorflow_transform as tft
+
+    output = tft.TFTransformOutput(transform["transform_graph"][0].uri)
+    assert b"Cash" in output.vocabulary_by_name("payment_type")
+
+
+def test_trainer_exports_serving_and_eval_signatures(trainer):
+    serving_dir = path_utils.serving_model_path(trainer["model"][0].uri)
+    loaded = tf.saved_model.load(serving_dir)
+    assert set(loaded.signatures) == {"serving_default", "transform_features"}
+    inputs = loaded.signatures["serving_default"].structured_input_signature[1]
+    assert list(inputs) == ["examples"] and inputs["examples"].dtype == tf.string
+    assert set(loaded.signatures["serving_default"].structured_outputs) == {"probability", "big_tipper"}
+    assert glob.glob(os.path.join(trainer["model_run"][0].uri, "**", "events.out.tfevents.*"), recursive=True)
+
+
+def test_evaluator_blesses_a_model_above_the_floor(evaluator):
+    assert evaluator["blessing"][0].get_int_custom_property("blessed") == 1
+    import tensorflow_model_analysis as tfma
+
+    names = {kv.key.name for m in tfma.load_metrics(evaluator["evaluation"][0].uri) for kv in m.metric_keys_and_values}
+    assert {"auc", "binary_accuracy", "example_count"} <= names
+
+
+@pytest.fixture(scope="session")
+def strict_evaluator(small_config, root, examples, trainer):
+    """The same Evaluator with an unreachable AUC floor."""
+    strict = create_pipeline(dataclasses.replace(small_config, min_eval_auc=0.9999))
+    return run_component(
+        node(strict, "Evaluator"), {"examples": examples, "model": trainer["model"]}, os.path.join(root, "strict")
+    )
+
+
+def test_evaluator_refuses_a_model_below_the_floor(strict_evaluator):
+    assert strict_evaluator["blessing"][0].get_int_custom_property("blessed") == 0
+
+
+def test_pusher_refuses_an_unblessed_model(pipe, root, trainer, strict_evaluator, small_config):
+    pushed = run_component(
+        node(pipe, "Pusher"),
+        {"model": trainer["model"], "model_blessing": strict_evaluator["blessing"]},
+        os.path.join(root, "refused"),
+    )["pushed_model"]
+    assert pushed[0].get_int_custom_property("pushed") == 0
+    assert not glob.glob(os.path.join(small_config.serving_model_dir, "*"))
+
+
+@pytest.fixture(scope="session")
+def pushes(pipe, root, trainer, evaluator, small_config):
+    """The blessed model pushed twice (a second apart, as two runs would)."""
+    results = []
+    for attempt in range(2):
+        if attempt:
+            time.sleep(1.1)  # versions are whole seconds
+        results.append(
+            run_component(
+                node(pipe, "Pusher"),
+                {"model": trainer["model"], "model_blessing": evaluator["blessing"]},
+                os.path.join(root, f"push{attempt}"),
+            )["pushed_model"][0]
+        )
+    return results
+
+
+def test_pusher_pushes_a_blessed_model_to_a_new_version_each_time(pushes, small_config):
+    destinations = [p.get_string_custom_property("pushed_destination") for p in pushes]
+    assert all(p.get_int_custom_property("pushed") == 1 for p in pushes)
+    assert len(set(destinations)) == 2
+    for destination in destinations:
+        assert os.path.dirname(destination) == small_config.serving_model_dir
+        assert os.path.basename(destination).isdigit()
+        assert os.path.exists(os.path.join(destination, "saved_model.pb"))
+
+
+def _raw_example(row: dict) -> bytes:
+    """A tf.Example the way a client would send it: typed values, empty cells left out."""
+    feature = {}
+    for key, value in row.items():
+        if value == "" or key == features.TIPS:
+            continue
+        if key in ("payment_type", "company"):
+            feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+        elif key in ("fare", "trip_miles") or "itude" in key:
+            feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
+        else:
+            feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(float(value))]))
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def test_serving_default_answers_raw_examples_from_the_pushed_model(pushes):
+    with open(EMBEDDED_CSV, newline="") as f:
+        rows = [row for _, row in zip(range(50), csv.DictReader(f))]
+    assert any(row["company"] == "" for row in rows)  # missing values included
+    loaded = tf.saved_model.load(pushes[0].get_string_custom_property("pushed_destination"))
+    result = loaded.signatures["serving_default"](examples=tf.constant([_raw_example(r) for r in rows]))
+    probability, label = result["probability"].numpy(), result["big_tipper"].numpy()
+    assert probability.shape == (50, 1) and ((probability >= 0) & (probability <= 1)).all()
+    assert ((probability > 0.5).astype(int) == label).all()
