@@ -115,8 +115,9 @@ def summarize_run(
             props = artifact.custom_properties
             if key == "blessing":
                 summary.blessed = bool(props["blessed"].int_value) if "blessed" in props else None
+                # One event can carry several input keys (the baseline may be the candidate itself).
                 summary.had_baseline = any(
-                    e.execution_id == execution_id and e.path.steps and e.path.steps[0].key == "baseline_model"
+                    e.execution_id == execution_id and any(step.key == "baseline_model" for step in e.path.steps)
                     for e in inputs
                 )
             elif key == "evaluation":

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import pytest
+
+from pipeline.config import PipelineConfig
+
+
+def test_defaults_run_offline_under_the_repository():
+    config = PipelineConfig()
+    assert not config.data_root.startswith("gs://") and config.data_root.endswith("data")
+    assert config.pipeline_root.startswith(config.output_root)
+    assert config.serving_model_dir.startswith(config.output_root)
+
+
+@pytest.mark.parametrize("name", ["Taxi", "taxi_pipeline", "-taxi", "", "x" * 129])
+def test_pipeline_names_vertex_would_reject_are_refused(name):
+    with pytest.raises(ValueError, match=r"\[a-z0-9\]\[a-z0-9-\]"):
+        PipelineConfig(pipeline_name=name)
+
+
+@pytest.mark.parametrize("field", ["train_steps", "beam_workers", "train_buckets", "eval_buckets"])
+def test_counts_must_be_positive(field):
+    with pytest.raises(ValueError, match=field):
+        PipelineConfig(**{field: 0})
+
+
+def test_beam_runs_in_process_with_one_worker_and_multiprocess_with_more():
+    assert "--direct_running_mode=in_memory" in PipelineConfig().beam_pipeline_args
+    args = PipelineConfig(beam_workers=2, extra_beam_args=("--foo=1",)).beam_pipeline_args
+    assert args == ["--direct_running_mode=multi_processing", "--direct_num_workers=2", "--foo=1"]
