@@ -4,7 +4,7 @@
 # A second call finds the environment up to date (it is stamped against uv.lock) and
 # starts at once.
 
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 UV_VERSION := 0.13.8
 TOOLS := .tools
 UV := $(TOOLS)/bin/uv
