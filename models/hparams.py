@@ -17,10 +17,12 @@ class HParams:
     per_replica_batch_size: int = 256
     epochs: int = 4
     learning_rate: float = 0.001
-    hidden_units: tuple[int, ...] = (128, 64, 32)
-    dropout: float = 0.1
+    hidden_units: tuple[int, ...] = (64, 32)
+    dropout: float = 0.2
     # L2 penalty on the wide weights and embeddings: the one-hot crosses overfit otherwise.
     l2: float = 1e-4
+    # Exponential moving average of the weights (0 disables): steadies the final model.
+    ema_momentum: float = 0.99
     # "auto" (TPU_NAME, then TF_CONFIG, then mirrored), or force "tpu"/"multi_worker"/"mirrored".
     strategy: str = "auto"
 
@@ -33,6 +35,8 @@ class HParams:
             raise ValueError(f"hidden_units must be positive sizes, got {self.hidden_units}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if not 0.0 <= self.ema_momentum < 1.0:
+            raise ValueError(f"ema_momentum must be in [0, 1), got {self.ema_momentum}")
 
     def to_custom_config(self) -> dict[str, Any]:
         """A JSON-serialisable dict for ``Trainer(custom_config=...)``."""

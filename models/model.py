@@ -21,6 +21,9 @@ COORDINATE_CROSSES: tuple[tuple[str, str], ...] = (
     ("pickup_latitude", "pickup_longitude"),
     ("dropoff_latitude", "dropoff_longitude"),
 )
+# Whether a card payer tips over 20% depends sharply and non-monotonically on the fare, so
+# the wide part also gets payment type crossed with buckets of the z-scored log fare.
+FARE_BUCKET_BOUNDARIES: tuple[float, ...] = tuple(-2.5 + 0.25 * i for i in range(21))
 
 
 def dense_feature_keys() -> list[str]:
@@ -76,6 +79,18 @@ def build_keras_model(categorical_sizes: Mapping[str, int], hparams: HParams = H
             )(cell)
         )
 
+    pay_key, fare_key = features.transformed_name("payment_type"), features.transformed_name("fare")
+    fare_buckets = len(FARE_BUCKET_BOUNDARIES) + 1
+    fare_bucket = keras.layers.Discretization(
+        bin_boundaries=list(FARE_BUCKET_BOUNDARIES), output_mode="int", name="fare_bucket"
+    )(dense_inputs[fare_key])
+    pay_fare = cat_inputs[pay_key] * fare_buckets + tf.cast(fare_bucket, tf.int64)
+    wide_parts.append(
+        keras.layers.CategoryEncoding(
+            int(categorical_sizes[pay_key]) * fare_buckets, output_mode="one_hot", name="cross_payment_type_fare"
+        )(pay_fare)
+    )
+
     deep = keras.layers.concatenate(deep_parts)
     for units in hparams.hidden_units:
         deep = keras.layers.Dense(units, activation="relu")(deep)
@@ -89,7 +104,12 @@ def build_keras_model(categorical_sizes: Mapping[str, int], hparams: HParams = H
 
     model = keras.Model(inputs={**dense_inputs, **cat_inputs}, outputs=output)
     model.compile(
-        optimizer=keras.optimizers.Adam(learning_rate=hparams.learning_rate),
+        optimizer=keras.optimizers.Adam(
+            learning_rate=hparams.learning_rate,
+            # fit() swaps the moving average into the weights at the end of training.
+            use_ema=hparams.ema_momentum > 0,
+            ema_momentum=hparams.ema_momentum or 0.99,
+        ),
         loss=keras.losses.BinaryCrossentropy(),
         metrics=[keras.metrics.AUC(name="auc"), keras.metrics.BinaryAccuracy(name="accuracy")],
     )
