@@ -16,14 +16,12 @@ import warnings  # noqa: E402
 warnings.filterwarnings("ignore", category=FutureWarning)
 
 import argparse  # noqa: E402
-import dataclasses  # noqa: E402
 import logging  # noqa: E402
 import sys  # noqa: E402
 from typing import Sequence  # noqa: E402
 
 from pipeline.config import PipelineConfig  # noqa: E402
-
-_DEFAULTS = PipelineConfig()
+from pipeline.flags import DEFAULTS, add_pipeline_flags, pipeline_config_kwargs  # noqa: E402
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -31,47 +29,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description="Run the TFX pipeline locally (LocalDagRunner) and print a summary.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--data-root", default=_DEFAULTS.data_root,
+    parser.add_argument("--data-root", default=DEFAULTS.data_root,
                         help="Directory holding the CSV file(s) to train on (all must share one header).")
-    parser.add_argument("--data-pattern", default=_DEFAULTS.data_pattern,
-                        help="Glob, relative to --data-root, selecting the data files.")
-    parser.add_argument("--output-root", default=_DEFAULTS.output_root,
+    parser.add_argument("--output-root", default=DEFAULTS.output_root,
                         help="Where pipeline artifacts, ML Metadata and pushed models are written.")
-    parser.add_argument("--pipeline-name", default=_DEFAULTS.pipeline_name,
-                        help="Pipeline name ([a-z0-9][a-z0-9-]*); separates runs in the output root.")
-    parser.add_argument("--train-steps", type=int, default=_DEFAULTS.train_steps,
-                        help="Total training steps (each of one global batch).")
-    parser.add_argument("--epochs", type=int, default=_DEFAULTS.hparams.epochs,
-                        help="Training steps are split into this many epochs (evaluation after each).")
-    parser.add_argument("--batch-size", type=int, default=_DEFAULTS.hparams.per_replica_batch_size,
-                        help="Per-replica batch size; the global batch is this times the replica count.")
-    parser.add_argument("--beam-workers", type=int, default=_DEFAULTS.beam_workers,
+    parser.add_argument("--beam-workers", type=int, default=DEFAULTS.beam_workers,
                         help="Beam DirectRunner workers: 1 runs in-process, N>1 uses N processes.")
-    parser.add_argument("--schema-path", default=None,
-                        help="A curated schema.pbtxt to validate the data against (default: infer one).")
-    parser.add_argument("--min-eval-auc", type=float, default=_DEFAULTS.min_eval_auc,
-                        help="Evaluator floor: a model below this eval AUC is not blessed or pushed.")
+    add_pipeline_flags(parser)
     parser.add_argument("--verbose", action="store_true",
                         help="Show every log line of TFX, Beam and TensorFlow (default: progress only).")
-    parser.add_argument("--enable-cache", action=argparse.BooleanOptionalAction, default=_DEFAULTS.enable_cache,
-                        help="Reuse results of components whose inputs and code did not change.")
     return parser.parse_args(argv)
 
 
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     return PipelineConfig(
-        pipeline_name=args.pipeline_name,
         data_root=os.path.abspath(args.data_root),
-        data_pattern=args.data_pattern,
         output_root=os.path.abspath(args.output_root),
-        train_steps=args.train_steps,
         schema_path=os.path.abspath(args.schema_path) if args.schema_path else None,
         beam_workers=args.beam_workers,
-        enable_cache=args.enable_cache,
-        min_eval_auc=args.min_eval_auc,
-        hparams=dataclasses.replace(
-            _DEFAULTS.hparams, epochs=args.epochs, per_replica_batch_size=args.batch_size
-        ),
+        **pipeline_config_kwargs(args),
     )
 
 

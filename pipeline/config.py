@@ -22,6 +22,24 @@ PIPELINE_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,127}")
 
 PREPROCESSING_FN = "models.preprocessing.preprocessing_fn"
 RUN_FN = "models.trainer.run_fn"
+# Vertex AI's prebuilt TensorFlow serving image (the newest the aiplatform client lists).
+DEFAULT_SERVING_IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
+
+
+@dataclasses.dataclass(frozen=True)
+class VertexEndpoint:
+    """Where the Pusher deploys a blessed model on Vertex AI, instead of a directory."""
+
+    project: str
+    region: str
+    endpoint_name: str
+    machine_type: str = "n1-standard-2"
+    serving_image: str = DEFAULT_SERVING_IMAGE
+
+    def __post_init__(self) -> None:
+        for name in ("project", "region", "endpoint_name"):
+            if not getattr(self, name):
+                raise ValueError(f"VertexEndpoint.{name} is required")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +68,8 @@ class PipelineConfig:
     min_eval_auc: float = 0.90
     max_auc_regression: float = 0.002
     hparams: HParams = dataclasses.field(default_factory=HParams)
+    # Deploy blessed models to a Vertex AI endpoint (cloud runs only).
+    vertex_endpoint: VertexEndpoint | None = None
 
     def __post_init__(self) -> None:
         if not PIPELINE_NAME_PATTERN.fullmatch(self.pipeline_name):
@@ -81,6 +101,9 @@ class PipelineConfig:
 
     @property
     def beam_pipeline_args(self) -> list[str]:
+        """DirectRunner settings for local runs; given a --runner (Dataflow), only the extra args."""
+        if any(arg.startswith("--runner=") for arg in self.extra_beam_args):
+            return list(self.extra_beam_args)
         if self.beam_workers == 1:
             mode = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
         else:

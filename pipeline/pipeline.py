@@ -56,6 +56,34 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
     )
 
 
+def _pusher(config: PipelineConfig, trainer, evaluator):
+    """Pushes blessed models to a versioned directory, or deploys them to a Vertex endpoint."""
+    if config.vertex_endpoint is None:
+        return tfx.components.Pusher(
+            model=trainer.outputs["model"],
+            model_blessing=evaluator.outputs["blessing"],
+            push_destination=tfx.proto.PushDestination(
+                filesystem=tfx.proto.PushDestination.Filesystem(base_directory=config.serving_model_dir)
+            ),
+        )
+    vertex = tfx.extensions.google_cloud_ai_platform
+    endpoint = config.vertex_endpoint
+    return vertex.Pusher(
+        model=trainer.outputs["model"],
+        model_blessing=evaluator.outputs["blessing"],
+        custom_config={
+            vertex.ENABLE_VERTEX_KEY: True,
+            vertex.VERTEX_REGION_KEY: endpoint.region,
+            vertex.VERTEX_CONTAINER_IMAGE_URI_KEY: endpoint.serving_image,
+            vertex.SERVING_ARGS_KEY: {
+                "project_id": endpoint.project,
+                "endpoint_name": endpoint.endpoint_name,
+                "machine_type": endpoint.machine_type,
+            },
+        },
+    )
+
+
 def create_pipeline(
     config: PipelineConfig,
     metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
@@ -113,13 +141,7 @@ def create_pipeline(
         example_splits=[EVAL_SPLIT],
         eval_config=eval_config(config),
     )
-    pusher = tfx.components.Pusher(
-        model=trainer.outputs["model"],
-        model_blessing=evaluator.outputs["blessing"],
-        push_destination=tfx.proto.PushDestination(
-            filesystem=tfx.proto.PushDestination.Filesystem(base_directory=config.serving_model_dir)
-        ),
-    )
+    pusher = _pusher(config, trainer, evaluator)
     return tfx.dsl.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,

@@ -1,0 +1,75 @@
+"""A local HTTP server that stands in for a cloud API: it records every request and
+answers from a route table, so the real client libraries can be tested up to the wire."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlsplit
+
+
+@dataclasses.dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: Any
+
+
+Route = Callable[[Request], tuple[int, Any]]
+
+
+class StandInServer:
+    """Serves on 127.0.0.1 on a free port; ``routes`` maps (method, path prefix) to answers."""
+
+    def __init__(self, routes: dict[tuple[str, str], Route]):
+        self.routes = routes
+        self.requests: list[Request] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _handle(self):
+                url = urlsplit(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw
+                request = Request(self.command, url.path, parse_qs(url.query), dict(self.headers), body)
+                server.requests.append(request)
+                status, answer = 404, {"error": {"code": 404, "message": f"no stand-in route for {url.path}"}}
+                for (method, prefix), route in server.routes.items():
+                    if method == self.command and url.path.startswith(prefix):
+                        status, answer = route(request)
+                        break
+                payload = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> "StandInServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def find(self, method: str, path_part: str) -> list[Request]:
+        return [r for r in self.requests if r.method == method and path_part in r.path]
