@@ -27,6 +27,7 @@ import yaml  # noqa: E402
 
 from pipeline.config import DEFAULT_SERVING_IMAGE, PipelineConfig, VertexEndpoint  # noqa: E402
 from pipeline.flags import add_pipeline_flags, pipeline_config_kwargs  # noqa: E402
+from pipeline.vertex_training import KINDS, VertexTraining  # noqa: E402
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 
@@ -82,6 +83,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     dataflow.add_argument("--dataflow-sdk-image", default=None,
                           help="SDK container image for Dataflow workers (default: --image).")
 
+    training = parser.add_argument_group("Vertex AI Training for the Trainer")
+    training.add_argument("--vertex-training", choices=KINDS,
+                          help="Train on Vertex AI: one GPU machine, several workers, or a TPU VM.")
+    training.add_argument("--training-machine-type", help="Machine type (default: n1-standard-8; TPU: cloud-tpu).")
+    training.add_argument("--accelerator-type", help="e.g. NVIDIA_TESLA_T4 (gpu default), TPU_V3 (tpu default).")
+    training.add_argument("--accelerator-count", type=int, help="Accelerators per machine (gpu: 1, tpu: 8).")
+    training.add_argument("--training-replicas", type=int, default=3,
+                          help="Machines for --vertex-training multi-worker (a chief plus N-1 workers).")
+
     serving = parser.add_argument_group("Vertex AI endpoint deployment for the Pusher")
     serving.add_argument("--endpoint-name", help="Deploy blessed models to this Vertex AI endpoint.")
     serving.add_argument("--serving-machine-type", default="n1-standard-2", help="Endpoint machine type.")
@@ -131,7 +141,7 @@ def validate(args: argparse.Namespace) -> None:
     if args.dry_run and not (args.submit or args.kfp_host):
         raise SettingsError("--dry-run only makes sense with --submit or --kfp-host")
     for needed, why in ((args.submit, "with --submit"), (args.dataflow, "with --dataflow"),
-                        (args.endpoint_name, "with --endpoint-name")):
+                        (args.endpoint_name, "with --endpoint-name"), (args.vertex_training, "with --vertex-training")):
         if needed:
             _require("--project", args.project, why)
             _require("--region", args.region, why)
@@ -160,7 +170,27 @@ def dataflow_args(args: argparse.Namespace) -> tuple[str, ...]:
     )
 
 
+def vertex_training(args: argparse.Namespace) -> VertexTraining | None:
+    """The Trainer's Vertex AI job from the --vertex-training flags (unset ones: builder defaults)."""
+    if not args.vertex_training:
+        return None
+    given = {k: v for k, v in (("machine_type", args.training_machine_type),
+                                ("accelerator_type", args.accelerator_type),
+                                ("accelerator_count", args.accelerator_count)) if v is not None}
+    try:
+        if args.vertex_training == "gpu":
+            return VertexTraining.gpu(args.project, args.region, args.image, **given)
+        if args.vertex_training == "multi-worker":
+            return VertexTraining.multi_worker(args.project, args.region, args.image, args.training_replicas, **given)
+        if "machine_type" in given:
+            raise ValueError("a TPU VM's machine type is always cloud-tpu; drop --training-machine-type")
+        return VertexTraining.tpu(args.project, args.region, args.image, **given)
+    except ValueError as err:
+        raise SettingsError(f"--vertex-training {args.vertex_training}: {err}") from err
+
+
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
+    training = vertex_training(args)
     try:
         return PipelineConfig(
             data_root=args.data_root,
@@ -171,6 +201,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
                 project=args.project, region=args.region, endpoint_name=args.endpoint_name,
                 machine_type=args.serving_machine_type, serving_image=args.serving_image,
             ) if args.endpoint_name else None,
+            vertex_training=training,
             **pipeline_config_kwargs(args),
         )
     except ValueError as err:

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from models.hparams import HParams
+from pipeline.vertex_training import VertexTraining
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_ROOT = str(REPO_ROOT / "data")
@@ -70,6 +71,8 @@ class PipelineConfig:
     hparams: HParams = dataclasses.field(default_factory=HParams)
     # Deploy blessed models to a Vertex AI endpoint (cloud runs only).
     vertex_endpoint: VertexEndpoint | None = None
+    # Train on Vertex AI Training (GPU machine, several workers, TPU VM); cloud runs only.
+    vertex_training: VertexTraining | None = None
 
     def __post_init__(self) -> None:
         if not PIPELINE_NAME_PATTERN.fullmatch(self.pipeline_name):

@@ -56,6 +56,15 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
     )
 
 
+def _trainer(config: PipelineConfig, **inputs):
+    """The Trainer in this process/container, or as a Vertex AI Training job."""
+    custom_config = config.hparams.to_custom_config()
+    if config.vertex_training is None:
+        return tfx.components.Trainer(custom_config=custom_config, **inputs)
+    custom_config.update(config.vertex_training.custom_config())
+    return tfx.extensions.google_cloud_ai_platform.Trainer(custom_config=custom_config, **inputs)
+
+
 def _pusher(config: PipelineConfig, trainer, evaluator):
     """Pushes blessed models to a versioned directory, or deploys them to a Vertex endpoint."""
     if config.vertex_endpoint is None:
@@ -120,14 +129,14 @@ def create_pipeline(
         schema=validated_schema,
         preprocessing_fn=PREPROCESSING_FN,
     )
-    trainer = tfx.components.Trainer(
+    trainer = _trainer(
+        config,
         run_fn=RUN_FN,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=validated_schema,
         train_args=tfx.proto.TrainArgs(splits=[TRAIN_SPLIT], num_steps=config.train_steps),
         eval_args=tfx.proto.EvalArgs(splits=[EVAL_SPLIT], num_steps=config.eval_steps),
-        custom_config=config.hparams.to_custom_config(),
     )
     model_resolver = tfx.dsl.Resolver(
         strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,

@@ -241,3 +241,30 @@ def test_kfp_host_from_the_command_line(compiled, tmp_path, capsys):
         assert kr.main(argv) == 0
     assert server.find("POST", "/apis/v2beta1/runs")
     assert "runs/details/run-123" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("flags", "pool_text"),
+    [
+        (["--vertex-training", "gpu", "--accelerator-type", "NVIDIA_L4"], '"accelerator_type": "NVIDIA_L4"'),
+        (["--vertex-training", "multi-worker", "--training-replicas", "2"], '"replica_count": 1'),
+        (["--vertex-training", "tpu"], '"machine_type": "cloud-tpu"'),
+    ],
+)
+def test_vertex_training_is_compiled_into_the_trainer(tmp_path, flags, pool_text):
+    output = tmp_path / "job.json"
+    assert kr.main([*CLOUD_ARGS, "--output-file", str(output), "--project", PROJECT, "--region", REGION, *flags]) == 0
+    executors = json.loads(output.read_text())["pipelineSpec"]["deploymentSpec"]["executors"]
+    trainer = json.dumps(executors["Trainer_executor"])
+    assert "google_cloud_ai_platform.trainer.executor" in trainer
+    job = json.loads(output.read_text())
+    custom_config = json.dumps(job["pipelineSpec"]["root"]["dag"]["tasks"]["Trainer"])
+    assert pool_text.replace('"', '\\"') in custom_config
+
+
+def test_unknown_accelerator_names_the_flag(capsys):
+    argv = [*CLOUD_ARGS, "--project", PROJECT, "--region", REGION, "--vertex-training", "gpu",
+            "--accelerator-type", "NVIDIA_TESLA_T5"]
+    assert kr.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--vertex-training gpu" in err and "NVIDIA_TESLA_T4" in err

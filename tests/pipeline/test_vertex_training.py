@@ -1,0 +1,86 @@
+"""Vertex AI Training worker pools: the exact custom_config the Trainer receives."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from google.cloud.aiplatform_v1.types import AcceleratorType
+from tfx import v1 as tfx
+
+from pipeline.config import PipelineConfig
+from pipeline.pipeline import create_pipeline
+from pipeline.vertex_training import GPU_TYPES, TPU_TYPES, VertexTraining, WorkerPool
+
+IMAGE = "gcr.io/p/taxi:1"
+
+
+def _trainer_config(training: VertexTraining) -> tuple[object, dict]:
+    pipe = create_pipeline(PipelineConfig(output_root="gs://b/o", data_root="gs://b/d", vertex_training=training))
+    (trainer,) = [c for c in pipe.components if c.id == "Trainer"]
+    return trainer, json.loads(trainer.exec_properties["custom_config"])
+
+
+def _expected(worker_pool_specs: list[dict]) -> dict:
+    return {
+        **PipelineConfig().hparams.to_custom_config(),
+        "ai_platform_enable_vertex": True,
+        "ai_platform_vertex_region": "us-central1",
+        "ai_platform_training_args": {"project": "p", "job_spec": {"worker_pool_specs": worker_pool_specs}},
+    }
+
+
+def test_one_gpu_machine():
+    trainer, config = _trainer_config(VertexTraining.gpu("p", "us-central1", IMAGE))
+    assert isinstance(trainer, tfx.extensions.google_cloud_ai_platform.Trainer)
+    assert config == _expected([{
+        "machine_spec": {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1},
+        "replica_count": 1,
+        "container_spec": {"image_uri": IMAGE},
+    }])
+
+
+def test_several_workers_are_a_chief_plus_workers():
+    _, config = _trainer_config(VertexTraining.multi_worker("p", "us-central1", IMAGE, replicas=4))
+    machine = {"machine_type": "n1-standard-8"}
+    assert config == _expected([
+        {"machine_spec": machine, "replica_count": 1, "container_spec": {"image_uri": IMAGE}},
+        {"machine_spec": machine, "replica_count": 3, "container_spec": {"image_uri": IMAGE}},
+    ])
+
+
+def test_tpu_vm_sets_tpu_name_local_for_the_strategy_choice():
+    _, config = _trainer_config(VertexTraining.tpu("p", "us-central1", IMAGE, "TPU_V2", 8))
+    assert config == _expected([{
+        "machine_spec": {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V2", "accelerator_count": 8},
+        "replica_count": 1,
+        "container_spec": {"image_uri": IMAGE, "env": [{"name": "TPU_NAME", "value": "local"}]},
+    }])
+
+
+def test_run_fn_accepts_the_combined_custom_config():
+    from models.hparams import HParams
+
+    _, config = _trainer_config(VertexTraining.gpu("p", "us-central1", IMAGE))
+    assert HParams.from_custom_config(config) == PipelineConfig().hparams
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: VertexTraining.gpu("p", "r", IMAGE, accelerator_type="NVIDIA_TESLA_T5"), "Unknown accelerator type"),
+        (lambda: VertexTraining.tpu("p", "r", IMAGE, accelerator_type="TPU_V9"), "Unknown TPU type"),
+        (lambda: VertexTraining.gpu("p", "r", IMAGE, accelerator_type="TPU_V3"), "TPU accelerators need"),
+        (lambda: VertexTraining.multi_worker("p", "r", IMAGE, replicas=1), "at least 2 replicas"),
+        (lambda: WorkerPool("n1-standard-4", accelerator_type="NVIDIA_TESLA_T4"), "go together"),
+        (lambda: VertexTraining.gpu("", "r", IMAGE), "project is required"),
+    ],
+)
+def test_bad_settings_are_rejected(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_accelerator_names_match_the_vertex_client():
+    names = {a.name for a in AcceleratorType} - {"ACCELERATOR_TYPE_UNSPECIFIED"}
+    assert GPU_TYPES | TPU_TYPES == names
