@@ -289,6 +289,12 @@ def submit_to_kfp(job_file: str, host: str, experiment: str, run_name: str, pipe
     )
 
 
+def _anonymous_credentials():
+    from google.auth.credentials import AnonymousCredentials
+
+    return AnonymousCredentials()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -307,7 +313,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             display_name=config.pipeline_name, service_account=args.service_account, network=args.network,
             labels=_labels(args.label), enable_caching=args.enable_cache,
         )
-        job = submit_to_vertex(output_file, submission, dry_run=args.dry_run)
+        # A dry run needs no identity: anonymous credentials keep it from looking any up.
+        credentials = _anonymous_credentials() if args.dry_run else None
+        job = submit_to_vertex(output_file, submission, dry_run=args.dry_run, credentials=credentials)
         if args.dry_run:
             print(f"Dry run: Vertex AI PipelineJob {job.job_id} built for {args.project}/{args.region}, not sent.")
         else:

@@ -268,3 +268,12 @@ def test_unknown_accelerator_names_the_flag(capsys):
     assert kr.main(argv) == 2
     err = capsys.readouterr().err
     assert "--vertex-training gpu" in err and "NVIDIA_TESLA_T4" in err
+
+
+def test_submit_dry_run_from_the_command_line_sends_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-such-file.json"))
+    argv = [*CLOUD_ARGS, "--output-file", str(tmp_path / "job.json"), "--project", PROJECT, "--region", REGION,
+            "--submit", "--dry-run", "--label", "team=ml"]
+    assert kr.main(argv) == 0  # no credentials exist, and none were looked up
+    out = capsys.readouterr().out
+    assert "Dry run: Vertex AI PipelineJob taxi-big-tipper-" in out and "not sent" in out
