@@ -25,6 +25,11 @@ class HParams:
     ema_momentum: float = 0.99
     # "auto" (TPU_NAME, then TF_CONFIG, then mirrored), or force "tpu"/"multi_worker"/"mirrored".
     strategy: str = "auto"
+    # Where BackupAndRestore keeps the training state so a killed Trainer resumes from its
+    # last completed epoch. None: <model_run>/backup, which survives restarts of the same
+    # execution (a worker or job retry); set a fixed location (shared by all workers, gs://
+    # on a cluster) to resume across executions too.
+    backup_dir: str | None = None
 
     def __post_init__(self) -> None:
         if self.per_replica_batch_size <= 0:
@@ -37,6 +42,15 @@ class HParams:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if not 0.0 <= self.ema_momentum < 1.0:
             raise ValueError(f"ema_momentum must be in [0, 1), got {self.ema_momentum}")
+        if self.backup_dir is not None and (not isinstance(self.backup_dir, str) or not self.backup_dir.strip()):
+            raise ValueError(f"backup_dir must be a non-empty path or None, got {self.backup_dir!r}")
+
+    def ema_momentum_for(self, train_steps: int) -> float:
+        """The moving average only helps once it has forgotten the random initial weights:
+        kept when momentum ** steps <= 5%, off (0) for shorter trainings."""
+        if self.ema_momentum and self.ema_momentum**train_steps <= 0.05:
+            return self.ema_momentum
+        return 0.0
 
     def to_custom_config(self) -> dict[str, Any]:
         """A JSON-serialisable dict for ``Trainer(custom_config=...)``."""

@@ -24,12 +24,63 @@ class StrategyChoice:
     tpu_name: str | None = None
 
 
-def _cluster_size(tf_config: str) -> int:
+# Task types that train (and so take part in MultiWorkerMirroredStrategy's collectives).
+TRAINING_ROLES: tuple[str, ...] = ("chief", "worker")
+# "master" is the legacy (TF 1 / Cloud ML Engine) name of the chief.
+CHIEF_ROLES: tuple[str, ...] = ("chief", "master")
+
+
+def _parse_tf_config(tf_config: str) -> dict:
     try:
-        cluster = json.loads(tf_config).get("cluster", {})
-    except (json.JSONDecodeError, AttributeError) as err:
+        parsed = json.loads(tf_config)
+    except json.JSONDecodeError as err:
         raise ValueError(f"TF_CONFIG is not a JSON object with a 'cluster' key: {err}") from err
-    return sum(len(cluster.get(role, [])) for role in ("chief", "worker"))
+    if not isinstance(parsed, dict):
+        raise ValueError(f"TF_CONFIG is not a JSON object with a 'cluster' key: {tf_config!r}")
+    return parsed
+
+
+def _cluster_size(tf_config: str) -> int:
+    cluster = _parse_tf_config(tf_config).get("cluster", {})
+    return sum(len(cluster.get(role, [])) for role in TRAINING_ROLES)
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerInfo:
+    """This process's place in a training cluster, as TF_CONFIG describes it."""
+
+    task_type: str | None
+    task_index: int
+    num_workers: int
+    is_chief: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.task_type}:{self.task_index}" if self.task_type else "single process"
+
+
+SINGLE_PROCESS = WorkerInfo(task_type=None, task_index=0, num_workers=1, is_chief=True)
+
+
+def worker_info(tf_config: str | None) -> WorkerInfo:
+    """Who this process is. The chief is the task of type 'chief' (or legacy 'master'), or
+    worker 0 when the cluster has none (as tf.distribute decides); without a cluster the one
+    process is the chief. Only the chief may write the model and logs others will read."""
+    if not tf_config:
+        return SINGLE_PROCESS
+    parsed = _parse_tf_config(tf_config)
+    cluster = parsed.get("cluster") or {}
+    if not cluster:
+        return SINGLE_PROCESS
+    task = parsed.get("task") or {}
+    task_type, task_index = task.get("type"), task.get("index", 0)
+    if not task_type or not isinstance(task_index, int) or task_index < 0:
+        raise ValueError(f"TF_CONFIG has a cluster but no valid 'task' (type and index): {task!r}")
+    if task_type in cluster and task_index >= len(cluster[task_type]):
+        raise ValueError(f"TF_CONFIG task {task_type}:{task_index} is not in the cluster's {cluster[task_type]!r}")
+    has_chief = any(cluster.get(role) for role in CHIEF_ROLES)
+    is_chief = task_type in CHIEF_ROLES or (task_type == "worker" and task_index == 0 and not has_chief)
+    return WorkerInfo(task_type, task_index, max(1, _cluster_size(tf_config)), is_chief)
 
 
 def choose_strategy(env: Mapping[str, str], override: str | None = None) -> StrategyChoice:

@@ -14,6 +14,8 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 from pipeline.config import DEFAULT_DATA_ROOT, PipelineConfig  # noqa: E402
+from pipeline.pipeline import create_pipeline  # noqa: E402
+from tests.harness import node, run_component  # noqa: E402
 
 EMBEDDED_CSV = Path(DEFAULT_DATA_ROOT) / "taxi.csv"
 SAMPLE_ROWS = 600
@@ -54,3 +56,51 @@ def small_config(sample_dir, tmp_path_factory) -> PipelineConfig:
         min_eval_auc=0.5,
         hparams=HParams(per_replica_batch_size=32, epochs=2),
     )
+
+
+# The pipeline's components, run one by one with their real executors on the sample (see
+# tests/harness.py). Session-scoped: the component tests and the run_fn tests share them.
+
+
+@pytest.fixture(scope="session")
+def pipe(small_config):
+    return create_pipeline(small_config)
+
+
+@pytest.fixture(scope="session")
+def root(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("components"))
+
+
+@pytest.fixture(scope="session")
+def examples(pipe, root):
+    return run_component(node(pipe, "CsvExampleGen"), {}, root)["examples"]
+
+
+@pytest.fixture(scope="session")
+def statistics(pipe, root, examples):
+    return run_component(node(pipe, "StatisticsGen"), {"examples": examples}, root)["statistics"]
+
+
+@pytest.fixture(scope="session")
+def schema(pipe, root, statistics):
+    return run_component(node(pipe, "SchemaGen"), {"statistics": statistics}, root)["schema"]
+
+
+@pytest.fixture(scope="session")
+def anomalies(pipe, root, statistics, schema):
+    return run_component(
+        node(pipe, "ExampleValidator"), {"statistics": statistics, "schema": schema}, root
+    )["anomalies"]
+
+
+@pytest.fixture(scope="session")
+def validated_schema(pipe, root, anomalies, schema):
+    return run_component(node(pipe, "AnomalyGate"), {"anomalies": anomalies, "schema": schema}, root)[
+        "validated_schema"
+    ]
+
+
+@pytest.fixture(scope="session")
+def transform(pipe, root, examples, validated_schema):
+    return run_component(node(pipe, "Transform"), {"examples": examples, "schema": validated_schema}, root)

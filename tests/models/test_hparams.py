@@ -25,3 +25,10 @@ def test_unknown_keys_are_rejected_with_the_known_ones():
 def test_invalid_values_are_rejected(bad):
     with pytest.raises(ValueError):
         HParams(**bad)
+
+
+def test_weight_averaging_is_kept_for_long_trainings_only():
+    hparams = HParams(ema_momentum=0.99)
+    assert hparams.ema_momentum_for(400) == 0.99  # 0.99**400 = 1.8% of the initial weights left
+    assert hparams.ema_momentum_for(40) == 0.0  # 0.99**40 = 67%: the average would be mostly init
+    assert HParams(ema_momentum=0.0).ema_momentum_for(10_000) == 0.0

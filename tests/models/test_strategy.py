@@ -91,3 +91,54 @@ def test_tpu_refuses_local_paths():
     with pytest.raises(ValueError, match="use gs://|Use gs://"):
         S.require_remote_paths(["gs://bucket/data", "/home/me/outputs"])
     S.require_remote_paths(["gs://bucket/data", "gs://bucket/model"])
+
+
+def _tf_config(cluster: dict, task_type: str, index: int) -> str:
+    return json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})
+
+
+WORKERS = {"worker": ["h:1", "h:2", "h:3"]}
+WITH_CHIEF = {"chief": ["h:0"], "worker": ["h:1", "h:2"]}
+
+
+@pytest.mark.parametrize(
+    ("tf_config", "expected"),
+    [
+        (None, (None, 0, 1, True)),
+        ("", (None, 0, 1, True)),
+        (json.dumps({"cluster": {}}), (None, 0, 1, True)),
+        (_tf_config(WORKERS, "worker", 0), ("worker", 0, 3, True)),
+        (_tf_config(WORKERS, "worker", 2), ("worker", 2, 3, False)),
+        (_tf_config(WITH_CHIEF, "chief", 0), ("chief", 0, 3, True)),
+        # With a chief in the cluster, worker 0 is an ordinary worker.
+        (_tf_config(WITH_CHIEF, "worker", 0), ("worker", 0, 3, False)),
+        (_tf_config({"master": ["h:0"], "worker": ["h:1"]}, "master", 0), ("master", 0, 1, True)),
+        (_tf_config({**WITH_CHIEF, "evaluator": ["h:9"]}, "evaluator", 0), ("evaluator", 0, 3, False)),
+    ],
+)
+def test_worker_info_finds_the_chief_as_tf_distribute_does(tf_config, expected):
+    info = S.worker_info(tf_config)
+    assert (info.task_type, info.task_index, info.num_workers, info.is_chief) == expected
+
+
+def test_worker_info_agrees_with_tf_distribute_on_who_is_chief():
+    from tensorflow.python.distribute import multi_worker_util
+
+    for cluster, task_type, index in [(WORKERS, "worker", 0), (WORKERS, "worker", 1),
+                                      (WITH_CHIEF, "chief", 0), (WITH_CHIEF, "worker", 0)]:
+        expected = multi_worker_util.is_chief(tf.train.ClusterSpec(cluster), task_type, index)
+        assert S.worker_info(_tf_config(cluster, task_type, index)).is_chief == expected, (cluster, task_type, index)
+
+
+@pytest.mark.parametrize(
+    "tf_config",
+    [
+        json.dumps({"cluster": WORKERS}),
+        json.dumps({"cluster": WORKERS, "task": {"type": "worker", "index": -1}}),
+        _tf_config(WORKERS, "worker", 3),
+        "[1, 2]",
+    ],
+)
+def test_worker_info_rejects_a_tf_config_without_a_valid_task(tf_config):
+    with pytest.raises(ValueError, match="TF_CONFIG"):
+        S.worker_info(tf_config)

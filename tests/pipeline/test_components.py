@@ -20,53 +20,10 @@ from models import features
 from pipeline.pipeline import create_pipeline
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tests.conftest import EMBEDDED_CSV, write_sample
+from tests.examples import raw_example
 from tests.harness import node, run_component
 
 xf = features.transformed_name
-
-
-@pytest.fixture(scope="session")
-def pipe(small_config):
-    return create_pipeline(small_config)
-
-
-@pytest.fixture(scope="session")
-def root(tmp_path_factory) -> str:
-    return str(tmp_path_factory.mktemp("components"))
-
-
-@pytest.fixture(scope="session")
-def examples(pipe, root):
-    return run_component(node(pipe, "CsvExampleGen"), {}, root)["examples"]
-
-
-@pytest.fixture(scope="session")
-def statistics(pipe, root, examples):
-    return run_component(node(pipe, "StatisticsGen"), {"examples": examples}, root)["statistics"]
-
-
-@pytest.fixture(scope="session")
-def schema(pipe, root, statistics):
-    return run_component(node(pipe, "SchemaGen"), {"statistics": statistics}, root)["schema"]
-
-
-@pytest.fixture(scope="session")
-def anomalies(pipe, root, statistics, schema):
-    return run_component(
-        node(pipe, "ExampleValidator"), {"statistics": statistics, "schema": schema}, root
-    )["anomalies"]
-
-
-@pytest.fixture(scope="session")
-def validated_schema(pipe, root, anomalies, schema):
-    return run_component(node(pipe, "AnomalyGate"), {"anomalies": anomalies, "schema": schema}, root)[
-        "validated_schema"
-    ]
-
-
-@pytest.fixture(scope="session")
-def transform(pipe, root, examples, validated_schema):
-    return run_component(node(pipe, "Transform"), {"examples": examples, "schema": validated_schema}, root)
 
 
 @pytest.fixture(scope="session")
@@ -241,27 +198,12 @@ def test_pusher_pushes_a_blessed_model_to_a_new_version_each_time(pushes, small_
         assert os.path.exists(os.path.join(destination, "saved_model.pb"))
 
 
-def _raw_example(row: dict) -> bytes:
-    """A tf.Example the way a client would send it: typed values, empty cells left out."""
-    feature = {}
-    for key, value in row.items():
-        if value == "" or key == features.TIPS:
-            continue
-        if key in ("payment_type", "company"):
-            feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
-        elif key in ("fare", "trip_miles") or "itude" in key:
-            feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
-        else:
-            feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(float(value))]))
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
-
-
 def test_serving_default_answers_raw_examples_from_the_pushed_model(pushes):
     with open(EMBEDDED_CSV, newline="") as f:
         rows = [row for _, row in zip(range(50), csv.DictReader(f))]
     assert any(row["company"] == "" for row in rows)  # missing values included
     loaded = tf.saved_model.load(pushes[0].get_string_custom_property("pushed_destination"))
-    result = loaded.signatures["serving_default"](examples=tf.constant([_raw_example(r) for r in rows]))
+    result = loaded.signatures["serving_default"](examples=tf.constant([raw_example(r) for r in rows]))
     probability, label = result["probability"].numpy(), result["big_tipper"].numpy()
     assert probability.shape == (50, 1) and ((probability >= 0) & (probability <= 1)).all()
     assert ((probability > 0.5).astype(int) == label).all()
