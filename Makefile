@@ -13,6 +13,7 @@ STAMP := $(VENV)/.synced
 PY := $(VENV)/bin/python
 RUN_ARGS ?=
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
 export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
@@ -20,7 +21,7 @@ export TF_CPP_MIN_LOG_LEVEL := 2
 # files importing TFX takes 35 s instead of 13 s.
 export UV_COMPILE_BYTECODE := 1
 
-.PHONY: run test test-fast setup lock clean
+.PHONY: run test test-fast bench setup lock clean
 
 run: $(STAMP)
 	$(PY) local_runner.py $(RUN_ARGS)
@@ -31,6 +32,10 @@ test: $(STAMP)
 # Everything but the end-to-end pipeline runs.
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# Benchmark at several data sizes (python benchmark.py --help); writes outputs/bench/results.{json,md}.
+bench: $(STAMP)
+	$(PY) benchmark.py $(BENCH_ARGS)
 
 setup: $(STAMP)
 

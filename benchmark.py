@@ -1,0 +1,481 @@
+"""Benchmarks the pipeline at several data sizes: end-to-end time, memory, per-component
+time, the cached rerun, and whether the Trainer is bound by its input pipeline.
+
+    python benchmark.py --help
+    python benchmark.py --sizes 1,10 --repeats 1     # writes outputs/bench/results.{json,md}
+
+Measures only; it changes nothing in the pipeline. Every figure comes from a real
+LocalDagRunner run of ``local_runner.py`` in a fresh output directory, on data generated
+from the embedded ``data/taxi.csv`` (resampled and perturbed, not copied, so Beam and
+tf.Transform see realistic variety rather than 10 identical blocks).
+
+How memory is measured: while ``local_runner.py`` runs, its process tree (it and every
+Beam worker or other child) is polled with psutil every ``POLL_SECONDS`` and the largest
+*sum* of RSS is kept (``peak_rss_mb``; shared pages count once per process, so this
+slightly over-states, and spikes shorter than the poll interval are missed). Each run is
+also launched through a fresh intermediate Python process that reports its own
+``getrusage(RUSAGE_CHILDREN).ru_maxrss`` (``max_process_rss_mb``: the kernel's exact peak
+of the single largest process of that run; a fresh intermediate is needed because
+RUSAGE_CHILDREN is the max over all children ever waited for).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # Keras 2, as the pipeline uses.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import warnings  # noqa: E402
+
+# Google client libraries warn at import about future Python support; noise here.
+warnings.filterwarnings("ignore", category=FutureWarning)
+
+import argparse  # noqa: E402
+import csv  # noqa: E402
+import datetime  # noqa: E402
+import glob  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import shutil  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, Sequence  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parent
+SOURCE_CSV = REPO_ROOT / "data" / "taxi.csv"
+DEFAULT_OUTPUT_DIR = REPO_ROOT / "outputs" / "bench"
+PIPELINE_NAME = "taxi-big-tipper"
+POLL_SECONDS = 0.2
+CHUNK_ROWS = 20_000
+
+# Generator perturbations. One factor per row scales fare, miles, seconds and tips alike,
+# so tips/fare (and so the label) is kept exactly and trip speeds stay plausible.
+SCALE_LOW, SCALE_HIGH = 0.9, 1.1
+SCALED_COLUMNS = ("fare", "trip_miles", "trip_seconds", "tips")
+COORDINATE_COLUMNS = ("pickup_latitude", "pickup_longitude", "dropoff_latitude", "dropoff_longitude")
+COORDINATE_JITTER_DEG = 0.002  # standard deviation, about 200 m
+# Timestamps move by a whole number of 15-minute steps (the source's granularity), up to 14 days.
+TIME_STEP_SECONDS = 900
+MAX_SHIFT_STEPS = 14 * 24 * 4
+# The source stores Chicago local wall-clock time as if it were UTC: its hour/day/month
+# columns agree with the timestamp read with offset 0 in all 15,002 rows (and with -5 h or
+# -6 h in none). So the recomputed columns use the same convention (offset 0), which keeps
+# the generated data consistent with the source rather than shifting every hour by 6.
+LOCAL_OFFSET_SECONDS = 0
+
+# The Trainer input benchmark: batches kept in memory for the "cached" comparison.
+CACHED_BATCHES = 50
+WARMUP_STEPS = 20
+
+# Intermediate process: runs the command, then reports its own RUSAGE_CHILDREN peak.
+_WRAPPER = """
+import json, resource, subprocess, sys
+code = subprocess.call(sys.argv[2:])
+peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+with open(sys.argv[1], "w") as f:
+    json.dump({"returncode": code, "max_process_rss_kb": peak_kb}, f)
+sys.exit(code)
+"""
+
+
+# ---------------------------------------------------------------------------- data
+
+
+def rows_for_size(size: float, source_rows: int) -> int:
+    """Rows of a dataset ``size`` times the source (fractions allowed, for tests)."""
+    return max(1, round(size * source_rows))
+
+
+def read_source(path: Path = SOURCE_CSV) -> tuple[list[str], list[list[str]]]:
+    """The (small) source CSV in memory: header and rows."""
+    with open(path, newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        return header, list(reader)
+
+
+def _scale(value: str, factor: float, integer: bool) -> str:
+    if value == "":
+        return value
+    scaled = float(value) * factor
+    return str(int(round(scaled))) if integer else f"{scaled:.2f}"
+
+
+def _day_of_week(days_since_epoch: int) -> int:
+    """1 = Sunday ... 7 = Saturday, the source's convention (1970-01-01 was a Thursday)."""
+    return (days_since_epoch + 4) % 7 + 1
+
+
+def _calendar(timestamp: int) -> tuple[int, int, int]:
+    """(hour, day of week, month) of ``timestamp`` in the data's local-time convention."""
+    local = timestamp + LOCAL_OFFSET_SECONDS
+    moment = datetime.datetime.fromtimestamp(local, datetime.timezone.utc)
+    return moment.hour, _day_of_week(local // 86400), moment.month
+
+
+def generate_dataset(output: Path, rows: int, seed: int, source: Path = SOURCE_CSV) -> Path:
+    """Writes ``rows`` resampled, perturbed rows of ``source`` to ``output``, streaming.
+
+    Deterministic for a seed. Only the source is held in memory; rows are drawn with
+    replacement and written in chunks of ``CHUNK_ROWS``. Empty cells stay empty. Written
+    to a temporary name and renamed, so an interrupted run never leaves a partial file
+    that a later run would reuse.
+    """
+    header, source_rows = read_source(source)
+    col = {name: i for i, name in enumerate(header)}
+    scaled = [(col[c], c == "trip_seconds") for c in SCALED_COLUMNS if c in col]
+    coords = [col[c] for c in COORDINATE_COLUMNS if c in col]
+    ts, hour, day, month = (col.get(c) for c in ("trip_start_timestamp", "trip_start_hour", "trip_start_day",
+                                                 "trip_start_month"))
+    rng = np.random.default_rng(seed)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    partial = output.with_name(output.name + ".partial")
+    with open(partial, "w", newline="") as sink:
+        writer = csv.writer(sink)
+        writer.writerow(header)
+        done = 0
+        while done < rows:
+            n = min(CHUNK_ROWS, rows - done)
+            picks = rng.integers(0, len(source_rows), n)
+            factors = rng.uniform(SCALE_LOW, SCALE_HIGH, n)
+            jitter = rng.normal(0.0, COORDINATE_JITTER_DEG, (n, len(coords)))
+            shifts = rng.integers(-MAX_SHIFT_STEPS, MAX_SHIFT_STEPS + 1, n) * TIME_STEP_SECONDS
+            chunk = []
+            for i in range(n):
+                row = list(source_rows[picks[i]])
+                for index, integer in scaled:
+                    row[index] = _scale(row[index], factors[i], integer)
+                for j, index in enumerate(coords):
+                    if row[index] != "":
+                        row[index] = f"{float(row[index]) + jitter[i, j]:.9f}"
+                if ts is not None and row[ts] != "":
+                    new_ts = int(row[ts]) + int(shifts[i])
+                    row[ts] = str(new_ts)
+                    h, d, m = _calendar(new_ts)
+                    for index, value in ((hour, h), (day, d), (month, m)):
+                        if index is not None:
+                            row[index] = str(value)
+                chunk.append(row)
+            writer.writerows(chunk)
+            done += n
+    os.replace(partial, output)
+    return output
+
+
+def cached_dataset(output_dir: Path, size: float, seed: int) -> tuple[Path, int]:
+    """The data directory for (size, seed), generated on first use and reused after."""
+    rows = rows_for_size(size, len(read_source()[1]))
+    data_dir = output_dir / "data" / f"rows-{rows}-seed-{seed}"
+    target = data_dir / "data.csv"
+    if not target.exists():
+        start = time.monotonic()
+        generate_dataset(target, rows, seed)
+        print(f"  generated {rows} rows in {time.monotonic() - start:.1f} s: {target}", flush=True)
+    else:
+        print(f"  reusing {target}", flush=True)
+    return data_dir, rows
+
+
+# ---------------------------------------------------------------------------- runs
+
+
+def _tree_rss(root_pid: int) -> int:
+    """Sum of RSS (bytes) of the descendants of ``root_pid`` (not the wrapper itself)."""
+    import psutil
+
+    try:
+        children = psutil.Process(root_pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return 0
+    total = 0
+    for child in children:
+        try:
+            total += child.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return total
+
+
+def run_pipeline(data_dir: Path, output_root: Path, runner_args: Sequence[str], log_path: Path) -> dict[str, Any]:
+    """Runs ``local_runner.py`` once; wall time, peak tree RSS, peak single-process RSS."""
+    rusage_file = log_path.with_suffix(".rusage.json")
+    command = [sys.executable, "-c", _WRAPPER, str(rusage_file), sys.executable, str(REPO_ROOT / "local_runner.py"),
+               "--data-root", str(data_dir), "--output-root", str(output_root), "--pipeline-name", PIPELINE_NAME,
+               *runner_args]
+    peak = 0
+    start = time.monotonic()
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+        while process.poll() is None:
+            peak = max(peak, _tree_rss(process.pid))
+            time.sleep(POLL_SECONDS)
+    wall = time.monotonic() - start
+    if process.returncode != 0:
+        tail = "".join(open(log_path).readlines()[-30:])
+        raise RuntimeError(f"local_runner.py failed (exit {process.returncode}); log {log_path}:\n{tail}")
+    rusage = json.loads(rusage_file.read_text())
+    return {"wall_s": wall, "peak_rss_mb": peak / 2**20, "max_process_rss_mb": rusage["max_process_rss_kb"] / 1024}
+
+
+def _quiet_tensorflow() -> None:
+    """TensorFlow/TFMA deprecation warnings would bury the progress lines."""
+    import logging
+
+    import tensorflow as tf
+
+    tf.get_logger().setLevel(logging.ERROR)
+
+
+def component_seconds(output_root: Path) -> tuple[dict[str, float], dict[str, str]]:
+    """Per-component duration (MLMD create -> last update) and state of the latest run."""
+    _quiet_tensorflow()
+    import local_runner
+    from pipeline.config import PipelineConfig
+    from pipeline.run_summary import summarize_run
+
+    config = PipelineConfig(output_root=str(output_root), pipeline_name=PIPELINE_NAME)
+    summary = summarize_run(local_runner.metadata_config(config), PIPELINE_NAME)
+    return ({c.node_id: c.seconds for c in summary.components}, {c.node_id: c.state for c in summary.components})
+
+
+def _latest_dir(pattern: str) -> str:
+    found = sorted(glob.glob(pattern), key=lambda p: int(os.path.basename(p)) if os.path.basename(p).isdigit() else -1)
+    if not found:
+        raise FileNotFoundError(f"nothing matches {pattern}")
+    return found[-1]
+
+
+def trainer_input_benchmark(output_root: Path, batch_size: int, steps: int) -> dict[str, float]:
+    """Training steps/s of the project's model fed from Transform's output files (as
+    ``models.trainer.input_fn`` reads them) vs. from batches already in memory.
+
+    A ratio well below 1 means the Trainer waits on its input pipeline. Both use one
+    compiled train step; each gets ``WARMUP_STEPS`` untimed steps first (tracing, file
+    opening, shuffle buffer, and filling the in-memory cache).
+    """
+    _quiet_tensorflow()
+    import tensorflow as tf
+    import tensorflow_transform as tft
+    from tfx_bsl.public import tfxio
+
+    from models import features, model as model_lib, trainer
+    from models.hparams import HParams
+
+    root = output_root / "pipelines" / PIPELINE_NAME / "Transform"
+    examples = _latest_dir(str(root / "transformed_examples" / "*"))
+    tft_output = tft.TFTransformOutput(_latest_dir(str(root / "transform_graph" / "*")))
+    options = tfxio.TensorFlowDatasetOptions(
+        batch_size=batch_size, label_key=features.transformed_name(features.LABEL_KEY), num_epochs=None,
+        shuffle=True, drop_final_batch=True, sloppy_ordering=True,
+    )
+    record = tfxio.TFExampleRecord(file_pattern=os.path.join(examples, "Split-train", "*"),
+                                   schema=tft_output.transformed_metadata.schema)
+    streamed = record.TensorFlowDataset(options).prefetch(tf.data.AUTOTUNE)
+    in_memory = streamed.take(CACHED_BATCHES).cache().repeat()
+    for _ in in_memory.take(CACHED_BATCHES):  # fill the cache before timing
+        pass
+
+    model = model_lib.build_keras_model(trainer.categorical_sizes(tft_output), HParams(per_replica_batch_size=batch_size))
+    train_step = model.make_train_function()
+
+    def steps_per_second(dataset: tf.data.Dataset) -> float:
+        iterator = iter(dataset)
+        for _ in range(WARMUP_STEPS):
+            logs = train_step(iterator)
+        float(logs["loss"])
+        start = time.perf_counter()
+        for _ in range(steps):
+            logs = train_step(iterator)
+        float(logs["loss"])  # wait for the last step
+        return steps / (time.perf_counter() - start)
+
+    fed = steps_per_second(streamed)
+    cached = steps_per_second(in_memory)
+    return {"input_steps_per_s": fed, "cached_steps_per_s": cached, "input_vs_cached_ratio": fed / cached}
+
+
+def benchmark_once(data_dir: Path, rows: int, run_dir: Path, runner_args: Sequence[str], batch_size: int,
+                   input_steps: int) -> dict[str, Any]:
+    """One repeat at one size: fresh run, cached rerun, Trainer input benchmark."""
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    output_root = run_dir / "outputs"
+    args = [*runner_args, "--batch-size", str(batch_size), "--enable-cache"]
+    print(f"  fresh run -> {output_root}", flush=True)
+    first = run_pipeline(data_dir, output_root, args, run_dir / "run1.log")
+    seconds, _ = component_seconds(output_root)
+    print(f"    {first['wall_s']:.1f} s, peak RSS {first['peak_rss_mb']:.0f} MB", flush=True)
+    print("  cached rerun", flush=True)
+    second = run_pipeline(data_dir, output_root, args, run_dir / "run2.log")
+    _, cached_states = component_seconds(output_root)
+    print(f"    {second['wall_s']:.1f} s", flush=True)
+    print(f"  trainer input benchmark ({input_steps} steps)", flush=True)
+    trainer_input = trainer_input_benchmark(output_root, batch_size, input_steps)
+    example_gen = seconds.get("CsvExampleGen", 0.0)
+    return {
+        "rows": rows,
+        "wall_s": first["wall_s"],
+        "peak_rss_mb": first["peak_rss_mb"],
+        "max_process_rss_mb": first["max_process_rss_mb"],
+        "component_s": seconds,
+        "cached_wall_s": second["wall_s"],
+        "cached_ratio": second["wall_s"] / first["wall_s"],
+        "cached_peak_rss_mb": second["peak_rss_mb"],
+        "cached_run_states": cached_states,
+        "cached_components": sum(state == "cached" for state in cached_states.values()),
+        "components": len(cached_states),
+        **trainer_input,
+        "example_gen_rows_per_s": rows / example_gen if example_gen > 0 else 0.0,
+        "output_root": str(output_root),
+    }
+
+
+def median_of(repeats: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians of every number across repeats (component seconds per component)."""
+    result: dict[str, Any] = {}
+    for key, value in repeats[0].items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            result[key] = statistics.median(r[key] for r in repeats)
+        elif key == "component_s":
+            result[key] = {c: statistics.median(r[key].get(c, 0.0) for r in repeats) for c in value}
+        else:
+            result[key] = value
+    return result
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def machine_info() -> dict[str, Any]:
+    """What the figures were measured on."""
+    import apache_beam
+    import psutil
+    import tensorflow as tf
+    from tfx import version as tfx_version
+
+    return {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "cpus": os.cpu_count(),
+        "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "tensorflow": tf.__version__,
+        "tfx": tfx_version.__version__,
+        "apache_beam": apache_beam.__version__,
+    }
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The results as a Markdown table, one row per size."""
+    sizes = results["sizes"]
+    components = list(dict.fromkeys(c for s in sizes for c in s["median"]["component_s"]))
+    m = results["machine"]
+    repeats = results["settings"]["repeats"]
+    lines = [
+        f"# Pipeline benchmark ({m['date_utc']})",
+        "",
+        f"Machine: {m['cpus']} CPUs, {m['ram_gb']} GB RAM, {m['platform']}; Python {m['python']}, "
+        f"TensorFlow {m['tensorflow']}, TFX {m['tfx']}, Beam {m['apache_beam']}.",
+        f"Runner args: `{' '.join(results['settings']['runner_args']) or '(defaults)'}`; seed "
+        f"{results['settings']['seed']}; "
+        + (f"figures are medians of {repeats} repeats." if repeats > 1 else "one run per size (no repeats)."),
+        "",
+    ]
+    header = (["size", "rows", "wall s"] + [f"{c} s" for c in components]
+              + ["peak RSS MB", "max proc RSS MB", "cached wall s", "cached/fresh", "reused", "input steps/s",
+                 "in-memory steps/s", "input/in-memory", "ExampleGen rows/s"])
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for s in sizes:
+        r = s["median"]
+        cells = [f"x{s['size']:g}", f"{r['rows']:,}", f"{r['wall_s']:.1f}"]
+        cells += [f"{r['component_s'].get(c, 0.0):.1f}" for c in components]
+        cells += [f"{r['peak_rss_mb']:.0f}", f"{r['max_process_rss_mb']:.0f}", f"{r['cached_wall_s']:.1f}",
+                  f"{r['cached_ratio']:.2f}",
+                  f"{r['cached_components']:g}/{r['components']:g}", f"{r['input_steps_per_s']:.1f}", f"{r['cached_steps_per_s']:.1f}",
+                  f"{r['input_vs_cached_ratio']:.2f}", f"{r['example_gen_rows_per_s']:,.0f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "wall s: end-to-end `local_runner.py` in a fresh output directory (process start to exit, imports "
+        "included). Component seconds: ML Metadata execution create -> last update. peak RSS: largest sum of "
+        f"RSS over the runner's process tree, polled every {POLL_SECONDS} s with psutil; max proc RSS: "
+        "ru_maxrss of the largest single process. cached: a second run with `--enable-cache` on the same "
+        "output root (reused: components MLMD records as cached; the resolver, Evaluator and Pusher rerun "
+        "because the first run's blessed model is now the Evaluator's baseline). input steps/s: the model trained on Transform's output files as the Trainer reads them; "
+        f"in-memory: the same model on {CACHED_BATCHES} batches cached in memory (ratio well below 1 = "
+        "input-bound). Data: resampled and perturbed from data/taxi.csv (see benchmark.py).",
+        "",
+        "Not measured here: the TFX taxi template on the same data (its figures are in README, Performance).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
+    from models.hparams import HParams
+
+    parser = argparse.ArgumentParser(
+        description="Benchmark the pipeline at several data sizes. Arguments not listed here (e.g. "
+                    "--beam-workers 2, --train-steps 800) are passed to local_runner.py.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--sizes", default="1,10",
+                        help="Comma-separated multiples of the embedded data's 15,002 rows (fractions allowed).")
+    parser.add_argument("--seed", type=int, default=0, help="Seed of the data generator.")
+    parser.add_argument("--repeats", type=int, default=1, help="Runs per size; the table shows medians.")
+    parser.add_argument("--output-dir", default=str(DEFAULT_OUTPUT_DIR),
+                        help="Generated data (cached by size and seed), run directories, results.json/md.")
+    parser.add_argument("--batch-size", type=int, default=HParams().per_replica_batch_size,
+                        help="Training batch, for the pipeline runs and the input benchmark.")
+    parser.add_argument("--input-steps", type=int, default=200,
+                        help="Timed training steps of the Trainer input benchmark (after warm-up).")
+    args, runner_args = parser.parse_known_args(argv)
+    if "--enable-cache" in runner_args or any(a.startswith(("--data-root", "--output-root")) for a in runner_args):
+        parser.error("--enable-cache, --data-root and --output-root are set by the benchmark")
+    try:
+        args.size_list = [float(s) for s in args.sizes.split(",") if s.strip()]
+    except ValueError:
+        parser.error(f"--sizes must be numbers, got {args.sizes!r}")
+    if not args.size_list or any(s <= 0 for s in args.size_list):
+        parser.error("--sizes must be positive")
+    if args.repeats < 1 or args.input_steps < 1:
+        parser.error("--repeats and --input-steps must be at least 1")
+    return args, runner_args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, runner_args = parse_args(argv)
+    output_dir = Path(args.output_dir).resolve()
+    results: dict[str, Any] = {
+        "machine": machine_info(),
+        "settings": {"seed": args.seed, "repeats": args.repeats, "batch_size": args.batch_size,
+                     "input_steps": args.input_steps, "runner_args": runner_args,
+                     "rss": "peak_rss_mb: psutil poll of process-tree RSS sum; max_process_rss_mb: ru_maxrss via "
+                            "a fresh intermediate process"},
+        "sizes": [],
+    }
+    for size in args.size_list:
+        print(f"size x{size:g}", flush=True)
+        data_dir, rows = cached_dataset(output_dir, size, args.seed)
+        repeats = []
+        for repeat in range(args.repeats):
+            run_dir = output_dir / "runs" / f"rows-{rows}" / f"repeat-{repeat}"
+            repeats.append(benchmark_once(data_dir, rows, run_dir, runner_args, args.batch_size, args.input_steps))
+        results["sizes"].append({"size": size, "median": median_of(repeats), "repeats": repeats})
+        # Written after every size, so a long benchmark that is stopped keeps what it measured.
+        (output_dir / "results.json").write_text(json.dumps(results, indent=2))
+        (output_dir / "results.md").write_text(markdown(results))
+    print()
+    print((output_dir / "results.md").read_text())
+    print(f"Written: {output_dir / 'results.json'}, {output_dir / 'results.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
