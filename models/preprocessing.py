@@ -104,16 +104,10 @@ def preprocessing_fn(inputs: dict) -> dict:
         index = tf.where(_is_missing(raw), tf.constant(0, tf.int64), index)
         outputs[features.transformed_name(key)] = _as_column(index)
     for key in features.BUCKET_FEATURES:
-        raw = inputs[key]
-        value = tf.cast(raw, tf.float32) if not isinstance(raw, tf.SparseTensor) else (
-            tf.SparseTensor(raw.indices, tf.cast(raw.values, tf.float32), raw.dense_shape)
-        )
-        # Quantiles are computed over the present values only; missing gets its own bucket.
-        buckets = _dense(
-            tft.bucketize(value, features.NUM_BUCKETS), features.NUM_BUCKETS
-        )
-        buckets = tf.where(_is_missing(raw), tf.constant(features.NUM_BUCKETS, tf.int64), buckets)
-        outputs[features.transformed_name(key)] = _as_column(buckets)
+        # tf.cast keeps sparsity, so quantiles are computed over the present values only;
+        # densifying then puts the missing ones in a bucket of their own.
+        buckets = tft.bucketize(tf.cast(inputs[key], tf.float32), features.NUM_BUCKETS)
+        outputs[features.transformed_name(key)] = _as_column(_dense(buckets, features.NUM_BUCKETS))
 
     tips = _to_float(inputs[features.TIPS])
     fare = _to_float(inputs[features.FARE])

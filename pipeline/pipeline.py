@@ -65,21 +65,18 @@ def _trainer(config: PipelineConfig, **inputs):
     return tfx.extensions.google_cloud_ai_platform.Trainer(custom_config=custom_config, **inputs)
 
 
-def _pusher(config: PipelineConfig, trainer, evaluator):
+def _pusher(config: PipelineConfig, **inputs):
     """Pushes blessed models to a versioned directory, or deploys them to a Vertex endpoint."""
     if config.vertex_endpoint is None:
         return tfx.components.Pusher(
-            model=trainer.outputs["model"],
-            model_blessing=evaluator.outputs["blessing"],
             push_destination=tfx.proto.PushDestination(
                 filesystem=tfx.proto.PushDestination.Filesystem(base_directory=config.serving_model_dir)
             ),
+            **inputs,
         )
     vertex = tfx.extensions.google_cloud_ai_platform
     endpoint = config.vertex_endpoint
     return vertex.Pusher(
-        model=trainer.outputs["model"],
-        model_blessing=evaluator.outputs["blessing"],
         custom_config={
             vertex.ENABLE_VERTEX_KEY: True,
             vertex.VERTEX_REGION_KEY: endpoint.region,
@@ -90,6 +87,7 @@ def _pusher(config: PipelineConfig, trainer, evaluator):
                 "machine_type": endpoint.machine_type,
             },
         },
+        **inputs,
     )
 
 
@@ -150,7 +148,7 @@ def create_pipeline(
         example_splits=[EVAL_SPLIT],
         eval_config=eval_config(config),
     )
-    pusher = _pusher(config, trainer, evaluator)
+    pusher = _pusher(config, model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"])
     return tfx.dsl.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
