@@ -12,6 +12,7 @@ from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
 
 from components.anomaly_gate import AnomalyGate
+from components.csv_example_gen import CsvExampleGen
 from models import features, signatures
 from pipeline.config import PREPROCESSING_FN, RUN_FN, PipelineConfig
 
@@ -96,7 +97,8 @@ def create_pipeline(
     metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
 ) -> tfx.dsl.Pipeline:
     """Builds the complete DAG from ``config``; runners only add where metadata lives."""
-    example_gen = tfx.components.CsvExampleGen(
+    # TFX's CsvExampleGen with a faster local executor (same splits and outputs).
+    example_gen = CsvExampleGen(
         input_base=config.data_root,
         input_config=tfx.proto.Input(
             splits=[tfx.proto.Input.Split(name="single_split", pattern=config.data_pattern)]

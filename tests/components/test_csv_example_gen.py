@@ -1,0 +1,177 @@
+"""The fast CsvExampleGen against TFX's own: same rows in the same splits, same features,
+same artifact properties; its worker processes, fall-backs and errors."""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+from tfx import v1 as tfx
+from tfx.types import artifact_utils
+
+from components import csv_encoding, csv_example_gen
+from pipeline.pipeline import create_pipeline
+from tests.harness import node, run_component
+
+# Cells on which a hand-written converter could go wrong; each row has all 9 columns.
+EDGE_CASE_CSV = '''\
+id,label,mixed,spaced,huge,empty,text,negative,quoted
+1,0,1,5,1,,plain,-3,"a, b"
+2,1,2.5, 7,99999999999999999999,,NA,-0.5,"line one
+line two"
+3,0,1e3,8,3,,,-7,""
+4,1,,9,4,,Zürich,,"say ""hi"""
+5,0,-2,1_000,5,,1.5,0,x
+'''
+
+
+def _split_records(examples) -> dict[str, list[bytes]]:
+    """Each split's tf.Examples (deterministic bytes, sorted: file order is not a contract)."""
+    result = {}
+    for split in artifact_utils.decode_split_names(examples.split_names):
+        files = sorted(glob.glob(os.path.join(artifact_utils.get_split_uri([examples], split), "*.gz")))
+        records = tf.data.TFRecordDataset(files, compression_type="GZIP").as_numpy_iterator()
+        result[split] = sorted(tf.train.Example.FromString(r).SerializeToString(deterministic=True) for r in records)
+    return result
+
+
+def _both(config, root: Path, **example_gen_args):
+    """Outputs of TFX's CsvExampleGen and of ours, on the same configuration."""
+    ours = node(create_pipeline(config), "CsvExampleGen")
+    theirs = tfx.components.CsvExampleGen(
+        input_base=config.data_root,
+        input_config=example_gen_args.get("input_config", ours.exec_properties["input_config"]),
+        output_config=example_gen_args.get("output_config", ours.exec_properties["output_config"]),
+    )
+    if example_gen_args:
+        ours = csv_example_gen.CsvExampleGen(input_base=config.data_root, **example_gen_args)
+    return (run_component(theirs, {}, str(root / "tfx"))["examples"][0],
+            run_component(ours, {}, str(root / "ours"))["examples"][0])
+
+
+@pytest.fixture(scope="module")
+def compared(small_config, tmp_path_factory):
+    return _both(small_config, tmp_path_factory.mktemp("compare"))
+
+
+def test_same_rows_in_the_same_splits_as_tfx(compared):
+    theirs, ours = compared
+    expected, actual = _split_records(theirs), _split_records(ours)
+    assert set(actual) == {"train", "eval"}
+    for split in expected:
+        assert actual[split] == expected[split], split
+    assert len(actual["train"]) > len(actual["eval"]) > 0
+
+
+def test_same_artifact_properties_as_tfx(compared):
+    theirs, ours = compared
+    assert ours.split_names == theirs.split_names
+    for name in ("payload_format", "file_format"):
+        assert ours.has_custom_property(name) == theirs.has_custom_property(name), name
+        if theirs.has_custom_property(name):
+            assert ours.get_string_custom_property(name) == theirs.get_string_custom_property(name)
+
+
+def test_file_names_follow_tfx(compared):
+    _, ours = compared
+    for split in ("train", "eval"):
+        names = os.listdir(artifact_utils.get_split_uri([ours], split))
+        assert names == ["data_tfrecord-00000-of-00001.gz"]
+
+
+def test_edge_case_cells_are_typed_and_split_as_tfx_does(small_config, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "edge.csv").write_text(EDGE_CASE_CSV, encoding="utf-8")
+    config = small_config.__class__(data_root=str(data), output_root=str(tmp_path / "out"))
+    theirs, ours = _both(config, tmp_path)
+    assert _split_records(ours) == _split_records(theirs)
+    types = csv_encoding.infer_column_types([str(data / "edge.csv")])
+    assert {n: t.name for n, t in types.items()} == {
+        "id": "INT", "label": "INT", "mixed": "FLOAT", "spaced": "INT", "huge": "STRING", "empty": "UNKNOWN",
+        "text": "STRING", "negative": "FLOAT", "quoted": "STRING",
+    }
+
+
+def test_input_defined_splits_are_kept(small_config, tmp_path):
+    data = tmp_path / "data"
+    for split, rows in (("train", 30), ("eval", 12)):
+        lines = Path(small_config.data_root, "data.csv").read_text().splitlines()
+        (data / split).mkdir(parents=True)
+        (data / split / "part.csv").write_text("\n".join(lines[: rows + 1]) + "\n")
+    input_config = tfx.proto.Input(splits=[tfx.proto.Input.Split(name="train", pattern="train/*"),
+                                           tfx.proto.Input.Split(name="eval", pattern="eval/*")])
+    config = small_config.__class__(data_root=str(data), output_root=str(tmp_path / "out"))
+    theirs, ours = _both(config, tmp_path, input_config=input_config, output_config=tfx.proto.Output())
+    actual = _split_records(ours)
+    assert actual == _split_records(theirs)
+    assert (len(actual["train"]), len(actual["eval"])) == (30, 12)
+
+
+def test_worker_processes_write_one_shard_each_with_the_same_rows(small_config, tmp_path):
+    paths = [str(Path(small_config.data_root, "data.csv"))]
+    single = [str(tmp_path / "one" / s) for s in ("train", "eval")]
+    several = [str(tmp_path / "two" / s) for s in ("train", "eval")]
+    # Small blocks, so the sample is several blocks shared out between two processes.
+    counts_one = csv_example_gen.convert(paths, single, [2, 3], workers=1, block_bytes=8 << 10)
+    counts_two = csv_example_gen.convert(paths, several, [2, 3], workers=2, block_bytes=8 << 10)
+    assert counts_one == counts_two and sum(counts_two) == 600
+    for one, two in zip(single, several):
+        assert sorted(os.listdir(two)) == ["data_tfrecord-00000-of-00002.gz", "data_tfrecord-00001-of-00002.gz"]
+        read = lambda d: sorted(tf.data.TFRecordDataset(glob.glob(d + "/*"), "GZIP").as_numpy_iterator())  # noqa: E731
+        assert read(one) == read(two)
+
+
+def test_a_failing_worker_fails_the_component_with_its_error(tmp_path):
+    (tmp_path / "s").mkdir()
+    job = dict(paths=[str(tmp_path / "missing.csv")], types={"a": "INT"}, split_dirs=[str(tmp_path / "s")],
+               buckets=None, shard=0, shards=2)
+    with pytest.raises(RuntimeError, match=r"(?s)worker failed.*missing\.csv"):
+        csv_example_gen._run_workers([job])
+
+
+def test_a_ragged_row_is_an_error_naming_the_file(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n3\n")
+    with pytest.raises(ValueError, match=r"bad\.csv is not a well-formed CSV file.*2 columns"):
+        list(csv_encoding.read_blocks(str(bad)))
+
+
+def test_files_on_other_file_systems_are_read_through_fileio(small_config):
+    from tfx.dsl.io import fileio
+
+    local = str(Path(small_config.data_root, "data.csv"))
+    remote = "ram://csv-test/data.csv"
+    fileio.makedirs("ram://csv-test")
+    fileio.copy(local, remote, overwrite=True)
+    assert csv_encoding.column_names(remote) == csv_encoding.column_names(local)
+    assert [b.num_rows for b in csv_encoding.read_blocks(remote)] == [b.num_rows for b in csv_encoding.read_blocks(local)]
+
+
+@pytest.mark.parametrize("args, local", [
+    ([], True),
+    (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], True),
+    (["--runner=DirectRunner"], True),
+    (["--runner=DataflowRunner", "--project=p"], False),
+    (["--runner=DirectRunner", "--runner=FlinkRunner"], False),
+])
+def test_only_local_beam_runs_take_the_fast_path(args, local):
+    assert csv_example_gen.runs_locally(args) is local
+
+
+def test_what_the_fast_path_lacks_goes_to_tfx_executor(small_config, tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the fast path must not run")
+
+    monkeypatch.setattr(csv_example_gen, "convert", refuse)
+    output_config = tfx.proto.Output(split_config=tfx.proto.SplitConfig(
+        splits=[tfx.proto.SplitConfig.Split(name="train", hash_buckets=2),
+                tfx.proto.SplitConfig.Split(name="eval", hash_buckets=1)],
+        partition_feature_name="company"))
+    component = csv_example_gen.CsvExampleGen(input_base=small_config.data_root, output_config=output_config)
+    examples = run_component(component, {}, str(tmp_path))["examples"][0]
+    records = _split_records(examples)
+    assert sum(len(r) for r in records.values()) == 600
