@@ -252,40 +252,52 @@ def _latest_dir(pattern: str) -> str:
 
 
 def trainer_input_benchmark(output_root: Path, batch_size: int, steps: int) -> dict[str, float]:
-    """Training steps/s of the project's model fed from Transform's output files (as
-    ``models.trainer.input_fn`` reads them) vs. from batches already in memory.
+    """Training steps/s of the project's model fed by ``models.trainer.input_fn`` exactly as
+    ``run_fn`` calls it (in memory when the split fits, ``HParams.in_memory_max_mb``), fed
+    by the same function forced to stream from the files, and fed from batches already in
+    memory.
 
-    A ratio well below 1 means the Trainer waits on its input pipeline. Both use one
+    A ratio well below 1 means the Trainer waits on its input pipeline. All use one
     compiled train step; each gets ``WARMUP_STEPS`` untimed steps first (tracing, file
-    opening, shuffle buffer, and filling the in-memory cache).
+    opening, shuffle buffer, and filling the in-memory cache); loading a split into
+    memory is timed separately (``in_memory_load_s``).
     """
     _quiet_tensorflow()
+    import types
+
     import tensorflow as tf
     import tensorflow_transform as tft
     from tfx_bsl.public import tfxio
 
-    from models import features, model as model_lib, trainer
+    from models import model as model_lib, trainer
     from models.hparams import HParams
 
     root = output_root / "pipelines" / PIPELINE_NAME / "Transform"
-    examples = _latest_dir(str(root / "transformed_examples" / "*"))
+    train_files = [os.path.join(_latest_dir(str(root / "transformed_examples" / "*")), "Split-train", "*")]
     tft_output = tft.TFTransformOutput(_latest_dir(str(root / "transform_graph" / "*")))
-    options = tfxio.TensorFlowDatasetOptions(
-        batch_size=batch_size, label_key=features.transformed_name(features.LABEL_KEY), num_epochs=None,
-        shuffle=True, drop_final_batch=True, sloppy_ordering=True,
-    )
-    record = tfxio.TFExampleRecord(file_pattern=os.path.join(examples, "Split-train", "*"),
-                                   schema=tft_output.transformed_metadata.schema)
-    streamed = record.TensorFlowDataset(options).prefetch(tf.data.AUTOTUNE)
+    # What TFX's Trainer hands run_fn, for Transform's tf.Example output.
+    data_accessor = types.SimpleNamespace(
+        tf_dataset_factory=lambda files, options, schema: tfxio.TFExampleRecord(
+            file_pattern=files, schema=schema).TensorFlowDataset(options))
+    hparams = HParams(per_replica_batch_size=batch_size)
+
+    def dataset(max_bytes: int) -> tf.data.Dataset:
+        return trainer.input_fn(train_files, data_accessor, tft_output, batch_size, training=True,
+                                in_memory_max_bytes=max_bytes)
+
+    start = time.perf_counter()
+    as_run_fn = dataset(hparams.in_memory_max_mb * 2**20)
+    load_s = time.perf_counter() - start
+    streamed = dataset(0)
     in_memory = streamed.take(CACHED_BATCHES).cache().repeat()
     for _ in in_memory.take(CACHED_BATCHES):  # fill the cache before timing
         pass
 
-    model = model_lib.build_keras_model(trainer.categorical_sizes(tft_output), HParams(per_replica_batch_size=batch_size))
+    model = model_lib.build_keras_model(trainer.categorical_sizes(tft_output), hparams)
     train_step = model.make_train_function()
 
-    def steps_per_second(dataset: tf.data.Dataset) -> float:
-        iterator = iter(dataset)
+    def steps_per_second(data: tf.data.Dataset) -> float:
+        iterator = iter(data)
         for _ in range(WARMUP_STEPS):
             logs = train_step(iterator)
         float(logs["loss"])
@@ -295,9 +307,12 @@ def trainer_input_benchmark(output_root: Path, batch_size: int, steps: int) -> d
         float(logs["loss"])  # wait for the last step
         return steps / (time.perf_counter() - start)
 
-    fed = steps_per_second(streamed)
     cached = steps_per_second(in_memory)
-    return {"input_steps_per_s": fed, "cached_steps_per_s": cached, "input_vs_cached_ratio": fed / cached}
+    fed = steps_per_second(as_run_fn)
+    streaming = steps_per_second(streamed)
+    return {"input_steps_per_s": fed, "streamed_steps_per_s": streaming, "cached_steps_per_s": cached,
+            "input_vs_cached_ratio": fed / cached, "streamed_vs_cached_ratio": streaming / cached,
+            "in_memory_load_s": load_s}
 
 
 def benchmark_once(data_dir: Path, rows: int, run_dir: Path, runner_args: Sequence[str], batch_size: int,

@@ -30,6 +30,10 @@ class HParams:
     # execution (a worker or job retry); set a fixed location (shared by all workers, gs://
     # on a cluster) to resume across executions too.
     backup_dir: str | None = None
+    # A split whose Transform output files total at most this many MB is parsed once into
+    # memory, and batches are cut from it (reading and parsing would otherwise hold the
+    # training steps back); larger splits stream from the files. 0: always stream.
+    in_memory_max_mb: int = 256
 
     def __post_init__(self) -> None:
         if self.per_replica_batch_size <= 0:
@@ -42,6 +46,8 @@ class HParams:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if not 0.0 <= self.ema_momentum < 1.0:
             raise ValueError(f"ema_momentum must be in [0, 1), got {self.ema_momentum}")
+        if self.in_memory_max_mb < 0:
+            raise ValueError(f"in_memory_max_mb must be >= 0, got {self.in_memory_max_mb}")
         if self.backup_dir is not None and (not isinstance(self.backup_dir, str) or not self.backup_dir.strip()):
             raise ValueError(f"backup_dir must be a non-empty path or None, got {self.backup_dir!r}")
 

@@ -152,6 +152,64 @@ def test_two_workers_split_the_eval_data_between_them_exactly(transformed, tmp_p
     assert sorted(seen[0] + seen[1]) == sorted(everything)
 
 
+# --- a split small enough is parsed once into memory -------------------------------------
+
+
+def _rows(dataset: tf.data.Dataset) -> list[tuple[str, int]]:
+    """(fingerprint, label) of every row of ``dataset``'s (features, label) batches."""
+    label = features.transformed_name(features.LABEL_KEY)
+    rows = []
+    for x, y in dataset:
+        rows += zip(fingerprints({k: v.numpy() for k, v in x.items() if k != label}), y.numpy().ravel().tolist())
+    return rows
+
+
+@pytest.fixture(scope="module")
+def in_memory(transformed, tmp_path_factory):
+    fn_args = _fn_args(transformed, tmp_path_factory.mktemp("in_memory"), {})
+    output = tft.TFTransformOutput(fn_args.transform_output)
+    return fn_args, output
+
+
+def test_eval_in_memory_gives_every_row_once_with_its_label_like_streaming(in_memory):
+    fn_args, output = in_memory
+    streamed = trainer.input_fn(fn_args.eval_files, fn_args.data_accessor, output, 64, training=False,
+                                drop_remainder=False)
+    loaded = trainer.input_fn(fn_args.eval_files, fn_args.data_accessor, output, 64, training=False,
+                              drop_remainder=False, in_memory_max_bytes=2**30)
+    rows = _rows(loaded)
+    assert sorted(rows) == sorted(_rows(streamed))
+    assert len({fingerprint for fingerprint, _ in rows}) == len(rows) > 64  # a partial last batch too
+
+
+def test_training_in_memory_shows_each_row_once_per_epoch_in_a_new_order(in_memory):
+    fn_args, output = in_memory
+    split = trainer.load_split(fn_args.train_files, output, 2**30)
+    assert split is not None
+    rows = int(next(iter(split.values())).shape[0])
+    batch = 32
+    per_epoch = rows // batch
+    dataset = trainer.in_memory_dataset(split, batch, training=True, drop_remainder=True, shuffle_seed=7)
+    epochs = _rows(dataset.take(2 * per_epoch))
+    first, second = epochs[: per_epoch * batch], epochs[per_epoch * batch:]
+    everything = set(_rows(tf.data.Dataset.from_tensors((split, split[features.transformed_name(features.LABEL_KEY)]))))
+    for epoch in (first, second):
+        assert len(set(epoch)) == len(epoch) == per_epoch * batch
+        assert set(epoch) <= everything
+    assert first != second
+    again = trainer.in_memory_dataset(split, batch, training=True, drop_remainder=True, shuffle_seed=7)
+    assert _rows(again.take(per_epoch)) == first  # one seed, one order: what several workers need
+
+
+def test_splits_over_the_limit_or_tiny_ones_stream_from_the_files(in_memory):
+    fn_args, output = in_memory
+    assert trainer.load_split(fn_args.train_files, output, 0) is None
+    assert trainer.load_split(fn_args.train_files, output, 100) is None  # a few hundred rows are more than 100 bytes
+    split = trainer.load_split(fn_args.train_files, output, 2**30)
+    rows = int(next(iter(split.values())).shape[0])
+    assert trainer.in_memory_dataset(split, rows + 1, training=True, drop_remainder=True, shuffle_seed=1) is None
+
+
 # --- run_fn refuses bad set-ups before doing anything --------------------------------------
 
 
