@@ -58,12 +58,43 @@ def _values(x) -> tf.Tensor:
     return tf.reshape(x, [-1])
 
 
-def _impute_mean(x, transform, dtype=tf.float32) -> tf.Tensor:
-    """``transform`` of each value as ``dtype``; a missing value becomes the mean of the
-    present ones (over the whole data set), so it lands in the middle, not at zero."""
-    value = transform(tf.cast(_dense(x, 0), dtype))
-    mean = tft.mean(transform(tf.cast(_values(x), dtype)))
-    return tf.where(_is_missing(x), tf.cast(mean, dtype), value)
+def _log1p(v: tf.Tensor) -> tf.Tensor:
+    return tf.math.log1p(tf.maximum(v, tf.zeros_like(v)))
+
+
+def z_scores_imputed(columns: dict[str, tuple]) -> dict[str, tf.Tensor]:
+    """For each ``name: (x, transform)``: the z-score of ``transform(x)`` where a missing
+    value stands for the mean of the present ones (over the whole data set), so it lands
+    at 0, not far below. float32 results, computed in float64 (timestamps need it).
+
+    Equal to imputing with ``tft.mean`` then ``tft.scale_to_z_score``, which takes two
+    analysis passes per column (the variance needs the mean first). Here one analyzer
+    over all columns computes, per column, the fraction present and the first two moments
+    of the present values; imputing the mean keeps the mean and scales the variance by
+    the fraction present. Every analyzer costs Transform a fixed set of Beam stages, so
+    one instead of two per column matters even on small data.
+    """
+    names = list(columns)
+    parts = []
+    for name in names:
+        x, transform = columns[name]
+        present = 1.0 - tf.cast(_is_missing(x), tf.float64)
+        value = transform(tf.cast(_dense(x, 0), tf.float64)) * present
+        parts += [present, value, value * value]
+    # Per column: E[present], E[value * present], E[value^2 * present].
+    moments = tft.mean(tf.stack(parts, axis=1), reduce_instance_dims=False)
+    result = {}
+    for i, name in enumerate(names):
+        x, transform = columns[name]
+        fraction = moments[3 * i]
+        mean = tf.math.divide_no_nan(moments[3 * i + 1], fraction)
+        variance = tf.maximum(tf.math.divide_no_nan(moments[3 * i + 2], fraction) - mean * mean, 0.0)
+        value = tf.where(_is_missing(x), mean, transform(tf.cast(_dense(x, 0), tf.float64)))
+        deviation = value - mean
+        std = tf.sqrt(variance * fraction)
+        # As tft.scale_to_z_score: a constant column is only centred.
+        result[name] = tf.cast(tf.where(std > 0, tf.math.divide_no_nan(deviation, std), deviation), tf.float32)
+    return result
 
 
 def _to_string(x) -> tf.Tensor:
@@ -82,13 +113,10 @@ def big_tipper(tips: tf.Tensor, fare: tf.Tensor) -> tf.Tensor:
 def preprocessing_fn(inputs: dict) -> dict:
     """Maps raw columns to model-ready features (``<name>_xf``), each of shape [batch, 1]."""
     outputs = {}
-    for key in features.LOG_NUMERIC_FEATURES:
-        value = _impute_mean(inputs[key], lambda v: tf.math.log1p(tf.maximum(v, 0.0)))
-        outputs[features.transformed_name(key)] = _as_column(tft.scale_to_z_score(value))
-    for key in features.NUMERIC_FEATURES:
-        # float64: a float32 holds a Unix timestamp only to the nearest 128 s.
-        value = _impute_mean(inputs[key], tf.identity, tf.float64)
-        outputs[features.transformed_name(key)] = _as_column(tf.cast(tft.scale_to_z_score(value), tf.float32))
+    numeric = {key: (inputs[key], _log1p) for key in features.LOG_NUMERIC_FEATURES}
+    numeric.update({key: (inputs[key], tf.identity) for key in features.NUMERIC_FEATURES})
+    for key, value in z_scores_imputed(numeric).items():
+        outputs[features.transformed_name(key)] = _as_column(value)
     for key in features.VOCAB_FEATURES:
         outputs[features.transformed_name(key)] = _as_column(
             tft.compute_and_apply_vocabulary(

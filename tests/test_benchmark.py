@@ -116,8 +116,9 @@ def test_help_and_bad_sizes():
         benchmark.parse_args(["--enable-cache"])
 
 
-NUMBERS = ("rows", "wall_s", "peak_rss_mb", "max_process_rss_mb", "cached_wall_s", "cached_ratio",
-           "input_steps_per_s", "cached_steps_per_s", "input_vs_cached_ratio", "example_gen_rows_per_s")
+NUMBERS = ("rows", "wall_s", "peak_rss_mb", "max_process_rss_mb", "cached_wall_s", "cached_ratio", "steady_wall_s",
+           "steady_ratio", "input_steps_per_s", "streamed_steps_per_s", "cached_steps_per_s", "input_vs_cached_ratio",
+           "in_memory_load_s", "example_gen_rows_per_s")
 COMPONENTS = ("CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "AnomalyGate", "Transform",
               "Trainer", "Evaluator", "Pusher")
 
@@ -142,5 +143,24 @@ def test_harness_end_to_end_at_a_tiny_size(tmp_path):
         assert component in figures["component_s"]
     assert figures["component_s"]["Transform"] > 0 and figures["component_s"]["Trainer"] > 0
     assert figures["cached_run_states"]["Transform"] == "cached"
+    # Third run: nothing changed, so the Evaluator and Pusher are reused too.
+    assert figures["steady_run_states"]["Evaluator"] == "cached"
+    assert figures["steady_run_states"]["Pusher"] == "cached"
     table = (out / "results.md").read_text()
-    assert "| x0.04 | 600 |" in table and "Trainer s" in table
+    assert "| x0.04 | 600 |" in table and "| Trainer |" in table
+
+
+def test_table_compares_with_the_template_figures_at_their_sizes():
+    figures = {"rows": 1_500_200, "wall_s": 231.5, "component_s": {"CsvExampleGen": 23.5, "Trainer": 40.0},
+               "example_gen_rows_per_s": 1_500_200 / 23.5, "peak_rss_mb": 2000, "max_process_rss_mb": 1500,
+               "cached_wall_s": 60.0, "cached_ratio": 0.26, "steady_wall_s": 25.0, "steady_ratio": 0.11,
+               "steady_components": 9, "components": 10, "input_vs_cached_ratio": 0.97,
+               "streamed_vs_cached_ratio": 0.5, "in_memory_load_s": 4.0}
+    results = {"machine": {"date_utc": "d", "cpus": 2, "ram_gb": 24, "platform": "p", "python": "3.11",
+                           "tensorflow": "2.16", "tfx": "1.16", "apache_beam": "2.61"},
+               "settings": {"repeats": 1, "runner_args": [], "seed": 0},
+               "sizes": [{"size": 100, "median": figures}]}
+    table = benchmark.markdown(results)
+    assert f"| {231.5 / 463:.2f}x |" in table  # wall time against the template's 463 s
+    assert f"| {188 / 23.5:.1f}x faster |" in table  # ExampleGen against the template's 188 s
+    assert "| 1,500,200 | 23.5 | 40.0 |" in table

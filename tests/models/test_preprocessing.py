@@ -136,3 +136,31 @@ def test_missing_numbers_take_the_mean_not_zero(transformed):
     # Imputed in log space with the mean of the present values: z-score near 0, while a
     # zero-second trip would sit far below every real one.
     assert abs(seconds[23]) < 0.1 and others.min() < seconds[23] < others.max()
+
+
+def test_one_pass_imputed_z_scores_equal_tft_z_scores_of_the_imputed_values(tmp_path):
+    """The one-analyzer formula against the two-pass reference: impute with tft.mean, then
+    tft.scale_to_z_score (which needs that mean first)."""
+    from models import preprocessing
+
+    keys = {"trip_seconds": preprocessing._log1p, "fare": preprocessing._log1p, "dropoff_latitude": tf.identity,
+            "trip_start_timestamp": tf.identity}
+
+    def reference(x, transform):
+        value = transform(tf.cast(preprocessing._dense(x, 0), tf.float64))
+        mean = tft.mean(transform(tf.cast(preprocessing._values(x), tf.float64)))
+        return tft.scale_to_z_score(tf.where(preprocessing._is_missing(x), mean, value))
+
+    def both(inputs):
+        one = preprocessing.z_scores_imputed({k: (inputs[k], t) for k, t in keys.items()})
+        out = {f"{k}_one": v for k, v in one.items()}
+        out.update({f"{k}_two": tf.cast(reference(inputs[k], t), tf.float32) for k, t in keys.items()})
+        return out
+
+    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(RAW_SPEC))
+    with tft_beam.Context(temp_dir=str(tmp_path), force_tf_compat_v1=False):
+        (rows, _), _ = (ROWS, metadata) | tft_beam.AnalyzeAndTransformDataset(both, output_record_batches=False)
+    for key in keys:
+        one, two = _column(rows, f"{key}_one"), _column(rows, f"{key}_two")
+        assert np.allclose(one, two, atol=1e-5), key
+        assert np.std(two) > 0.5  # a real spread, not two constant columns agreeing
