@@ -16,12 +16,16 @@ import warnings  # noqa: E402
 warnings.filterwarnings("ignore", category=FutureWarning)
 
 import argparse  # noqa: E402
+import glob  # noqa: E402
 import logging  # noqa: E402
 import sys  # noqa: E402
 from typing import Sequence  # noqa: E402
 
 from pipeline.config import PipelineConfig  # noqa: E402
 from pipeline.flags import DEFAULTS, add_pipeline_flags, pipeline_config_kwargs  # noqa: E402
+
+# From this much CSV on, Beam runs one worker process per core (see beam_workers_for).
+MULTI_PROCESS_MIN_MB = 100
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -33,20 +37,36 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="Directory holding the CSV file(s) to train on (all must share one header).")
     parser.add_argument("--output-root", default=DEFAULTS.output_root,
                         help="Where pipeline artifacts, ML Metadata and pushed models are written.")
-    parser.add_argument("--beam-workers", type=int, default=DEFAULTS.beam_workers,
-                        help="Beam DirectRunner workers: 1 runs in-process, N>1 uses N processes.")
+    parser.add_argument("--beam-workers", type=int, default=0,
+                        help="Beam DirectRunner workers: 1 runs in-process, N>1 uses N processes, 0 chooses by "
+                             f"data size (one per core from {MULTI_PROCESS_MIN_MB} MB of CSV, else 1).")
     add_pipeline_flags(parser)
     parser.add_argument("--verbose", action="store_true",
                         help="Show every log line of TFX, Beam and TensorFlow (default: progress only).")
     return parser.parse_args(argv)
 
 
+def beam_workers_for(data_root: str, data_pattern: str, min_bytes: int = MULTI_PROCESS_MIN_MB * 2**20) -> int:
+    """Beam workers for data of this size: one per core from ``min_bytes`` of input on.
+
+    Beam's multi-processing DirectRunner starts a fresh Python (importing TensorFlow) per
+    worker for every Beam component, about 10 s of each run's time: measured here it made
+    StatisticsGen and Transform slower at 150k rows (20 MB) and StatisticsGen 1.7x faster at
+    1.5M rows (200 MB). Smaller data runs in-process.
+    """
+    size = sum(os.path.getsize(path) for path in glob.glob(os.path.join(data_root, data_pattern)))
+    return max(1, os.cpu_count() or 1) if size >= min_bytes else 1
+
+
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
+    data_root = os.path.abspath(args.data_root)
+    if args.beam_workers < 0:
+        raise ValueError(f"--beam-workers must be 0 (choose by data size) or more, got {args.beam_workers}")
     return PipelineConfig(
-        data_root=os.path.abspath(args.data_root),
+        data_root=data_root,
         output_root=os.path.abspath(args.output_root),
         schema_path=os.path.abspath(args.schema_path) if args.schema_path else None,
-        beam_workers=args.beam_workers,
+        beam_workers=args.beam_workers or beam_workers_for(data_root, args.data_pattern),
         **pipeline_config_kwargs(args),
     )
 

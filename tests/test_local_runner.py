@@ -36,6 +36,24 @@ def test_bad_settings_fail_before_running(capsys):
     assert "pipeline_name 'My_Pipeline'" in capsys.readouterr().err
 
 
+def test_beam_runs_in_process_on_small_data_and_one_process_per_core_on_large(tmp_path, monkeypatch):
+    (tmp_path / "a.csv").write_bytes(b"x" * 600)
+    (tmp_path / "b.csv").write_bytes(b"x" * 600)
+    (tmp_path / "notes.txt").write_bytes(b"x" * 5000)
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    assert local_runner.beam_workers_for(str(tmp_path), "*.csv", min_bytes=1000) == 6  # 1200 bytes of CSV
+    assert local_runner.beam_workers_for(str(tmp_path), "a.csv", min_bytes=1000) == 1
+    assert local_runner.beam_workers_for(str(tmp_path), "none*.csv", min_bytes=1000) == 1
+    # The embedded data (2 MB) runs in-process by default; a number given is taken as is.
+    assert local_runner.config_from_args(local_runner.parse_args([])).beam_workers == 1
+    assert local_runner.config_from_args(local_runner.parse_args(["--beam-workers", "3"])).beam_workers == 3
+
+
+def test_negative_beam_workers_are_refused(capsys):
+    assert local_runner.main(["--beam-workers", "-1"]) == 2
+    assert "--beam-workers must be 0" in capsys.readouterr().err
+
+
 @pytest.fixture(scope="module")
 def cached_runs(sample_dir, tmp_path_factory):
     output_root = str(tmp_path_factory.mktemp("cached"))
