@@ -399,7 +399,7 @@ def machine_info() -> dict[str, Any]:
 
 # The TFX taxi template (`tfx template copy --model=taxi`, all components, 1000 train steps)
 # on the same generated data, LocalDagRunner, measured on this 2-core machine on 2026-11-21
-# (issue 5 / DESIGN.md). Quoted, not re-measured by this script: the ratios below are
+# (issue 5). Quoted, not re-measured by this script: the ratios below are
 # against these figures.
 TEMPLATE_REFERENCE = {
     15_002: {"wall_s": 52.0, "example_gen_s": 3.1},

@@ -21,7 +21,7 @@ import logging  # noqa: E402
 import sys  # noqa: E402
 from typing import Sequence  # noqa: E402
 
-from pipeline.config import PipelineConfig  # noqa: E402
+from pipeline.config import PipelineConfig, usable_cores  # noqa: E402
 from pipeline.flags import DEFAULTS, add_pipeline_flags, pipeline_config_kwargs  # noqa: E402
 
 # From this much CSV on, Beam runs one worker process per core (see beam_workers_for).
@@ -55,7 +55,7 @@ def beam_workers_for(data_root: str, data_pattern: str, min_bytes: int = MULTI_P
     1.5M rows (200 MB). Smaller data runs in-process.
     """
     size = sum(os.path.getsize(path) for path in glob.glob(os.path.join(data_root, data_pattern)))
-    return max(1, os.cpu_count() or 1) if size >= min_bytes else 1
+    return usable_cores() if size >= min_bytes else 1
 
 
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:

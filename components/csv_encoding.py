@@ -3,7 +3,7 @@
 The data work of ``components.csv_example_gen``, kept free of TensorFlow, TFX and Beam
 (it imports in a third of a second) because it also runs as worker processes:
 
-    python -m components.csv_encoding '<json job>'
+    python -m components.csv_encoding job.json
 
 Reading is pyarrow's streaming CSV reader, encoding tfx_bsl's C++ tf.Example encoder,
 features are put in canonical order through a minimal protobuf (no TensorFlow), framing
@@ -25,6 +25,7 @@ import hashlib
 import io
 import json
 import os
+import random
 import struct
 import sys
 import zlib
@@ -120,12 +121,14 @@ def read_blocks(path: str, block_bytes: int = BLOCK_BYTES) -> Iterator[pa.Record
 
 
 def _python_type(cell: str) -> ColumnType:
-    """tfx_bsl's rule for one cell (``csv_decoder._InferValueType``)."""
+    """tfx_bsl's rule for one cell (``csv_decoder._InferValueType``), which parses bytes:
+    ``int(b"\xc2\xa05")`` fails where ``int("\xa05")`` would not."""
+    raw = cell.encode()
     try:
-        return ColumnType.INT if _INT64.min <= int(cell) <= _INT64.max else ColumnType.STRING
+        return ColumnType.INT if _INT64.min <= int(raw) <= _INT64.max else ColumnType.STRING
     except ValueError:
         try:
-            float(cell)
+            float(raw)
         except ValueError:
             return ColumnType.STRING
         return ColumnType.FLOAT
@@ -191,7 +194,7 @@ def _typed_values(present: pa.Array, column_type: ColumnType) -> pa.Array:
     try:
         values = pc.cast(present, arrow_type)
     except pa.ArrowInvalid:  # cells only Python's parser accepts (" 5", "1_000")
-        values = pa.array([parse(cell) for cell in present.to_pylist()], arrow_type)
+        values = pa.array([parse(cell.encode()) for cell in present.to_pylist()], arrow_type)
     # tf.train.FloatList holds float32: parse as double, then round, as Python's float() does.
     return values.cast(pa.float32()) if column_type == ColumnType.FLOAT else values
 
@@ -227,7 +230,10 @@ def _canonical_example_class() -> type:
                       type_name=".csv_encoding.Features")
     pool = descriptor_pool.DescriptorPool()
     pool.Add(proto)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("csv_encoding.Example"))
+    descriptor = pool.FindMessageTypeByName("csv_encoding.Example")
+    if hasattr(message_factory, "GetMessageClass"):  # protobuf >= 4.21
+        return message_factory.GetMessageClass(descriptor)
+    return message_factory.MessageFactory(pool).GetPrototype(descriptor)  # older, e.g. Python 3.10 images
 
 
 _CanonicalExample = _canonical_example_class()
@@ -238,8 +244,8 @@ def encode_block(block: pa.RecordBatch, types: dict[str, ColumnType]) -> list[by
     writes them: the bytes TFX hashes to choose a row's split.
 
     tfx_bsl's encoder writes features in hash-map order, so each record is put in
-    canonical order (features sorted by name). The executor checks the result against
-    TensorFlow's own serialisation on every run.
+    canonical order (features sorted by name). The executor checks the first rows against
+    TensorFlow's own serialisation on every run; the tests check every row.
     """
     names = sorted(types)
     batch = pa.RecordBatch.from_arrays([to_feature_column(block.column(n), types[n]) for n in names], names)
@@ -314,6 +320,9 @@ def write_shard(paths: Sequence[str], types: dict[str, ColumnType], split_dirs: 
                 if not mine:
                     continue
                 records = encode_block(block, types)
+                # TFX's WriteSplit reshuffles before writing; a seeded shuffle per block keeps a
+                # sorted CSV (say, by time) from reaching the Trainer in that order.
+                random.Random(block_index).shuffle(records)
                 if buckets is None:
                     by_split = [records]
                 else:
@@ -330,8 +339,11 @@ def write_shard(paths: Sequence[str], types: dict[str, ColumnType], split_dirs: 
 
 
 def main(argv: Sequence[str], write: Callable[..., list[int]] = write_shard) -> int:
-    """Worker entry point: one JSON job (write_shard's arguments) in, rows per split out."""
-    job = json.loads(argv[1])
+    """Worker entry point: a JSON file holding one job (write_shard's arguments) in, rows
+    per split out (a file, not the JSON itself: thousands of input paths would exceed the
+    size limit of one argument)."""
+    with open(argv[1]) as job_file:
+        job = json.load(job_file)
     job["types"] = {name: ColumnType[value] for name, value in job["types"].items()}
     print(json.dumps(write(**job)))
     return 0

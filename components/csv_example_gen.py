@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -38,42 +39,61 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
 from components import csv_encoding
+from pipeline.config import beam_runner, usable_cores
 
 LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner")
 # The directory holding the ``components`` package, for the worker processes' imports.
 _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
+CHECKED_ROWS = 1000
+
+
 def check_canonical(paths: Sequence[str], types: dict[str, csv_encoding.ColumnType]) -> None:
-    """Fails loudly unless the encoded bytes are TensorFlow's deterministic serialisation
-    (otherwise rows would not land in the splits CsvExampleGen puts them in)."""
-    record = csv_encoding.encode_block(next(csv_encoding.read_blocks(paths[0])).slice(0, 1), types)[0]
-    if tf.train.Example.FromString(record).SerializeToString(deterministic=True) != record:
+    """Fails loudly unless the encoded bytes of the first ``CHECKED_ROWS`` rows are
+    TensorFlow's deterministic serialisation (otherwise rows would not land in the splits
+    CsvExampleGen puts them in). Nothing to check when the files have no rows."""
+    first = next((block for path in paths for block in csv_encoding.read_blocks(path)), None)
+    if first is None:
+        return
+    records = csv_encoding.encode_block(first.slice(0, CHECKED_ROWS), types)
+    if any(tf.train.Example.FromString(r).SerializeToString(deterministic=True) != r for r in records):
         raise RuntimeError("The fast CSV encoder's bytes differ from tf.train.Example's deterministic serialisation "
                            "(a tfx_bsl or protobuf change?); use tfx.components.CsvExampleGen.")
 
 
 def default_workers() -> int:
-    """One worker process per core: encoding, hashing and gzip are CPU-bound."""
-    return max(1, min(os.cpu_count() or 1, 8))
+    """One worker process per usable core (at most 8): encoding, hashing and gzip are CPU-bound."""
+    return max(1, min(usable_cores(), 8))
 
 
 def _run_workers(jobs: list[dict[str, Any]]) -> list[list[int]]:
     """Runs ``csv_encoding`` worker processes (fresh interpreters: forking a process that
-    runs TensorFlow and gRPC threads is unsafe); rows per split of each."""
+    runs TensorFlow and gRPC threads is unsafe); rows per split of each. If one fails, the
+    others are stopped before its error is raised, so none writes on after the failure."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")])))
-    processes = [
-        subprocess.Popen([sys.executable, "-m", "components.csv_encoding", json.dumps(job)], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for job in jobs
-    ]
-    results = []
-    for process in processes:
-        out, err = process.communicate()
-        if process.returncode != 0:
-            raise RuntimeError(f"CSV conversion worker failed (exit {process.returncode}):\n{err[-3000:]}")
-        results.append(json.loads(out.strip().splitlines()[-1]))
-    return results
+    processes = []
+    with tempfile.TemporaryDirectory(prefix="csv-example-gen-") as jobs_dir:
+        try:
+            for index, job in enumerate(jobs):
+                job_path = os.path.join(jobs_dir, f"job-{index}.json")
+                with open(job_path, "w") as job_file:
+                    json.dump(job, job_file)
+                processes.append(subprocess.Popen([sys.executable, "-m", "components.csv_encoding", job_path],
+                                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            results = []
+            for process in processes:
+                out, err = process.communicate()
+                lines = out.strip().splitlines()
+                if process.returncode != 0 or not lines:
+                    raise RuntimeError(f"CSV conversion worker failed (exit {process.returncode}):\n{err[-3000:]}")
+                results.append(json.loads(lines[-1]))
+            return results
+        finally:
+            for process in processes:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
 
 
 def convert(paths: Sequence[str], split_dirs: Sequence[str], buckets: Sequence[int] | None, workers: int,
@@ -113,8 +133,8 @@ def _glob_csv(pattern: str) -> list[str]:
 
 def runs_locally(beam_pipeline_args: Sequence[str]) -> bool:
     """True when Beam would run in this machine's processes (no Dataflow, Flink, ...)."""
-    runners = [arg.split("=", 1)[1] for arg in beam_pipeline_args if arg.startswith("--runner=")]
-    return not runners or runners[-1] in LOCAL_RUNNERS
+    runner = beam_runner(beam_pipeline_args)
+    return runner is None or runner in LOCAL_RUNNERS
 
 
 class Executor(tfx_csv_executor.Executor):

@@ -137,7 +137,13 @@ def preprocessing_fn(inputs: dict) -> dict:
         buckets = tft.bucketize(tf.cast(inputs[key], tf.float32), features.NUM_BUCKETS)
         outputs[features.transformed_name(key)] = _as_column(_dense(buckets, features.NUM_BUCKETS))
 
+    outputs.update(label(inputs))
+    return outputs
+
+
+def label(inputs: dict) -> dict:
+    """The label from raw columns, ``{big_tipper_xf: [batch, 1]}``. Needs no analyzer, so
+    the exported model also computes it alone for the Evaluator (``models/signatures.py``)."""
     tips = _to_float(inputs[features.TIPS])
     fare = _to_float(inputs[features.FARE])
-    outputs[features.transformed_name(features.LABEL_KEY)] = _as_column(big_tipper(tips, fare))
-    return outputs
+    return {features.transformed_name(features.LABEL_KEY): _as_column(big_tipper(tips, fare))}

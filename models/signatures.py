@@ -3,7 +3,11 @@
 - ``serving_default``: serialized raw ``tf.Example``s in (no label needed; the
   Transform graph is inside), ``probability`` and ``big_tipper`` (0/1) out.
 - ``transform_features``: serialized raw examples in, transformed features out
-  (label included); TFMA's Evaluator uses it to obtain the label.
+  (label included).
+- ``label``: serialized raw examples in, the label out, from ``preprocessing.label``
+  (the function ``preprocessing_fn`` uses) without the rest of the Transform graph. The
+  Evaluator gets its labels from it: through ``transform_features`` it would run the
+  whole Transform graph a second time for every example, beside ``serving_default``.
 """
 
 from __future__ import annotations
@@ -12,10 +16,11 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
 
-from models import features
+from models import features, preprocessing
 
 SERVING_SIGNATURE = "serving_default"
 TRANSFORM_SIGNATURE = "transform_features"
+LABEL_SIGNATURE = "label"
 PREDICTION_KEY = "probability"
 CLASS_KEY = "big_tipper"
 DECISION_THRESHOLD = 0.5
@@ -48,9 +53,16 @@ def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutp
         raw = tf.io.parse_example(serialized, tf_transform_output.raw_feature_spec())
         return model.tft_layer(raw)
 
-    return {SERVING_SIGNATURE: serve_tf_examples, TRANSFORM_SIGNATURE: transform_features}
+    raw_spec = tf_transform_output.raw_feature_spec()
+    label_spec = {key: raw_spec[key] for key in (features.TIPS, features.FARE)}
+
+    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
+    def label(serialized):
+        return preprocessing.label(tf.io.parse_example(serialized, label_spec))
+
+    return {SERVING_SIGNATURE: serve_tf_examples, TRANSFORM_SIGNATURE: transform_features, LABEL_SIGNATURE: label}
 
 
 def export_serving_model(model: keras.Model, tf_transform_output: tft.TFTransformOutput, export_dir: str) -> None:
-    """Saves ``model`` as a SavedModel at ``export_dir`` with both signatures."""
+    """Saves ``model`` as a SavedModel at ``export_dir`` with its signatures."""
     model.save(export_dir, save_format="tf", signatures=make_signatures(model, tf_transform_output))

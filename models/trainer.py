@@ -89,7 +89,9 @@ def load_split(
         return None
     compression = "GZIP" if all(f.endswith(".gz") for f in files) else ""
     chunks = (
-        tf.data.TFRecordDataset(files, compression_type=compression, num_parallel_reads=tf.data.AUTOTUNE)
+        # Files one after the other: an AUTOTUNE parallel read of gzipped files measured
+        # 10x slower here (5.2 s against 0.5 s for 100k rows).
+        tf.data.TFRecordDataset(files, compression_type=compression)
         .batch(LOAD_CHUNK_ROWS)
         .map(lambda records: tf.io.parse_example(records, spec), num_parallel_calls=tf.data.AUTOTUNE)
     )
@@ -255,8 +257,10 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
         in_memory_bytes = hparams.in_memory_max_mb * 2**20 if worker.num_workers == 1 and not is_tpu else 0
         train_ds = input_fn(fn_args.train_files, fn_args.data_accessor, tf_transform_output, global_batch,
                             training=True, shuffle_seed=seed, in_memory_max_bytes=in_memory_bytes)
+        # A capped validation reads only its first batches: loading the split would cost more.
         eval_ds = input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, global_batch,
-                           training=False, drop_remainder=is_tpu, in_memory_max_bytes=in_memory_bytes)
+                           training=False, drop_remainder=is_tpu,
+                           in_memory_max_bytes=0 if fn_args.eval_steps else in_memory_bytes)
 
         with strategy.scope():
             model = model_lib.build_keras_model(categorical_sizes(tf_transform_output), hparams)

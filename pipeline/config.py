@@ -10,6 +10,7 @@ import dataclasses
 import os
 import re
 from pathlib import Path
+from typing import Sequence
 
 from models.hparams import HParams
 from pipeline.vertex_training import VertexTraining
@@ -25,6 +26,26 @@ PREPROCESSING_FN = "models.preprocessing.preprocessing_fn"
 RUN_FN = "models.trainer.run_fn"
 # Vertex AI's prebuilt TensorFlow serving image (the newest the aiplatform client lists).
 DEFAULT_SERVING_IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
+
+
+def beam_runner(beam_pipeline_args: Sequence[str]) -> str | None:
+    """The runner ``beam_pipeline_args`` ask for (``--runner=X`` or ``--runner X``; the
+    last one wins, as in Beam), or None."""
+    runner = None
+    for i, arg in enumerate(beam_pipeline_args):
+        if arg.startswith("--runner="):
+            runner = arg.split("=", 1)[1]
+        elif arg == "--runner" and i + 1 < len(beam_pipeline_args):
+            runner = beam_pipeline_args[i + 1]
+    return runner
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (a container's CPU set, not the host's CPU count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +77,11 @@ class PipelineConfig:
     train_buckets: int = 2
     eval_buckets: int = 1
     train_steps: int = 400
-    # None: evaluate on the whole eval split after each epoch.
-    eval_steps: int | None = None
+    # Batches of the Trainer's validation after each epoch (None: the whole eval split).
+    # It only feeds the training logs (TensorBoard); the Evaluator judges the model on the
+    # whole eval split. Capped, it stays cheap on large data (at 1.5M rows a full pass
+    # after each of 4 epochs is 7,800 batches).
+    eval_steps: int | None = 100
     # A curated schema (schema.pbtxt) to validate against; None infers one with SchemaGen.
     schema_path: str | None = None
     # 1: Beam runs in-process (fastest on small data); >1: that many worker processes.
@@ -105,7 +129,7 @@ class PipelineConfig:
     @property
     def beam_pipeline_args(self) -> list[str]:
         """DirectRunner settings for local runs; given a --runner (Dataflow), only the extra args."""
-        if any(arg.startswith("--runner=") for arg in self.extra_beam_args):
+        if beam_runner(self.extra_beam_args) is not None:
             return list(self.extra_beam_args)
         if self.beam_workers == 1:
             mode = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]

@@ -28,7 +28,8 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
                 signature_name=signatures.SERVING_SIGNATURE,
                 prediction_key=signatures.PREDICTION_KEY,
                 label_key=features.transformed_name(features.LABEL_KEY),
-                preprocessing_function_names=[signatures.TRANSFORM_SIGNATURE],
+                # The label alone, not the whole Transform graph a second time.
+                preprocessing_function_names=[signatures.LABEL_SIGNATURE],
             )
         ],
         slicing_specs=[tfma.SlicingSpec()],

@@ -7,14 +7,15 @@ import tensorflow as tf
 from models import features
 
 _STRINGS = ("payment_type", "company")
-_FLOATS = ("fare", "trip_miles", "pickup_latitude", "pickup_longitude", "dropoff_latitude", "dropoff_longitude")
+_FLOATS = ("fare", "trip_miles", "pickup_latitude", "pickup_longitude", "dropoff_latitude", "dropoff_longitude",
+           features.TIPS)
 
 
-def raw_example(row: dict) -> bytes:
-    """Typed values; empty cells and the label's source (tips) left out."""
+def raw_example(row: dict, keep_label_source: bool = False) -> bytes:
+    """Typed values; empty cells left out, and the label's source (tips) unless kept."""
     feature = {}
     for key, value in row.items():
-        if value == "" or key == features.TIPS:
+        if value == "" or (key == features.TIPS and not keep_label_source):
             continue
         if key in _STRINGS:
             feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))

@@ -40,7 +40,7 @@ def test_beam_runs_in_process_on_small_data_and_one_process_per_core_on_large(tm
     (tmp_path / "a.csv").write_bytes(b"x" * 600)
     (tmp_path / "b.csv").write_bytes(b"x" * 600)
     (tmp_path / "notes.txt").write_bytes(b"x" * 5000)
-    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    monkeypatch.setattr(local_runner, "usable_cores", lambda: 6)
     assert local_runner.beam_workers_for(str(tmp_path), "*.csv", min_bytes=1000) == 6  # 1200 bytes of CSV
     assert local_runner.beam_workers_for(str(tmp_path), "a.csv", min_bytes=1000) == 1
     assert local_runner.beam_workers_for(str(tmp_path), "none*.csv", min_bytes=1000) == 1

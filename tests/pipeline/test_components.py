@@ -133,11 +133,25 @@ def test_transform_writes_every_transformed_feature(transform):
 def test_trainer_exports_serving_and_eval_signatures(trainer):
     serving_dir = path_utils.serving_model_path(trainer["model"][0].uri)
     loaded = tf.saved_model.load(serving_dir)
-    assert set(loaded.signatures) == {"serving_default", "transform_features"}
+    assert set(loaded.signatures) == {"serving_default", "transform_features", "label"}
     inputs = loaded.signatures["serving_default"].structured_input_signature[1]
     assert list(inputs) == ["examples"] and inputs["examples"].dtype == tf.string
     assert set(loaded.signatures["serving_default"].structured_outputs) == {"probability", "big_tipper"}
     assert glob.glob(os.path.join(trainer["model_run"][0].uri, "**", "events.out.tfevents.*"), recursive=True)
+
+
+def test_label_signature_gives_the_labels_transform_gives(trainer):
+    """The Evaluator's labels come from the light ``label`` signature: they must be the
+    ones the full Transform graph computes, on rows with tips, without, and with gaps."""
+    with open(EMBEDDED_CSV, newline="") as f:
+        rows = [row for _, row in zip(range(300), csv.DictReader(f))]
+    loaded = tf.saved_model.load(path_utils.serving_model_path(trainer["model"][0].uri))
+    examples = tf.constant([raw_example(r, keep_label_source=True) for r in rows])
+    light = loaded.signatures["label"](examples=examples)["big_tipper_xf"].numpy()
+    full = loaded.signatures["transform_features"](examples=examples)["big_tipper_xf"].numpy()
+    assert light.shape == full.shape == (300, 1)
+    assert (light == full).all()
+    assert 0 < light.sum() < 300  # both classes present
 
 
 def test_evaluator_blesses_a_model_above_the_floor(evaluator):

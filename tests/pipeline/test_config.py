@@ -24,6 +24,11 @@ def test_counts_must_be_positive(field):
         PipelineConfig(**{field: 0})
 
 
+@pytest.mark.parametrize("extra", [("--runner=DataflowRunner", "--project=p"), ("--runner", "DataflowRunner")])
+def test_a_runner_given_takes_only_the_extra_args(extra):
+    assert PipelineConfig(beam_workers=2, extra_beam_args=extra).beam_pipeline_args == list(extra)
+
+
 def test_beam_runs_in_process_with_one_worker_and_multiprocess_with_more():
     assert "--direct_running_mode=in_memory" in PipelineConfig().beam_pipeline_args
     args = PipelineConfig(beam_workers=2, extra_beam_args=("--foo=1",)).beam_pipeline_args
