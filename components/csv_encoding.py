@@ -29,7 +29,7 @@ import random
 import struct
 import sys
 import zlib
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import google_crc32c
 import numpy as np
@@ -338,14 +338,14 @@ def write_shard(paths: Sequence[str], types: dict[str, ColumnType], split_dirs: 
     return counts
 
 
-def main(argv: Sequence[str], write: Callable[..., list[int]] = write_shard) -> int:
+def main(argv: Sequence[str]) -> int:
     """Worker entry point: a JSON file holding one job (write_shard's arguments) in, rows
     per split out (a file, not the JSON itself: thousands of input paths would exceed the
     size limit of one argument)."""
     with open(argv[1]) as job_file:
         job = json.load(job_file)
     job["types"] = {name: ColumnType[value] for name, value in job["types"].items()}
-    print(json.dumps(write(**job)))
+    print(json.dumps(write_shard(**job)))
     return 0
 
 

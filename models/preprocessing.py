@@ -74,23 +74,21 @@ def z_scores_imputed(columns: dict[str, tuple]) -> dict[str, tf.Tensor]:
     the fraction present. Every analyzer costs Transform a fixed set of Beam stages, so
     one instead of two per column matters even on small data.
     """
-    names = list(columns)
-    parts = []
-    for name in names:
-        x, transform = columns[name]
-        present = 1.0 - tf.cast(_is_missing(x), tf.float64)
-        value = transform(tf.cast(_dense(x, 0), tf.float64)) * present
+    missing, values, parts = {}, {}, []
+    for name, (x, transform) in columns.items():
+        missing[name] = _is_missing(x)
+        values[name] = transform(tf.cast(_dense(x, 0), tf.float64))
+        present = 1.0 - tf.cast(missing[name], tf.float64)
+        value = values[name] * present
         parts += [present, value, value * value]
     # Per column: E[present], E[value * present], E[value^2 * present].
     moments = tft.mean(tf.stack(parts, axis=1), reduce_instance_dims=False)
     result = {}
-    for i, name in enumerate(names):
-        x, transform = columns[name]
+    for i, name in enumerate(columns):
         fraction = moments[3 * i]
         mean = tf.math.divide_no_nan(moments[3 * i + 1], fraction)
         variance = tf.maximum(tf.math.divide_no_nan(moments[3 * i + 2], fraction) - mean * mean, 0.0)
-        value = tf.where(_is_missing(x), mean, transform(tf.cast(_dense(x, 0), tf.float64)))
-        deviation = value - mean
+        deviation = tf.where(missing[name], mean, values[name]) - mean
         std = tf.sqrt(variance * fraction)
         # As tft.scale_to_z_score: a constant column is only centred.
         result[name] = tf.cast(tf.where(std > 0, tf.math.divide_no_nan(deviation, std), deviation), tf.float32)

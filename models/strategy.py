@@ -40,8 +40,7 @@ def _parse_tf_config(tf_config: str) -> dict:
     return parsed
 
 
-def _cluster_size(tf_config: str) -> int:
-    cluster = _parse_tf_config(tf_config).get("cluster", {})
+def _cluster_size(cluster: dict) -> int:
     return sum(len(cluster.get(role, [])) for role in TRAINING_ROLES)
 
 
@@ -80,7 +79,7 @@ def worker_info(tf_config: str | None) -> WorkerInfo:
         raise ValueError(f"TF_CONFIG task {task_type}:{task_index} is not in the cluster's {cluster[task_type]!r}")
     has_chief = any(cluster.get(role) for role in CHIEF_ROLES)
     is_chief = task_type in CHIEF_ROLES or (task_type == "worker" and task_index == 0 and not has_chief)
-    return WorkerInfo(task_type, task_index, max(1, _cluster_size(tf_config)), is_chief)
+    return WorkerInfo(task_type, task_index, max(1, _cluster_size(cluster)), is_chief)
 
 
 def choose_strategy(env: Mapping[str, str], override: str | None = None) -> StrategyChoice:
@@ -92,7 +91,7 @@ def choose_strategy(env: Mapping[str, str], override: str | None = None) -> Stra
         raise ValueError(f"Unknown training strategy {forced!r} (from {source}); allowed: {', '.join(STRATEGIES)}")
 
     tpu_name = env.get("TPU_NAME", "").strip()
-    workers = _cluster_size(env["TF_CONFIG"]) if env.get("TF_CONFIG") else 0
+    workers = _cluster_size(_parse_tf_config(env["TF_CONFIG"]).get("cluster", {})) if env.get("TF_CONFIG") else 0
 
     if forced == TPU:
         if not tpu_name:
