@@ -24,6 +24,8 @@ PIPELINE_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,127}")
 
 PREPROCESSING_FN = "models.preprocessing.preprocessing_fn"
 RUN_FN = "models.trainer.run_fn"
+# The Evaluator's user code (TFX looks up custom_extractors in it).
+EVALUATOR_MODULE = "models.evaluation"
 # Vertex AI's prebuilt TensorFlow serving image (the newest the aiplatform client lists).
 DEFAULT_SERVING_IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
 

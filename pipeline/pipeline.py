@@ -14,7 +14,7 @@ from tfx import v1 as tfx
 from components.anomaly_gate import AnomalyGate
 from components.csv_example_gen import CsvExampleGen
 from models import features, signatures
-from pipeline.config import PREPROCESSING_FN, RUN_FN, PipelineConfig
+from pipeline.config import EVALUATOR_MODULE, PREPROCESSING_FN, RUN_FN, PipelineConfig
 
 EVAL_SPLIT = "eval"
 TRAIN_SPLIT = "train"
@@ -150,6 +150,8 @@ def create_pipeline(
         baseline_model=model_resolver.outputs["model"],
         example_splits=[EVAL_SPLIT],
         eval_config=eval_config(config),
+        # TFMA's extractors minus per-example data its metrics never read (same results).
+        module_path=EVALUATOR_MODULE,
     )
     pusher = _pusher(config, model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"])
     return tfx.dsl.Pipeline(

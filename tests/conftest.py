@@ -104,3 +104,21 @@ def validated_schema(pipe, root, anomalies, schema):
 @pytest.fixture(scope="session")
 def transform(pipe, root, examples, validated_schema):
     return run_component(node(pipe, "Transform"), {"examples": examples, "schema": validated_schema}, root)
+
+
+@pytest.fixture(scope="session")
+def trainer(pipe, root, transform, validated_schema):
+    return run_component(
+        node(pipe, "Trainer"),
+        {
+            "examples": transform["transformed_examples"],
+            "transform_graph": transform["transform_graph"],
+            "schema": validated_schema,
+        },
+        root,
+    )
+
+
+@pytest.fixture(scope="session")
+def evaluator(pipe, root, examples, trainer):
+    return run_component(node(pipe, "Evaluator"), {"examples": examples, "model": trainer["model"]}, root)

@@ -26,24 +26,6 @@ from tests.harness import node, run_component
 xf = features.transformed_name
 
 
-@pytest.fixture(scope="session")
-def trainer(pipe, root, transform, validated_schema):
-    return run_component(
-        node(pipe, "Trainer"),
-        {
-            "examples": transform["transformed_examples"],
-            "transform_graph": transform["transform_graph"],
-            "schema": validated_schema,
-        },
-        root,
-    )
-
-
-@pytest.fixture(scope="session")
-def evaluator(pipe, root, examples, trainer):
-    return run_component(node(pipe, "Evaluator"), {"examples": examples, "model": trainer["model"]}, root)
-
-
 def _records(examples_artifact, split: str) -> list[tf.train.Example]:
     files = glob.glob(os.path.join(artifact_utils.get_split_uri(examples_artifact, split), "*"))
     return [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
