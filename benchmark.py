@@ -32,11 +32,13 @@ import warnings  # noqa: E402
 warnings.filterwarnings("ignore", category=FutureWarning)
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import csv  # noqa: E402
 import datetime  # noqa: E402
 import glob  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
+import re  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
@@ -204,23 +206,36 @@ def _tree_rss(root_pid: int) -> int:
 
 def run_pipeline(data_dir: Path, output_root: Path, runner_args: Sequence[str], log_path: Path) -> dict[str, Any]:
     """Runs ``local_runner.py`` once; wall time, peak tree RSS, peak single-process RSS."""
+    command = [str(REPO_ROOT / "local_runner.py"), "--data-root", str(data_dir), "--output-root", str(output_root),
+               "--pipeline-name", PIPELINE_NAME, *runner_args]
+    return run_measured(command, REPO_ROOT, log_path)
+
+
+def run_measured(python_args: Sequence[str], cwd: Path, log_path: Path) -> dict[str, Any]:
+    """Runs ``python <python_args>`` in ``cwd``, measuring wall time and memory (module docstring)."""
     rusage_file = log_path.with_suffix(".rusage.json")
-    command = [sys.executable, "-c", _WRAPPER, str(rusage_file), sys.executable, str(REPO_ROOT / "local_runner.py"),
-               "--data-root", str(data_dir), "--output-root", str(output_root), "--pipeline-name", PIPELINE_NAME,
-               *runner_args]
-    peak = 0
+    command = [sys.executable, "-c", _WRAPPER, str(rusage_file), sys.executable, *python_args]
+    samples: list[tuple[float, float]] = []  # (epoch seconds, tree RSS in MB)
     start = time.monotonic()
     with open(log_path, "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=cwd)
         while process.poll() is None:
-            peak = max(peak, _tree_rss(process.pid))
+            samples.append((time.time(), _tree_rss(process.pid) / 2**20))
             time.sleep(POLL_SECONDS)
     wall = time.monotonic() - start
     if process.returncode != 0:
         tail = "".join(open(log_path).readlines()[-30:])
-        raise RuntimeError(f"local_runner.py failed (exit {process.returncode}); log {log_path}:\n{tail}")
+        raise RuntimeError(f"{python_args[0]} failed (exit {process.returncode}); log {log_path}:\n{tail}")
     rusage = json.loads(rusage_file.read_text())
-    return {"wall_s": wall, "peak_rss_mb": peak / 2**20, "max_process_rss_mb": rusage["max_process_rss_kb"] / 1024}
+    return {"wall_s": wall, "peak_rss_mb": max((mb for _, mb in samples), default=0.0),
+            "max_process_rss_mb": rusage["max_process_rss_kb"] / 1024, "rss_samples": samples}
+
+
+def peak_rss_by_component(samples: Sequence[tuple[float, float]], components) -> dict[str, float]:
+    """The largest tree RSS sampled while each component ran (ML Metadata's create to
+    last-update interval; components that ran alongside share their samples)."""
+    return {c.node_id: max((mb for t, mb in samples if c.started <= t <= c.finished), default=0.0)
+            for c in components}
 
 
 def _quiet_tensorflow() -> None:
@@ -232,16 +247,27 @@ def _quiet_tensorflow() -> None:
     tf.get_logger().setLevel(logging.ERROR)
 
 
-def component_seconds(output_root: Path) -> tuple[dict[str, float], dict[str, str]]:
-    """Per-component duration (MLMD create -> last update) and state of the latest run."""
-    _quiet_tensorflow()
-    import local_runner
+def latest_components(output_root: Path) -> list:
+    """The components of our latest run as ML Metadata recorded them (``ComponentRun``s)."""
     from pipeline.config import PipelineConfig
+
+    return components_in(PipelineConfig(output_root=str(output_root), pipeline_name=PIPELINE_NAME).metadata_path,
+                         PIPELINE_NAME)
+
+
+def components_in(metadata_path: str, pipeline_name: str) -> list:
+    """The components of the latest run of ``pipeline_name`` in an ML Metadata SQLite file."""
+    _quiet_tensorflow()
+    from tfx import v1 as tfx
+
     from pipeline.run_summary import summarize_run
 
-    config = PipelineConfig(output_root=str(output_root), pipeline_name=PIPELINE_NAME)
-    summary = summarize_run(local_runner.metadata_config(config), PIPELINE_NAME)
-    return ({c.node_id: c.seconds for c in summary.components}, {c.node_id: c.state for c in summary.components})
+    connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(metadata_path)
+    return summarize_run(connection, pipeline_name).components
+
+
+def _states(components) -> dict[str, str]:
+    return {c.node_id: c.state for c in components}
 
 
 def _latest_dir(pattern: str) -> str:
@@ -315,9 +341,51 @@ def trainer_input_benchmark(output_root: Path, batch_size: int, steps: int) -> d
             "in_memory_load_s": load_s}
 
 
+TEMPLATE_PIPELINE_NAME = "taxi-template"
+# `tfx template copy` ships these components commented out ("TODO(step 5/6): Uncomment here").
+_COMMENTED_APPEND = re.compile(r"^(\s*)# (components\.append\()", re.M)
+
+
+def prepare_template(destination: Path, data_dir: Path) -> Path:
+    """TFX's taxi template exactly as ``tfx template copy --model=taxi`` writes it, with
+    every ``components.append(...)`` it ships commented out enabled (as a user following
+    its steps does; 1000 train steps is its own default) and its data/ replaced by ``data_dir``.
+    """
+    if destination.exists():
+        shutil.rmtree(destination)
+    cli = Path(sys.executable).with_name("tfx")
+    subprocess.run([str(cli), "template", "copy", "--model=taxi", f"--pipeline_name={TEMPLATE_PIPELINE_NAME}",
+                    f"--destination_path={destination}"], check=True, capture_output=True, text=True)
+    pipeline_file = destination / "pipeline" / "pipeline.py"
+    source = pipeline_file.read_text()
+    enabled, count = _COMMENTED_APPEND.subn(r"\1\2", source)
+    if count == 0:
+        raise RuntimeError(f"{pipeline_file}: no commented-out components.append(...) found; the template changed")
+    pipeline_file.write_text(enabled)
+    shutil.rmtree(destination / "data")
+    (destination / "data").symlink_to(data_dir.resolve(), target_is_directory=True)
+    return destination
+
+
+def benchmark_template(data_dir: Path, run_dir: Path) -> dict[str, Any]:
+    """One fresh run of the template on ``data_dir``: wall time, memory, seconds per component."""
+    destination = prepare_template(run_dir / "template", data_dir)
+    print(f"  TFX taxi template -> {destination}", flush=True)
+    measured = run_measured(["local_runner.py"], destination, run_dir / "template.log")
+    metadata = destination / "tfx_metadata" / TEMPLATE_PIPELINE_NAME / "metadata.db"
+    with contextlib.chdir(destination):  # the template records artifact URIs relative to where it ran
+        components = components_in(str(metadata), TEMPLATE_PIPELINE_NAME)
+    print(f"    {measured['wall_s']:.1f} s, peak RSS {measured['peak_rss_mb']:.0f} MB", flush=True)
+    return {"wall_s": measured["wall_s"], "peak_rss_mb": measured["peak_rss_mb"],
+            "max_process_rss_mb": measured["max_process_rss_mb"],
+            "component_s": {c.node_id: c.seconds for c in components},
+            "component_states": _states(components)}
+
+
 def benchmark_once(data_dir: Path, rows: int, run_dir: Path, runner_args: Sequence[str], batch_size: int,
-                   input_steps: int) -> dict[str, Any]:
-    """One repeat at one size: fresh run, cached rerun, Trainer input benchmark."""
+                   input_steps: int, template: bool = False) -> dict[str, Any]:
+    """One repeat at one size: fresh run, cached reruns, Trainer input benchmark, and
+    optionally a fresh run of TFX's taxi template on the same data."""
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
@@ -325,27 +393,30 @@ def benchmark_once(data_dir: Path, rows: int, run_dir: Path, runner_args: Sequen
     args = [*runner_args, "--batch-size", str(batch_size), "--enable-cache"]
     print(f"  fresh run -> {output_root}", flush=True)
     first = run_pipeline(data_dir, output_root, args, run_dir / "run1.log")
-    seconds, _ = component_seconds(output_root)
+    components = latest_components(output_root)
+    seconds = {c.node_id: c.seconds for c in components}
     print(f"    {first['wall_s']:.1f} s, peak RSS {first['peak_rss_mb']:.0f} MB", flush=True)
     print("  cached rerun", flush=True)
     second = run_pipeline(data_dir, output_root, args, run_dir / "run2.log")
-    _, cached_states = component_seconds(output_root)
+    cached_states = _states(latest_components(output_root))
     print(f"    {second['wall_s']:.1f} s", flush=True)
     # The second run re-evaluates (the first run's blessed model became the baseline);
     # from the third on, nothing has changed at all.
     print("  steady rerun", flush=True)
     third = run_pipeline(data_dir, output_root, args, run_dir / "run3.log")
-    _, steady_states = component_seconds(output_root)
+    steady_states = _states(latest_components(output_root))
     print(f"    {third['wall_s']:.1f} s", flush=True)
     print(f"  trainer input benchmark ({input_steps} steps)", flush=True)
     trainer_input = trainer_input_benchmark(output_root, batch_size, input_steps)
     example_gen = seconds.get("CsvExampleGen", 0.0)
+    extra = {"template": benchmark_template(data_dir, run_dir)} if template else {}
     return {
         "rows": rows,
         "wall_s": first["wall_s"],
         "peak_rss_mb": first["peak_rss_mb"],
         "max_process_rss_mb": first["max_process_rss_mb"],
         "component_s": seconds,
+        "component_peak_rss_mb": peak_rss_by_component(first["rss_samples"], components),
         "cached_wall_s": second["wall_s"],
         "cached_ratio": second["wall_s"] / first["wall_s"],
         "cached_peak_rss_mb": second["peak_rss_mb"],
@@ -359,17 +430,20 @@ def benchmark_once(data_dir: Path, rows: int, run_dir: Path, runner_args: Sequen
         **trainer_input,
         "example_gen_rows_per_s": rows / example_gen if example_gen > 0 else 0.0,
         "output_root": str(output_root),
+        **extra,
     }
 
 
 def median_of(repeats: list[dict[str, Any]]) -> dict[str, Any]:
-    """Medians of every number across repeats (component seconds per component)."""
+    """Medians of every number across repeats, inside nested dicts too (seconds per
+    component, the template's figures); anything else is taken from the first repeat."""
     result: dict[str, Any] = {}
     for key, value in repeats[0].items():
+        present = [r[key] for r in repeats if key in r]
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            result[key] = statistics.median(r[key] for r in repeats)
-        elif key == "component_s":
-            result[key] = {c: statistics.median(r[key].get(c, 0.0) for r in repeats) for c in value}
+            result[key] = statistics.median(present)
+        elif isinstance(value, dict):
+            result[key] = median_of(present)
         else:
             result[key] = value
     return result
@@ -408,6 +482,15 @@ TEMPLATE_REFERENCE = {
 }
 
 
+def template_figures(figures: dict[str, Any]) -> dict[str, float] | None:
+    """The template's wall and ExampleGen seconds for these figures' size: measured in the
+    same session when the benchmark ran it (--template), else quoted (TEMPLATE_REFERENCE)."""
+    measured = figures.get("template")
+    if measured:
+        return {"wall_s": measured["wall_s"], "example_gen_s": measured["component_s"].get("CsvExampleGen", 0.0)}
+    return TEMPLATE_REFERENCE.get(int(figures["rows"]))
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The results as Markdown: a summary per size, then seconds per component."""
     sizes = results["sizes"]
@@ -430,13 +513,14 @@ def markdown(results: dict[str, Any]) -> str:
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for s in sizes:
         r = s["median"]
-        template = TEMPLATE_REFERENCE.get(int(r["rows"]))
+        template = template_figures(r)
+        mark = "" if "template" in r else " (quoted)"
         example_gen_s = r["component_s"].get("CsvExampleGen", 0.0)
         cells = [
             f"x{s['size']:g}", f"{r['rows']:,.0f}", f"{r['wall_s']:.1f}",
-            f"{r['wall_s'] / template['wall_s']:.2f}x" if template else "-",
+            f"{r['wall_s'] / template['wall_s']:.2f}x{mark}" if template else "-",
             f"{r['example_gen_rows_per_s']:,.0f}",
-            f"{template['example_gen_s'] / example_gen_s:.1f}x faster" if template and example_gen_s else "-",
+            f"{template['example_gen_s'] / example_gen_s:.1f}x faster{mark}" if template and example_gen_s else "-",
             f"{r['peak_rss_mb']:.0f}", f"{r['max_process_rss_mb']:.0f}",
             f"{r['cached_wall_s']:.1f} ({r['cached_ratio']:.2f})",
             f"{r['steady_wall_s']:.1f} ({r['steady_ratio']:.2f}, {r['steady_components']:g}/{r['components']:g})",
@@ -454,11 +538,28 @@ def markdown(results: dict[str, Any]) -> str:
         r = s["median"]
         lines.append(f"| {r['rows']:,.0f} | " + " | ".join(f"{r['component_s'].get(c, 0.0):.1f}" for c in components)
                      + " |")
+    measured = [s["median"] for s in sizes if "template" in s["median"]]
+    if measured:
+        names = list(dict.fromkeys(c for r in measured for c in r["template"]["component_s"]))
+        lines += ["", "TFX taxi template, same session and data (`tfx template copy --model=taxi`, every component "
+                      "enabled, 1000 train steps): wall s, peak RSS MB, then seconds per component:", ""]
+        lines += ["| rows | wall s | peak RSS MB | " + " | ".join(names) + " |", "|" + "---|" * (len(names) + 3)]
+        for r in measured:
+            t = r["template"]
+            lines.append(f"| {r['rows']:,.0f} | {t['wall_s']:.1f} | {t['peak_rss_mb']:.0f} | "
+                         + " | ".join(f"{t['component_s'].get(c, 0.0):.1f}" for c in names) + " |")
+    lines += ["", "Peak RSS (MB, process tree) while each component ran:", ""]
+    lines += ["| rows | " + " | ".join(components) + " |", "|" + "---|" * (len(components) + 1)]
+    for s in sizes:
+        peaks = s["median"].get("component_peak_rss_mb", {})
+        lines.append(f"| {s['median']['rows']:,.0f} | " + " | ".join(f"{peaks.get(c, 0.0):.0f}" for c in components)
+                     + " |")
     lines += [
         "",
         "wall s: end-to-end `local_runner.py` in a fresh output directory (process start to exit, imports "
-        "included). vs template: against the TFX taxi template's figures on the same data and machine "
-        "(TEMPLATE_REFERENCE in benchmark.py, quoted from issue 5, not re-measured here). peak RSS: largest sum "
+        "included). vs template: against the TFX taxi template on the same data, run in the same session "
+        "(--template), or, marked (quoted), against its figures measured on this machine on 2026-11-21 "
+        "(TEMPLATE_REFERENCE in benchmark.py, from issue 5). peak RSS: largest sum "
         f"of RSS over the runner's process tree, polled every {POLL_SECONDS} s with psutil; max proc RSS: "
         "ru_maxrss of the largest single process. 2nd run: `--enable-cache` again on the same output root; the "
         "resolver, Evaluator and Pusher rerun because the first run's blessed model is now the baseline. 3rd "
@@ -487,6 +588,9 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, l
                         help="Generated data (cached by size and seed), run directories, results.json/md.")
     parser.add_argument("--batch-size", type=int, default=HParams().per_replica_batch_size,
                         help="Training batch, for the pipeline runs and the input benchmark.")
+    parser.add_argument("--template", action="store_true",
+                        help="Also run TFX's taxi template (tfx template copy --model=taxi, every component enabled) "
+                             "on the same data in each repeat; ratios then use it instead of the quoted figures.")
     parser.add_argument("--input-steps", type=int, default=200,
                         help="Timed training steps of the Trainer input benchmark (after warm-up).")
     args, runner_args = parser.parse_known_args(argv)
@@ -520,7 +624,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         repeats = []
         for repeat in range(args.repeats):
             run_dir = output_dir / "runs" / f"rows-{rows}" / f"repeat-{repeat}"
-            repeats.append(benchmark_once(data_dir, rows, run_dir, runner_args, args.batch_size, args.input_steps))
+            repeats.append(benchmark_once(data_dir, rows, run_dir, runner_args, args.batch_size, args.input_steps,
+                                          template=args.template))
         results["sizes"].append({"size": size, "median": median_of(repeats), "repeats": repeats})
         # Written after every size, so a long benchmark that is stopped keeps what it measured.
         (output_dir / "results.json").write_text(json.dumps(results, indent=2))

@@ -28,6 +28,9 @@ class ComponentRun:
     node_id: str
     state: str
     seconds: float
+    # When ML Metadata recorded the execution's creation and last update (epoch seconds).
+    started: float = 0.0
+    finished: float = 0.0
 
 
 @dataclasses.dataclass
@@ -105,8 +108,9 @@ def summarize_run(
         nodes = [c.name for c in store.get_contexts_by_execution(execution.id) if c.type == "node"]
         node_id = nodes[0][len(prefix):] if nodes and nodes[0].startswith(prefix) else (nodes or ["?"])[0]
         node_of[execution.id] = node_id
-        seconds = max(0, execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1000
-        summary.components.append(ComponentRun(node_id, _STATES.get(execution.last_known_state, "unknown"), seconds))
+        started, finished = execution.create_time_since_epoch / 1000, execution.last_update_time_since_epoch / 1000
+        state = _STATES.get(execution.last_known_state, "unknown")
+        summary.components.append(ComponentRun(node_id, state, max(0.0, finished - started), started, finished))
 
     inputs = [e for e in store.get_events_by_execution_ids(list(node_of)) if e.type == metadata_store_pb2.Event.INPUT]
     for execution_id, outputs in _outputs(store, list(node_of)).items():

@@ -128,7 +128,7 @@ def test_harness_end_to_end_at_a_tiny_size(tmp_path):
     out = tmp_path / "bench"
     subprocess.run(
         [sys.executable, "benchmark.py", "--sizes", "0.04", "--output-dir", str(out), "--input-steps", "10",
-         "--batch-size", "32", "--train-steps", "8", "--epochs", "1", "--min-eval-auc", "0.5"],
+         "--batch-size", "32", "--train-steps", "8", "--epochs", "1", "--min-eval-auc", "0.5", "--template"],
         check=True, cwd=benchmark.REPO_ROOT, env={**os.environ, "TF_USE_LEGACY_KERAS": "1"},
     )
     results = json.loads((out / "results.json").read_text())
@@ -142,12 +142,51 @@ def test_harness_end_to_end_at_a_tiny_size(tmp_path):
     for component in COMPONENTS:
         assert component in figures["component_s"]
     assert figures["component_s"]["Transform"] > 0 and figures["component_s"]["Trainer"] > 0
+    # Memory while each long component ran (at least the runner's own process).
+    assert figures["component_peak_rss_mb"]["Transform"] > 100 and figures["component_peak_rss_mb"]["Trainer"] > 100
     assert figures["cached_run_states"]["Transform"] == "cached"
     # Third run: nothing changed, so the Evaluator and Pusher are reused too.
     assert figures["steady_run_states"]["Evaluator"] == "cached"
     assert figures["steady_run_states"]["Pusher"] == "cached"
     table = (out / "results.md").read_text()
     assert "| x0.04 | 600 |" in table and "| Trainer |" in table
+    assert "Peak RSS (MB, process tree) while each component ran" in table
+    # The template ran on the same data; the ratios use it, not the quoted figures.
+    template = figures["template"]
+    assert template["wall_s"] > 0 and template["peak_rss_mb"] > 0
+    assert set(template["component_states"].values()) == {"complete"}
+    assert {"CsvExampleGen", "Transform", "Trainer", "Evaluator", "Pusher"} <= set(template["component_s"])
+    assert f"| {figures['wall_s'] / template['wall_s']:.2f}x |" in table and "(quoted)" not in table
+    assert "TFX taxi template, same session and data" in table
+
+
+def test_template_is_copied_with_every_component_enabled_on_our_data(tmp_path):
+    data_dir = write_sample(tmp_path / "data", 50)
+    destination = benchmark.prepare_template(tmp_path / "template", data_dir)
+    assert "# components.append(" not in (destination / "pipeline" / "pipeline.py").read_text()
+    assert (destination / "data").resolve() == data_dir.resolve()
+    # The template's own runner, with LocalDagRunner.run replaced by a listing of the DAG.
+    listing = subprocess.run(
+        [sys.executable, "-c", "import local_runner; from tfx import v1 as tfx; "
+         "tfx.orchestration.LocalDagRunner.run = lambda self, p: print('DAG:', ','.join(c.id for c in p.components)); "
+         "local_runner.run()"],
+        cwd=destination, capture_output=True, text=True, check=True, env={**os.environ, "TF_USE_LEGACY_KERAS": "1"},
+    ).stdout
+    dag = listing.split("DAG: ", 1)[1].split()[0].split(",")
+    # ExampleValidator stays out: the template only appends it when a schema file is given.
+    assert sorted(dag) == sorted(["CsvExampleGen", "StatisticsGen", "SchemaGen", "Transform", "Trainer",
+                                  "latest_blessed_model_resolver", "Evaluator", "Pusher"])
+
+
+def test_peak_rss_is_attributed_to_the_component_running_at_the_time():
+    from pipeline.run_summary import ComponentRun
+
+    components = [ComponentRun("Transform", "complete", 10.0, started=100.0, finished=110.0),
+                  ComponentRun("Trainer", "complete", 5.0, started=110.5, finished=115.5),
+                  ComponentRun("Pusher", "cached", 0.0, started=200.0, finished=200.0)]
+    samples = [(99.0, 9000.0), (101.0, 800.0), (105.0, 1200.0), (109.9, 900.0), (111.0, 700.0), (115.0, 650.0)]
+    assert benchmark.peak_rss_by_component(samples, components) == {"Transform": 1200.0, "Trainer": 700.0,
+                                                                     "Pusher": 0.0}
 
 
 def test_table_compares_with_the_template_figures_at_their_sizes():
@@ -161,6 +200,6 @@ def test_table_compares_with_the_template_figures_at_their_sizes():
                "settings": {"repeats": 1, "runner_args": [], "seed": 0},
                "sizes": [{"size": 100, "median": figures}]}
     table = benchmark.markdown(results)
-    assert f"| {231.5 / 463:.2f}x |" in table  # wall time against the template's 463 s
-    assert f"| {188 / 23.5:.1f}x faster |" in table  # ExampleGen against the template's 188 s
+    assert f"| {231.5 / 463:.2f}x (quoted) |" in table  # wall time against the template's 463 s
+    assert f"| {188 / 23.5:.1f}x faster (quoted) |" in table  # ExampleGen against the template's 188 s
     assert "| 1,500,200 | 23.5 | 40.0 |" in table
