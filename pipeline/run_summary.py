@@ -40,6 +40,8 @@ class RunSummary:
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)
     blessed: bool | None = None
     had_baseline: bool = False
+    # The baseline was the candidate itself (a cached rerun): evaluated once (components/evaluator.py).
+    baseline_is_candidate: bool = False
     validation_failures: list[str] = dataclasses.field(default_factory=list)
     pushed_to: str | None = None
     tensorboard_dir: str | None = None
@@ -79,7 +81,8 @@ def _evaluation(summary: RunSummary, evaluation_uri: str) -> None:
         if slice_metrics.slice_key.single_slice_keys:
             continue  # overall slice only
         for item in slice_metrics.metric_keys_and_values:
-            if not item.key.is_diff:  # the candidate's own values, not its change vs baseline
+            # The candidate's own values: not its change vs the baseline, nor the baseline's.
+            if not item.key.is_diff and item.key.model_name in ("", "candidate"):
                 summary.metrics[item.key.name] = item.value.double_value.value
     result = tfma.load_validation_result(evaluation_uri)
     for per_slice in result.metric_validations_per_slice:
@@ -120,10 +123,11 @@ def summarize_run(
             if key == "blessing":
                 summary.blessed = bool(props["blessed"].int_value) if "blessed" in props else None
                 # One event can carry several input keys (the baseline may be the candidate itself).
-                summary.had_baseline = any(
-                    e.execution_id == execution_id and any(step.key == "baseline_model" for step in e.path.steps)
-                    for e in inputs
-                )
+                keyed = [(step.key, e.artifact_id) for e in inputs if e.execution_id == execution_id
+                         for step in e.path.steps if step.HasField("key")]
+                baselines = {a for key, a in keyed if key == "baseline_model"}
+                summary.had_baseline = bool(baselines)
+                summary.baseline_is_candidate = bool(baselines) and baselines == {a for key, a in keyed if key == "model"}
             elif key == "evaluation":
                 _evaluation(summary, artifact.uri)
             elif key == "pushed_model" and props.get("pushed") and props["pushed"].int_value:
@@ -151,8 +155,12 @@ def format_summary(summary: RunSummary, min_eval_auc: float | None = None) -> st
         lines.append("Model: not evaluated in this run")
     elif summary.blessed:
         floor = f" >= floor {min_eval_auc:.2f}" if min_eval_auc is not None else ""
-        baseline = ("and no worse than the last blessed model" if summary.had_baseline
-                    else "(first blessed model: no baseline to compare against)")
+        if summary.baseline_is_candidate:
+            baseline = "(the last blessed model itself, reused from the cache: evaluated once)"
+        elif summary.had_baseline:
+            baseline = "and no worse than the last blessed model"
+        else:
+            baseline = "(first blessed model: no baseline to compare against)"
         lines.append(f"Model: BLESSED: AUC {summary.metrics.get('auc', float('nan')):.4f}{floor} {baseline}")
     else:
         lines.append("Model: NOT blessed: " + ("; ".join(summary.validation_failures) or "thresholds not met"))

@@ -114,6 +114,7 @@ def test_help_and_bad_sizes():
         benchmark.parse_args(["--sizes", "0"])
     with pytest.raises(SystemExit):
         benchmark.parse_args(["--enable-cache"])
+    assert benchmark.parse_args([])[0].template and not benchmark.parse_args(["--no-template"])[0].template
 
 
 NUMBERS = ("rows", "wall_s", "peak_rss_mb", "max_process_rss_mb", "cached_wall_s", "cached_ratio", "steady_wall_s",

@@ -84,10 +84,11 @@ def test_second_run_reuses_cached_results_and_compares_with_the_baseline(cached_
     assert second.run_id != first.run_id
     states = {c.node_id: c.state for c in second.components}
     assert all(states[node] == "cached" for node in UPSTREAM_OF_EVALUATOR), states
-    # The Evaluator's inputs changed (there is now a blessed baseline), so it ran again.
-    assert states["Evaluator"] == "complete" and second.had_baseline
-    assert second.blessed
-    assert "no worse than the last blessed model" in format_summary(second, 0.5)
+    # The Evaluator's inputs changed (there is now a blessed baseline), so it ran again; the
+    # baseline is the reused model itself, so it evaluated it once (components/evaluator.py).
+    assert states["Evaluator"] == "complete" and second.had_baseline and second.baseline_is_candidate
+    assert second.blessed and second.metrics == first.metrics
+    assert "the last blessed model itself, reused from the cache: evaluated once" in format_summary(second, 0.5)
 
 
 @pytest.mark.slow
