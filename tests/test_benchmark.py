@@ -157,7 +157,7 @@ def test_harness_end_to_end_at_a_tiny_size(tmp_path):
     assert template["wall_s"] > 0 and template["peak_rss_mb"] > 0
     assert set(template["component_states"].values()) == {"complete"}
     assert {"CsvExampleGen", "Transform", "Trainer", "Evaluator", "Pusher"} <= set(template["component_s"])
-    assert f"| {figures['wall_s'] / template['wall_s']:.2f}x |" in table and "(quoted)" not in table
+    assert f"| {figures['wall_s'] / template['wall_s']:.2f}x |" in table and "x (quoted) |" not in table
     assert "TFX taxi template, same session and data" in table
 
 
