@@ -26,21 +26,18 @@ CLASS_KEY = "big_tipper"
 DECISION_THRESHOLD = 0.5
 
 
-def _serving_raw_spec(tf_transform_output: tft.TFTransformOutput) -> dict:
-    spec = dict(tf_transform_output.raw_feature_spec())
-    # The label's source is unknown at serving time; outputs depending on it are pruned.
-    spec.pop(features.TIPS, None)
-    return spec
-
-
 def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutput) -> dict:
     """Builds the exported signatures; the Transform layer is tracked on the model."""
     model.tft_layer = tf_transform_output.transform_features_layer()
     model_inputs = list(model.input.keys()) if isinstance(model.input, dict) else model.input_names
+    raw_spec = tf_transform_output.raw_feature_spec()
+    # The label's source is unknown at serving time; outputs depending on it are pruned.
+    serving_spec = {key: spec for key, spec in raw_spec.items() if key != features.TIPS}
+    label_spec = {key: raw_spec[key] for key in (features.TIPS, features.FARE)}
 
     @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
     def serve_tf_examples(serialized):
-        raw = tf.io.parse_example(serialized, _serving_raw_spec(tf_transform_output))
+        raw = tf.io.parse_example(serialized, serving_spec)
         transformed = model.tft_layer(raw)
         probability = model({k: transformed[k] for k in model_inputs})
         return {
@@ -50,11 +47,7 @@ def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutp
 
     @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
     def transform_features(serialized):
-        raw = tf.io.parse_example(serialized, tf_transform_output.raw_feature_spec())
-        return model.tft_layer(raw)
-
-    raw_spec = tf_transform_output.raw_feature_spec()
-    label_spec = {key: raw_spec[key] for key in (features.TIPS, features.FARE)}
+        return model.tft_layer(tf.io.parse_example(serialized, raw_spec))
 
     @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
     def label(serialized):
