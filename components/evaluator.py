@@ -1,24 +1,48 @@
-"""TFX's Evaluator, except that it never evaluates a model against itself.
+"""TFX's Evaluator, except that it never evaluates a model against itself, nor the same
+model on the same data twice.
 
 On a rerun with caching, the Trainer is reused, so its model is the very artifact the
 latest-blessed-model resolver hands back as the baseline. TFX's Evaluator would then run
-TFMA over the eval split for two identical models (double the cost of the first run, the
-largest single cost of a cached rerun) to find a difference of exactly zero. This
-executor drops a baseline that is the candidate itself and evaluates once: the candidate's
-metrics and the absolute thresholds are the same, and a change threshold against itself
-can only pass, so the blessing is the same. A different baseline is compared as usual.
+TFMA over the eval split for two identical models (the largest single cost of a cached
+rerun) to find a difference of exactly zero. This executor drops a baseline that is the
+candidate itself: the candidate's metrics and the absolute thresholds are the same, and a
+change threshold against itself can only pass, so the blessing is the same. What is left
+is the evaluation the first run already made (same model artifact, same examples, same
+configuration and code, no baseline), so that evaluation is copied rather than recomputed,
+and the blessing is derived from its validation result exactly as TFX derives it. The
+evaluation artifact records where it was copied from (``reused_evaluation_from``).
+A different baseline is compared as usual.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import json
+import os
+from typing import Any
+
+import tensorflow as tf
+import tensorflow_model_analysis as tfma
 from absl import logging
 from tfx import v1 as tfx
+from tfx import version as tfx_version
+from tfx.components.evaluator import constants
 from tfx.components.evaluator import executor as tfx_evaluator
+from tfx.components.util import udf_utils
 from tfx.dsl.components.base import executor_spec
-from tfx.types import standard_component_specs
+from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import io_utils
 
 MODEL = standard_component_specs.MODEL_KEY
 BASELINE = standard_component_specs.BASELINE_MODEL_KEY
+EXAMPLES = standard_component_specs.EXAMPLES_KEY
+EVALUATION = standard_component_specs.EVALUATION_KEY
+BLESSING = standard_component_specs.BLESSING_KEY
+# Written last into each finished evaluation: what it was computed from, so a later
+# execution with the same inputs can find it among its siblings.
+KEY_FILE = "evaluation_key.json"
+REUSED_FROM = "reused_evaluation_from"
 
 
 def is_self_comparison(input_dict: dict) -> bool:
@@ -31,13 +55,97 @@ def is_self_comparison(input_dict: dict) -> bool:
     return bool(same_id or (a.uri and a.uri == b.uri))
 
 
+def _module_source_digest(exec_properties: dict[str, Any]) -> str:
+    """Digest of the user module (custom extractors): its code changes the evaluation."""
+    sources = []
+    if exec_properties.get(standard_component_specs.MODULE_FILE_KEY):
+        sources.append(exec_properties[standard_component_specs.MODULE_FILE_KEY])
+    if exec_properties.get(standard_component_specs.MODULE_PATH_KEY):
+        module, _ = udf_utils.decode_user_module_key(exec_properties[standard_component_specs.MODULE_PATH_KEY])
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.origin:
+            raise ValueError(f"Evaluator module {module!r} cannot be found on the Python path")
+        sources.append(spec.origin)
+    digest = hashlib.sha256()
+    for path in sources:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()
+
+
+def evaluation_key(input_dict: dict, exec_properties: dict[str, Any]) -> str:
+    """A digest of everything an evaluation depends on: the model, baseline and examples
+    artifacts (id and URI: artifacts are immutable), the Evaluator's properties, its user
+    module's source, and the TFX and TFMA versions."""
+    def artifacts(key: str) -> list:
+        return [[a.id, a.uri] for a in input_dict.get(key) or []]
+
+    described = {
+        "model": artifacts(MODEL), "baseline": artifacts(BASELINE), "examples": artifacts(EXAMPLES),
+        "exec_properties": {k: str(v) for k, v in sorted(exec_properties.items())},
+        "module": _module_source_digest(exec_properties),
+        "versions": [tfx_version.__version__, tfma.__version__],
+    }
+    return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
+
+
+def find_previous_evaluation(output_uri: str, key: str) -> str | None:
+    """A finished evaluation with ``key`` beside ``output_uri`` (earlier executions of this
+    Evaluator write theirs into sibling directories), or None."""
+    output_uri = output_uri.rstrip("/")
+    for marker in sorted(tf.io.gfile.glob(os.path.join(os.path.dirname(output_uri), "*", KEY_FILE))):
+        previous = os.path.dirname(marker)
+        if previous == output_uri:
+            continue
+        try:
+            recorded = json.loads(io_utils.read_string_file(marker))
+        except (ValueError, tf.errors.OpError):
+            continue  # unreadable: not a finished evaluation of ours
+        if recorded.get("key") == key:
+            return previous
+    return None
+
+
+def _bless(input_dict: dict, output_dict: dict, exec_properties: dict[str, Any], evaluation_uri: str) -> None:
+    """The blessing TFX's Evaluator writes after validating (same properties and file)."""
+    blessing = artifact_utils.get_single_instance(output_dict[BLESSING])
+    model = input_dict[MODEL][0]
+    blessing.set_string_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_URI_KEY, model.uri)
+    blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY, model.id)
+    if "current_component_id" in exec_properties:
+        blessing.set_string_custom_property("component_id", exec_properties["current_component_id"])
+    ok = tfma.load_validation_result(evaluation_uri).validation_ok
+    io_utils.write_string_file(
+        os.path.join(blessing.uri, constants.BLESSED_FILE_NAME if ok else constants.NOT_BLESSED_FILE_NAME), "")
+    blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_BLESSED_KEY,
+                                     constants.BLESSED_VALUE if ok else constants.NOT_BLESSED_VALUE)
+    logging.info("Blessing result %s written to %s.", ok, blessing.uri)
+
+
 class Executor(tfx_evaluator.Executor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:
         if is_self_comparison(input_dict):
             logging.info("The baseline is the candidate model itself (%s): evaluating it once, on the absolute "
                          "thresholds; a change threshold against itself cannot fail.", input_dict[MODEL][0].uri)
             input_dict = {key: value for key, value in input_dict.items() if key != BASELINE}
+        evaluation = artifact_utils.get_single_instance(output_dict[EVALUATION])
+        key = evaluation_key(input_dict, exec_properties)
+        previous = find_previous_evaluation(evaluation.uri, key)
+        with_blessing = bool(output_dict.get(BLESSING))
+        if previous is not None and MODEL in input_dict:
+            recorded = json.loads(io_utils.read_string_file(os.path.join(previous, KEY_FILE)))
+            logging.info("The same model was evaluated on the same examples with the same configuration in %s: "
+                         "reusing that evaluation.", previous)
+            io_utils.copy_dir(previous, evaluation.uri)
+            evaluation.set_string_custom_property(REUSED_FROM, previous)
+            if recorded["validated"] and with_blessing:
+                _bless(input_dict, output_dict, exec_properties, evaluation.uri)
+            return
         super().Do(input_dict, output_dict, exec_properties)
+        validated = with_blessing and output_dict[BLESSING][0].has_custom_property(
+            constants.ARTIFACT_PROPERTY_BLESSED_KEY)
+        io_utils.write_string_file(os.path.join(evaluation.uri, KEY_FILE),
+                                   json.dumps({"key": key, "validated": validated}))
 
 
 class Evaluator(tfx.components.Evaluator):

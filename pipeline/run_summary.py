@@ -12,6 +12,8 @@ import dataclasses
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from components.evaluator import REUSED_FROM
+
 _STATES = {
     metadata_store_pb2.Execution.NEW: "new",
     metadata_store_pb2.Execution.RUNNING: "running",
@@ -42,6 +44,8 @@ class RunSummary:
     had_baseline: bool = False
     # The baseline was the candidate itself (a cached rerun): evaluated once (components/evaluator.py).
     baseline_is_candidate: bool = False
+    # The Evaluator copied an identical earlier evaluation (same model, examples, config).
+    evaluation_reused_from: str | None = None
     validation_failures: list[str] = dataclasses.field(default_factory=list)
     pushed_to: str | None = None
     tensorboard_dir: str | None = None
@@ -130,6 +134,7 @@ def summarize_run(
                 summary.baseline_is_candidate = bool(baselines) and baselines == {a for key, a in keyed if key == "model"}
             elif key == "evaluation":
                 _evaluation(summary, artifact.uri)
+                summary.evaluation_reused_from = props[REUSED_FROM].string_value if REUSED_FROM in props else None
             elif key == "pushed_model" and props.get("pushed") and props["pushed"].int_value:
                 summary.pushed_to = props["pushed_destination"].string_value
             elif key == "model_run" and node_id == "Trainer":
@@ -157,6 +162,9 @@ def format_summary(summary: RunSummary, min_eval_auc: float | None = None) -> st
         floor = f" >= floor {min_eval_auc:.2f}" if min_eval_auc is not None else ""
         if summary.baseline_is_candidate:
             baseline = "(the last blessed model itself, reused from the cache: evaluated once)"
+            if summary.evaluation_reused_from:
+                baseline = ("(the last blessed model itself, reused from the cache: its evaluation too, "
+                            f"from {summary.evaluation_reused_from})")
         elif summary.had_baseline:
             baseline = "and no worse than the last blessed model"
         else:

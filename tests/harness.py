@@ -35,12 +35,16 @@ def node(pipeline, node_id: str):
     raise KeyError(f"{node_id} not in {[c.id for c in pipeline.components]}")
 
 
-def run_component(component, inputs: Artifacts, root: str, beam_args: list[str] | None = None) -> Artifacts:
-    """Runs ``component``'s executor with ``inputs``; returns its output artifacts."""
+def run_component(component, inputs: Artifacts, root: str, beam_args: list[str] | None = None,
+                  execution: str = "") -> Artifacts:
+    """Runs ``component``'s executor with ``inputs``; returns its output artifacts.
+
+    Outputs go to ``root/<component id>/<output key>[/<execution>]``: with ``execution``,
+    the layout TFX's local orchestrator uses for successive executions of one node."""
     outputs: Artifacts = {}
     for key, channel in component.outputs.items():
         artifact = channel.type()
-        artifact.uri = os.path.join(root, component.id, key)
+        artifact.uri = os.path.join(root, component.id, key, *([execution] if execution else []))
         os.makedirs(artifact.uri, exist_ok=True)
         outputs[key] = [artifact]
     exec_properties = {k: _serialize(v) for k, v in component.exec_properties.items() if v is not None}

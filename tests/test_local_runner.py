@@ -80,15 +80,18 @@ def test_first_run_completes_blesses_and_pushes(cached_runs):
 
 @pytest.mark.slow
 def test_second_run_reuses_cached_results_and_compares_with_the_baseline(cached_runs):
-    _, first, second = cached_runs
+    output_root, first, second = cached_runs
     assert second.run_id != first.run_id
     states = {c.node_id: c.state for c in second.components}
     assert all(states[node] == "cached" for node in UPSTREAM_OF_EVALUATOR), states
     # The Evaluator's inputs changed (there is now a blessed baseline), so it ran again; the
-    # baseline is the reused model itself, so it evaluated it once (components/evaluator.py).
+    # baseline is the reused model itself, which the first run already evaluated on the same
+    # examples with the same configuration: that evaluation is copied (components/evaluator.py).
     assert states["Evaluator"] == "complete" and second.had_baseline and second.baseline_is_candidate
+    assert second.evaluation_reused_from and first.evaluation_reused_from is None
+    assert second.evaluation_reused_from.startswith(os.path.join(output_root, "pipelines"))
     assert second.blessed and second.metrics == first.metrics
-    assert "the last blessed model itself, reused from the cache: evaluated once" in format_summary(second, 0.5)
+    assert f"its evaluation too, from {second.evaluation_reused_from}" in format_summary(second, 0.5)
 
 
 @pytest.mark.slow
