@@ -13,8 +13,11 @@ tf.Transform see realistic variety rather than 10 identical blocks).
 
 How memory is measured: while ``local_runner.py`` runs, its process tree (it and every
 Beam worker or other child) is polled with psutil every ``POLL_SECONDS`` and the largest
-*sum* of RSS is kept (``peak_rss_mb``; shared pages count once per process, so this
-slightly over-states, and spikes shorter than the poll interval are missed). Each run is
+*sum* of RSS is kept (``peak_rss_mb``; a page shared by several processes, such as
+TensorFlow's libraries in every Beam worker, counts once per process, so this over-states),
+and the largest sum of PSS (``peak_pss_mb``, proportional set size: each shared page split
+between the processes sharing it, so the sum is the memory the run occupies). Spikes
+shorter than the poll interval are missed. Each run is
 also launched through a fresh intermediate Python process that reports its own
 ``getrusage(RUSAGE_CHILDREN).ru_maxrss`` (``max_process_rss_mb``: the kernel's exact peak
 of the single largest process of that run; a fresh intermediate is needed because
@@ -189,21 +192,23 @@ def cached_dataset(output_dir: Path, size: float, seed: int) -> tuple[Path, int]
 # ---------------------------------------------------------------------------- runs
 
 
-def _tree_rss(root_pid: int) -> int:
-    """Sum of RSS (bytes) of the descendants of ``root_pid`` (not the wrapper itself)."""
+def _tree_memory(root_pid: int) -> tuple[int, int]:
+    """Sums of RSS and of PSS (bytes) of the descendants of ``root_pid`` (not the wrapper)."""
     import psutil
 
     try:
         children = psutil.Process(root_pid).children(recursive=True)
     except psutil.NoSuchProcess:
-        return 0
-    total = 0
+        return 0, 0
+    rss = pss = 0
     for child in children:
         try:
-            total += child.memory_info().rss
+            memory = child.memory_full_info()  # /proc/<pid>/smaps_rollup: cheap
         except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return total
+            continue
+        rss += memory.rss
+        pss += memory.pss
+    return rss, pss
 
 
 def run_pipeline(data_dir: Path, output_root: Path, runner_args: Sequence[str], log_path: Path) -> dict[str, Any]:
@@ -217,26 +222,30 @@ def run_measured(python_args: Sequence[str], cwd: Path, log_path: Path) -> dict[
     """Runs ``python <python_args>`` in ``cwd``, measuring wall time and memory (module docstring)."""
     rusage_file = log_path.with_suffix(".rusage.json")
     command = [sys.executable, "-c", _WRAPPER, str(rusage_file), sys.executable, *python_args]
-    samples: list[tuple[float, float]] = []  # (epoch seconds, tree RSS in MB)
+    samples: list[tuple[float, float, float]] = []  # (epoch seconds, tree RSS in MB, tree PSS in MB)
     start = time.monotonic()
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=cwd)
         while process.poll() is None:
-            samples.append((time.time(), _tree_rss(process.pid) / 2**20))
+            rss, pss = _tree_memory(process.pid)
+            samples.append((time.time(), rss / 2**20, pss / 2**20))
             time.sleep(POLL_SECONDS)
     wall = time.monotonic() - start
     if process.returncode != 0:
         tail = "".join(open(log_path).readlines()[-30:])
         raise RuntimeError(f"{python_args[0]} failed (exit {process.returncode}); log {log_path}:\n{tail}")
     rusage = json.loads(rusage_file.read_text())
-    return {"wall_s": wall, "peak_rss_mb": max((mb for _, mb in samples), default=0.0),
-            "max_process_rss_mb": rusage["max_process_rss_kb"] / 1024, "rss_samples": samples}
+    return {"wall_s": wall, "peak_rss_mb": max((sample[1] for sample in samples), default=0.0),
+            "peak_pss_mb": max((sample[2] for sample in samples), default=0.0),
+            "max_process_rss_mb": rusage["max_process_rss_kb"] / 1024, "memory_samples": samples}
 
 
-def peak_rss_by_component(samples: Sequence[tuple[float, float]], components) -> dict[str, float]:
-    """The largest tree RSS sampled while each component ran (ML Metadata's create to
-    last-update interval; components that ran alongside share their samples)."""
-    return {c.node_id: max((mb for t, mb in samples if c.started <= t <= c.finished), default=0.0)
+def peak_by_component(samples: Sequence[tuple[float, ...]], components, column: int = 1) -> dict[str, float]:
+    """The largest tree memory (``column`` of the samples: 1 RSS, 2 PSS) sampled while each
+    component ran (ML Metadata's create to last-update interval; components that ran
+    alongside share their samples)."""
+    return {c.node_id: max((sample[column] for sample in samples if c.started <= sample[0] <= c.finished),
+                           default=0.0)
             for c in components}
 
 
@@ -377,9 +386,10 @@ def benchmark_template(data_dir: Path, run_dir: Path) -> dict[str, Any]:
     metadata = destination / "tfx_metadata" / TEMPLATE_PIPELINE_NAME / "metadata.db"
     with contextlib.chdir(destination):  # the template records artifact URIs relative to where it ran
         components = components_in(str(metadata), TEMPLATE_PIPELINE_NAME)
-    print(f"    {measured['wall_s']:.1f} s, peak RSS {measured['peak_rss_mb']:.0f} MB", flush=True)
+    print(f"    {measured['wall_s']:.1f} s, peak RSS {measured['peak_rss_mb']:.0f} MB, PSS "
+          f"{measured['peak_pss_mb']:.0f} MB", flush=True)
     return {"wall_s": measured["wall_s"], "peak_rss_mb": measured["peak_rss_mb"],
-            "max_process_rss_mb": measured["max_process_rss_mb"],
+            "peak_pss_mb": measured["peak_pss_mb"], "max_process_rss_mb": measured["max_process_rss_mb"],
             "component_s": {c.node_id: c.seconds for c in components},
             "component_states": _states(components)}
 
@@ -397,7 +407,8 @@ def benchmark_once(data_dir: Path, rows: int, run_dir: Path, runner_args: Sequen
     first = run_pipeline(data_dir, output_root, args, run_dir / "run1.log")
     components = latest_components(output_root)
     seconds = {c.node_id: c.seconds for c in components}
-    print(f"    {first['wall_s']:.1f} s, peak RSS {first['peak_rss_mb']:.0f} MB", flush=True)
+    print(f"    {first['wall_s']:.1f} s, peak RSS {first['peak_rss_mb']:.0f} MB, PSS {first['peak_pss_mb']:.0f} MB",
+          flush=True)
     print("  cached rerun", flush=True)
     second = run_pipeline(data_dir, output_root, args, run_dir / "run2.log")
     cached_states = _states(latest_components(output_root))
@@ -416,9 +427,11 @@ def benchmark_once(data_dir: Path, rows: int, run_dir: Path, runner_args: Sequen
         "rows": rows,
         "wall_s": first["wall_s"],
         "peak_rss_mb": first["peak_rss_mb"],
+        "peak_pss_mb": first["peak_pss_mb"],
         "max_process_rss_mb": first["max_process_rss_mb"],
         "component_s": seconds,
-        "component_peak_rss_mb": peak_rss_by_component(first["rss_samples"], components),
+        "component_peak_rss_mb": peak_by_component(first["memory_samples"], components, column=1),
+        "component_peak_pss_mb": peak_by_component(first["memory_samples"], components, column=2),
         "cached_wall_s": second["wall_s"],
         "cached_ratio": second["wall_s"] / first["wall_s"],
         "cached_peak_rss_mb": second["peak_rss_mb"],
@@ -510,7 +523,7 @@ def markdown(results: dict[str, Any]) -> str:
         "",
     ]
     header = ["size", "rows", "wall s", "vs template", "ExampleGen rows/s", "vs template", "peak RSS MB",
-              "max proc RSS MB", "2nd run s (ratio)", "3rd run s (ratio, cached)", "input/in-memory",
+              "peak PSS MB", "max proc RSS MB", "2nd run s (ratio)", "3rd run s (ratio, cached)", "input/in-memory",
               "streamed/in-memory", "load s"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for s in sizes:
@@ -523,7 +536,7 @@ def markdown(results: dict[str, Any]) -> str:
             f"{r['wall_s'] / template['wall_s']:.2f}x{mark}" if template else "-",
             f"{r['example_gen_rows_per_s']:,.0f}",
             f"{template['example_gen_s'] / example_gen_s:.1f}x faster{mark}" if template and example_gen_s else "-",
-            f"{r['peak_rss_mb']:.0f}", f"{r['max_process_rss_mb']:.0f}",
+            f"{r['peak_rss_mb']:.0f}", f"{r.get('peak_pss_mb', 0.0):.0f}", f"{r['max_process_rss_mb']:.0f}",
             f"{r['cached_wall_s']:.1f} ({r['cached_ratio']:.2f})",
             f"{r['steady_wall_s']:.1f} ({r['steady_ratio']:.2f}, {r['steady_components']:g}/{r['components']:g})",
             f"{r['input_vs_cached_ratio']:.2f}", f"{r['streamed_vs_cached_ratio']:.2f}", f"{r['in_memory_load_s']:.1f}",
@@ -544,25 +557,29 @@ def markdown(results: dict[str, Any]) -> str:
     if measured:
         names = list(dict.fromkeys(c for r in measured for c in r["template"]["component_s"]))
         lines += ["", "TFX taxi template, same session and data (`tfx template copy --model=taxi`, every component "
-                      "enabled, 1000 train steps): wall s, peak RSS MB, then seconds per component:", ""]
-        lines += ["| rows | wall s | peak RSS MB | " + " | ".join(names) + " |", "|" + "---|" * (len(names) + 3)]
+                      "enabled, 1000 train steps): wall s, peak RSS and PSS MB, then seconds per component:", ""]
+        lines += ["| rows | wall s | peak RSS MB | peak PSS MB | " + " | ".join(names) + " |",
+                  "|" + "---|" * (len(names) + 4)]
         for r in measured:
             t = r["template"]
             lines.append(f"| {r['rows']:,.0f} | {t['wall_s']:.1f} | {t['peak_rss_mb']:.0f} | "
+                         f"{t.get('peak_pss_mb', 0.0):.0f} | "
                          + " | ".join(f"{t['component_s'].get(c, 0.0):.1f}" for c in names) + " |")
-    lines += ["", "Peak RSS (MB, process tree) while each component ran:", ""]
-    lines += ["| rows | " + " | ".join(components) + " |", "|" + "---|" * (len(components) + 1)]
-    for s in sizes:
-        peaks = s["median"].get("component_peak_rss_mb", {})
-        lines.append(f"| {s['median']['rows']:,.0f} | " + " | ".join(f"{peaks.get(c, 0.0):.0f}" for c in components)
-                     + " |")
+    for measure in ("rss", "pss"):
+        lines += ["", f"Peak {measure.upper()} (MB, process tree) while each component ran:", ""]
+        lines += ["| rows | " + " | ".join(components) + " |", "|" + "---|" * (len(components) + 1)]
+        for s in sizes:
+            peaks = s["median"].get(f"component_peak_{measure}_mb", {})
+            lines.append(f"| {s['median']['rows']:,.0f} | "
+                         + " | ".join(f"{peaks.get(c, 0.0):.0f}" for c in components) + " |")
     lines += [
         "",
         "wall s: end-to-end `local_runner.py` in a fresh output directory (process start to exit, imports "
         "included). vs template: against the TFX taxi template on the same data, run in the same session "
         "(--template), or, marked (quoted), against its figures measured on this machine on 2026-11-21 "
         "(TEMPLATE_REFERENCE in benchmark.py, from issue 5). peak RSS: largest sum "
-        f"of RSS over the runner's process tree, polled every {POLL_SECONDS} s with psutil; max proc RSS: "
+        f"of RSS over the runner's process tree, polled every {POLL_SECONDS} s with psutil (shared pages counted "
+        "once per process); peak PSS: the same with each shared page split between its processes; max proc RSS: "
         "ru_maxrss of the largest single process. 2nd run: `--enable-cache` again on the same output root; the "
         "resolver, Evaluator and Pusher rerun because the first run's blessed model is now the baseline (the "
         "reused model itself, so the Evaluator evaluates it once). 3rd "
@@ -618,8 +635,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": machine_info(),
         "settings": {"seed": args.seed, "repeats": args.repeats, "batch_size": args.batch_size,
                      "input_steps": args.input_steps, "runner_args": runner_args,
-                     "rss": "peak_rss_mb: psutil poll of process-tree RSS sum; max_process_rss_mb: ru_maxrss via "
-                            "a fresh intermediate process"},
+                     "rss": "peak_rss_mb: psutil poll of process-tree RSS sum; peak_pss_mb: the same for PSS; "
+                            "max_process_rss_mb: ru_maxrss via a fresh intermediate process"},
         "sizes": [],
     }
     for size in args.size_list:

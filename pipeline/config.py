@@ -22,6 +22,8 @@ DEFAULT_OUTPUT_ROOT = str(REPO_ROOT / "outputs")
 # configuration compiles everywhere.
 PIPELINE_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,127}")
 
+IN_PROCESS_BEAM_ARGS = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
+
 PREPROCESSING_FN = "models.preprocessing.preprocessing_fn"
 RUN_FN = "models.trainer.run_fn"
 # The Evaluator's user code (TFX looks up custom_extractors in it).
@@ -88,6 +90,13 @@ class PipelineConfig:
     schema_path: str | None = None
     # 1: Beam runs in-process (fastest on small data); >1: that many worker processes.
     beam_workers: int = 1
+    # Transform's own statistics (TFX's default): pre-transform statistics of the train
+    # split (StatisticsGen's already cover it) and post-transform statistics and anomalies.
+    # For the latter TFX holds every transformed row in memory until all are written.
+    # Measured alone at 1.5M rows with two Beam workers: 213 s and 5.5 GB with them,
+    # 140 s and 3.4 GB without. Off by default; on, Transform runs in-process (238 s,
+    # 2.5 GB) rather than hold them beside two workers.
+    transform_statistics: bool = False
     extra_beam_args: tuple[str, ...] = ()
     enable_cache: bool = False
     # Evaluator gates: an absolute floor, and "no worse than the last blessed model"
@@ -134,7 +143,17 @@ class PipelineConfig:
         if beam_runner(self.extra_beam_args) is not None:
             return list(self.extra_beam_args)
         if self.beam_workers == 1:
-            mode = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+            mode = list(IN_PROCESS_BEAM_ARGS)
         else:
             mode = ["--direct_running_mode=multi_processing", f"--direct_num_workers={self.beam_workers}"]
         return mode + list(self.extra_beam_args)
+
+    def component_beam_args(self, component_id: str) -> list[str]:
+        """Beam args for one component, added after the pipeline's (in Beam the last flag
+        wins): in-process for a Transform computing statistics when the DirectRunner would
+        start worker processes (see ``transform_statistics``); nothing otherwise, and
+        nothing on another runner."""
+        if (component_id == "Transform" and self.transform_statistics and self.beam_workers > 1
+                and beam_runner(self.extra_beam_args) is None):
+            return list(IN_PROCESS_BEAM_ARGS)
+        return []

@@ -31,6 +31,10 @@ def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
                         help="A curated schema.pbtxt to validate the data against (default: infer one).")
     parser.add_argument("--min-eval-auc", type=float, default=DEFAULTS.min_eval_auc,
                         help="Evaluator floor: a model below this eval AUC is not blessed or pushed.")
+    parser.add_argument("--transform-statistics", action=argparse.BooleanOptionalAction,
+                        default=DEFAULTS.transform_statistics,
+                        help="Have Transform compute pre- and post-transform statistics and anomalies "
+                             "(slower; more memory).")
     parser.add_argument("--enable-cache", action=argparse.BooleanOptionalAction, default=DEFAULTS.enable_cache,
                         help="Reuse results of components whose inputs and code did not change.")
 
@@ -42,6 +46,7 @@ def pipeline_config_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         data_pattern=args.data_pattern,
         train_steps=args.train_steps,
         enable_cache=args.enable_cache,
+        transform_statistics=args.transform_statistics,
         min_eval_auc=args.min_eval_auc,
         hparams=dataclasses.replace(DEFAULTS.hparams, epochs=args.epochs, per_replica_batch_size=args.batch_size),
     )

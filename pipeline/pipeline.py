@@ -130,6 +130,7 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         schema=validated_schema,
         preprocessing_fn=PREPROCESSING_FN,
+        disable_statistics=not config.transform_statistics,
     )
     trainer = _trainer(
         config,
@@ -156,13 +157,17 @@ def create_pipeline(
         module_path=EVALUATOR_MODULE,
     )
     pusher = _pusher(config, model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"])
+    components = [
+        example_gen, statistics_gen, schema_gen, example_validator, anomaly_gate,
+        transform, trainer, model_resolver, evaluator, pusher,
+    ]
+    for component in components:
+        if beam_args := config.component_beam_args(component.id):
+            component.with_beam_pipeline_args(beam_args)
     return tfx.dsl.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
-        components=[
-            example_gen, statistics_gen, schema_gen, example_validator, anomaly_gate,
-            transform, trainer, model_resolver, evaluator, pusher,
-        ],
+        components=components,
         enable_cache=config.enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=config.beam_pipeline_args,

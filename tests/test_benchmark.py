@@ -117,7 +117,7 @@ def test_help_and_bad_sizes():
     assert benchmark.parse_args([])[0].template and not benchmark.parse_args(["--no-template"])[0].template
 
 
-NUMBERS = ("rows", "wall_s", "peak_rss_mb", "max_process_rss_mb", "cached_wall_s", "cached_ratio", "steady_wall_s",
+NUMBERS = ("rows", "wall_s", "peak_rss_mb", "peak_pss_mb", "max_process_rss_mb", "cached_wall_s", "cached_ratio", "steady_wall_s",
            "steady_ratio", "input_steps_per_s", "streamed_steps_per_s", "cached_steps_per_s", "input_vs_cached_ratio",
            "in_memory_load_s", "example_gen_rows_per_s")
 COMPONENTS = ("CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "AnomalyGate", "Transform",
@@ -144,7 +144,10 @@ def test_harness_end_to_end_at_a_tiny_size(tmp_path):
         assert component in figures["component_s"]
     assert figures["component_s"]["Transform"] > 0 and figures["component_s"]["Trainer"] > 0
     # Memory while each long component ran (at least the runner's own process).
-    assert figures["component_peak_rss_mb"]["Transform"] > 100 and figures["component_peak_rss_mb"]["Trainer"] > 100
+    for measure in ("component_peak_rss_mb", "component_peak_pss_mb"):
+        assert figures[measure]["Transform"] > 100 and figures[measure]["Trainer"] > 100
+    # PSS splits shared pages between processes; RSS counts them in each.
+    assert figures["peak_pss_mb"] <= figures["peak_rss_mb"] * 1.05
     assert figures["cached_run_states"]["Transform"] == "cached"
     # Third run: nothing changed, so the Evaluator and Pusher are reused too.
     assert figures["steady_run_states"]["Evaluator"] == "cached"
@@ -152,9 +155,10 @@ def test_harness_end_to_end_at_a_tiny_size(tmp_path):
     table = (out / "results.md").read_text()
     assert "| x0.04 | 600 |" in table and "| Trainer |" in table
     assert "Peak RSS (MB, process tree) while each component ran" in table
+    assert "Peak PSS (MB, process tree) while each component ran" in table
     # The template ran on the same data; the ratios use it, not the quoted figures.
     template = figures["template"]
-    assert template["wall_s"] > 0 and template["peak_rss_mb"] > 0
+    assert template["wall_s"] > 0 and template["peak_rss_mb"] > 0 and template["peak_pss_mb"] > 0
     assert set(template["component_states"].values()) == {"complete"}
     assert {"CsvExampleGen", "Transform", "Trainer", "Evaluator", "Pusher"} <= set(template["component_s"])
     assert f"| {figures['wall_s'] / template['wall_s']:.2f}x |" in table and "x (quoted) |" not in table
@@ -179,15 +183,17 @@ def test_template_is_copied_with_every_component_enabled_on_our_data(tmp_path):
                                   "latest_blessed_model_resolver", "Evaluator", "Pusher"])
 
 
-def test_peak_rss_is_attributed_to_the_component_running_at_the_time():
+def test_peak_memory_is_attributed_to_the_component_running_at_the_time():
     from pipeline.run_summary import ComponentRun
 
     components = [ComponentRun("Transform", "complete", 10.0, started=100.0, finished=110.0),
                   ComponentRun("Trainer", "complete", 5.0, started=110.5, finished=115.5),
                   ComponentRun("Pusher", "cached", 0.0, started=200.0, finished=200.0)]
-    samples = [(99.0, 9000.0), (101.0, 800.0), (105.0, 1200.0), (109.9, 900.0), (111.0, 700.0), (115.0, 650.0)]
-    assert benchmark.peak_rss_by_component(samples, components) == {"Transform": 1200.0, "Trainer": 700.0,
-                                                                     "Pusher": 0.0}
+    samples = [(99.0, 9000.0, 8000.0), (101.0, 800.0, 600.0), (105.0, 1200.0, 1000.0), (109.9, 900.0, 1100.0),
+               (111.0, 700.0, 500.0), (115.0, 650.0, 550.0)]
+    assert benchmark.peak_by_component(samples, components) == {"Transform": 1200.0, "Trainer": 700.0, "Pusher": 0.0}
+    assert benchmark.peak_by_component(samples, components, column=2) == {"Transform": 1100.0, "Trainer": 550.0,
+                                                                          "Pusher": 0.0}
 
 
 def test_table_compares_with_the_template_figures_at_their_sizes():

@@ -49,6 +49,11 @@ def test_beam_runs_in_process_on_small_data_and_one_process_per_core_on_large(tm
     assert local_runner.config_from_args(local_runner.parse_args(["--beam-workers", "3"])).beam_workers == 3
 
 
+def test_transform_statistics_are_off_unless_asked():
+    assert not local_runner.config_from_args(local_runner.parse_args([])).transform_statistics
+    assert local_runner.config_from_args(local_runner.parse_args(["--transform-statistics"])).transform_statistics
+
+
 def test_negative_beam_workers_are_refused(capsys):
     assert local_runner.main(["--beam-workers", "-1"]) == 2
     assert "--beam-workers must be 0" in capsys.readouterr().err

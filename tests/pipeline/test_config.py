@@ -33,3 +33,13 @@ def test_beam_runs_in_process_with_one_worker_and_multiprocess_with_more():
     assert "--direct_running_mode=in_memory" in PipelineConfig().beam_pipeline_args
     args = PipelineConfig(beam_workers=2, extra_beam_args=("--foo=1",)).beam_pipeline_args
     assert args == ["--direct_running_mode=multi_processing", "--direct_num_workers=2", "--foo=1"]
+
+
+def test_a_transform_with_statistics_runs_in_process_and_only_when_workers_would_start():
+    config = PipelineConfig(beam_workers=2, transform_statistics=True)
+    assert config.component_beam_args("Transform") == ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+    assert config.component_beam_args("StatisticsGen") == []
+    assert PipelineConfig(beam_workers=2).component_beam_args("Transform") == []  # no statistics
+    assert PipelineConfig(beam_workers=1, transform_statistics=True).component_beam_args("Transform") == []
+    dataflow = PipelineConfig(beam_workers=2, transform_statistics=True, extra_beam_args=("--runner=DataflowRunner",))
+    assert dataflow.component_beam_args("Transform") == []

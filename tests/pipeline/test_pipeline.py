@@ -7,8 +7,11 @@ import json
 
 import pytest
 import tensorflow_model_analysis as tfma
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 from google.protobuf import json_format
 from tfx import v1 as tfx
+from tfx.dsl.compiler import compiler
+from tfx.proto.orchestration import executable_spec_pb2, pipeline_pb2
 
 from pipeline.config import PipelineConfig
 from pipeline.pipeline import create_pipeline
@@ -70,3 +73,34 @@ def test_hyperparameters_reach_the_trainer(pipe):
     trainer = _ids(pipe)["Trainer"]
     assert json.loads(trainer.exec_properties["custom_config"]) == PipelineConfig().hparams.to_custom_config()
     assert trainer.exec_properties["run_fn"] == "models.trainer.run_fn"
+
+
+def _compiled_beam_args(pipe) -> dict[str, list[str]]:
+    """node id -> the Beam args the orchestrator hands each Beam component's executor."""
+    deployment = pipeline_pb2.IntermediateDeploymentConfig()
+    compiler.Compiler().compile(pipe).deployment_config.Unpack(deployment)
+    found = {}
+    for node_id, spec in deployment.executor_specs.items():
+        beam = executable_spec_pb2.BeamExecutableSpec()
+        if spec.Unpack(beam):
+            found[node_id] = list(beam.beam_pipeline_args)
+    return found
+
+
+def test_transform_computes_statistics_only_when_asked():
+    assert _ids(create_pipeline(PipelineConfig())).get("Transform").exec_properties["disable_statistics"]
+    with_statistics = create_pipeline(PipelineConfig(transform_statistics=True))
+    assert not _ids(with_statistics)["Transform"].exec_properties["disable_statistics"]
+
+
+def test_with_worker_processes_a_transform_with_statistics_alone_runs_in_process():
+    compiled = _compiled_beam_args(create_pipeline(PipelineConfig(beam_workers=2, transform_statistics=True)))
+    assert set(compiled) == {"CsvExampleGen", "StatisticsGen", "Transform", "Evaluator"}
+    modes = {node: PipelineOptions(args).view_as(DirectOptions) for node, args in compiled.items()}
+    assert (modes["Transform"].direct_running_mode, modes["Transform"].direct_num_workers) == ("in_memory", 1)
+    for node in ("CsvExampleGen", "StatisticsGen", "Evaluator"):
+        assert (modes[node].direct_running_mode, modes[node].direct_num_workers) == ("multi_processing", 2)
+    # Without Transform's statistics, or with one worker: no per-component override.
+    for config in (PipelineConfig(beam_workers=2), PipelineConfig(transform_statistics=True)):
+        assert all(args == list(config.beam_pipeline_args)
+                   for args in _compiled_beam_args(create_pipeline(config)).values())
