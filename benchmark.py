@@ -16,8 +16,10 @@ Beam worker or other child) is polled with psutil every ``POLL_SECONDS`` and the
 *sum* of RSS is kept (``peak_rss_mb``; a page shared by several processes, such as
 TensorFlow's libraries in every Beam worker, counts once per process, so this over-states),
 and the largest sum of PSS (``peak_pss_mb``, proportional set size: each shared page split
-between the processes sharing it, so the sum is the memory the run occupies). Spikes
-shorter than the poll interval are missed. Each run is
+between the processes sharing it, so the sum is the memory the run occupies), polled every
+``PSS_POLL_SECONDS`` only: the kernel walks a process's page tables to report it (35-45 ms
+for a 1.5 GB process here), and polling it as often as RSS took a third of a core from the
+run being measured. Spikes shorter than the poll interval are missed. Each run is
 also launched through a fresh intermediate Python process that reports its own
 ``getrusage(RUSAGE_CHILDREN).ru_maxrss`` (``max_process_rss_mb``: the kernel's exact peak
 of the single largest process of that run; a fresh intermediate is needed because
@@ -59,6 +61,7 @@ SOURCE_CSV = REPO_ROOT / "data" / "taxi.csv"
 DEFAULT_OUTPUT_DIR = REPO_ROOT / "outputs" / "bench"
 PIPELINE_NAME = "taxi-big-tipper"
 POLL_SECONDS = 0.2
+PSS_POLL_SECONDS = 2.0
 CHUNK_ROWS = 20_000
 
 # Generator perturbations. One factor per row scales fare, miles, seconds and tips alike,
@@ -192,22 +195,26 @@ def cached_dataset(output_dir: Path, size: float, seed: int) -> tuple[Path, int]
 # ---------------------------------------------------------------------------- runs
 
 
-def _tree_memory(root_pid: int) -> tuple[int, int]:
-    """Sums of RSS and of PSS (bytes) of the descendants of ``root_pid`` (not the wrapper)."""
+def _tree_memory(root_pid: int, with_pss: bool) -> tuple[int, int | None]:
+    """Sums of RSS and (``with_pss``; costly, see the module docstring) of PSS, in bytes,
+    over the descendants of ``root_pid`` (not the wrapper itself)."""
     import psutil
 
     try:
         children = psutil.Process(root_pid).children(recursive=True)
     except psutil.NoSuchProcess:
-        return 0, 0
-    rss = pss = 0
+        return 0, None
+    rss, pss = 0, 0 if with_pss else None
     for child in children:
         try:
-            memory = child.memory_full_info()  # /proc/<pid>/smaps_rollup: cheap
+            if with_pss:
+                memory = child.memory_full_info()
+                pss += memory.pss
+            else:
+                memory = child.memory_info()
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
         rss += memory.rss
-        pss += memory.pss
     return rss, pss
 
 
@@ -222,13 +229,18 @@ def run_measured(python_args: Sequence[str], cwd: Path, log_path: Path) -> dict[
     """Runs ``python <python_args>`` in ``cwd``, measuring wall time and memory (module docstring)."""
     rusage_file = log_path.with_suffix(".rusage.json")
     command = [sys.executable, "-c", _WRAPPER, str(rusage_file), sys.executable, *python_args]
-    samples: list[tuple[float, float, float]] = []  # (epoch seconds, tree RSS in MB, tree PSS in MB)
+    # (epoch seconds, tree RSS in MB, tree PSS in MB or None when not polled this time)
+    samples: list[tuple[float, float, float | None]] = []
     start = time.monotonic()
+    next_pss = start
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=cwd)
         while process.poll() is None:
-            rss, pss = _tree_memory(process.pid)
-            samples.append((time.time(), rss / 2**20, pss / 2**20))
+            with_pss = time.monotonic() >= next_pss
+            rss, pss = _tree_memory(process.pid, with_pss)
+            if with_pss:
+                next_pss = time.monotonic() + PSS_POLL_SECONDS
+            samples.append((time.time(), rss / 2**20, None if pss is None else pss / 2**20))
             time.sleep(POLL_SECONDS)
     wall = time.monotonic() - start
     if process.returncode != 0:
@@ -236,7 +248,7 @@ def run_measured(python_args: Sequence[str], cwd: Path, log_path: Path) -> dict[
         raise RuntimeError(f"{python_args[0]} failed (exit {process.returncode}); log {log_path}:\n{tail}")
     rusage = json.loads(rusage_file.read_text())
     return {"wall_s": wall, "peak_rss_mb": max((sample[1] for sample in samples), default=0.0),
-            "peak_pss_mb": max((sample[2] for sample in samples), default=0.0),
+            "peak_pss_mb": max((sample[2] for sample in samples if sample[2] is not None), default=0.0),
             "max_process_rss_mb": rusage["max_process_rss_kb"] / 1024, "memory_samples": samples}
 
 
@@ -244,8 +256,8 @@ def peak_by_component(samples: Sequence[tuple[float, ...]], components, column: 
     """The largest tree memory (``column`` of the samples: 1 RSS, 2 PSS) sampled while each
     component ran (ML Metadata's create to last-update interval; components that ran
     alongside share their samples)."""
-    return {c.node_id: max((sample[column] for sample in samples if c.started <= sample[0] <= c.finished),
-                           default=0.0)
+    return {c.node_id: max((sample[column] for sample in samples
+                            if c.started <= sample[0] <= c.finished and sample[column] is not None), default=0.0)
             for c in components}
 
 
@@ -579,7 +591,8 @@ def markdown(results: dict[str, Any]) -> str:
         "(--template), or, marked (quoted), against its figures measured on this machine on 2026-11-21 "
         "(TEMPLATE_REFERENCE in benchmark.py, from issue 5). peak RSS: largest sum "
         f"of RSS over the runner's process tree, polled every {POLL_SECONDS} s with psutil (shared pages counted "
-        "once per process); peak PSS: the same with each shared page split between its processes; max proc RSS: "
+        f"once per process); peak PSS: the same with each shared page split between its processes, polled every "
+        f"{PSS_POLL_SECONDS} s (costly to read); max proc RSS: "
         "ru_maxrss of the largest single process. 2nd run: `--enable-cache` again on the same output root; the "
         "resolver, Evaluator and Pusher rerun because the first run's blessed model is now the baseline (the "
         "reused model itself, so the Evaluator evaluates it once). 3rd "

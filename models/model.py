@@ -15,6 +15,10 @@ import tf_keras as keras
 
 from models import features
 from models.hparams import HParams
+from models.tracing import keep_autograph_out_of_tf_keras
+
+# Every process that builds, trains or exports this model traces Keras code.
+keep_autograph_out_of_tf_keras()
 
 # Pickup and drop-off coordinate buckets crossed into one grid cell each.
 COORDINATE_CROSSES: tuple[tuple[str, str], ...] = (

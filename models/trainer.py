@@ -261,6 +261,11 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
         eval_ds = input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, global_batch,
                            training=False, drop_remainder=is_tpu,
                            in_memory_max_bytes=0 if fn_args.eval_steps else in_memory_bytes)
+        if fn_args.eval_steps:
+            # Capped by the dataset, not by fit's validation_steps: given steps, Keras keeps one
+            # iterator across epochs, so a split shorter than the cap was validated on after
+            # the first epoch only (later epochs found it exhausted).
+            eval_ds = eval_ds.take(fn_args.eval_steps)
 
         with strategy.scope():
             model = model_lib.build_keras_model(categorical_sizes(tf_transform_output), hparams)
@@ -271,7 +276,6 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
             epochs=epochs,
             steps_per_epoch=steps_per_epoch,
             validation_data=eval_ds,
-            validation_steps=fn_args.eval_steps or None,
             callbacks=[
                 # First, so an epoch is backed up before any later callback sees its end.
                 keras.callbacks.BackupAndRestore(backup_dir),

@@ -12,8 +12,6 @@ import dataclasses
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.evaluator import REUSED_FROM
-
 _STATES = {
     metadata_store_pb2.Execution.NEW: "new",
     metadata_store_pb2.Execution.RUNNING: "running",
@@ -101,6 +99,8 @@ def summarize_run(
     connection_config: metadata_store_pb2.ConnectionConfig, pipeline_name: str, run_id: str | None = None
 ) -> RunSummary:
     """Reads one run (the latest by default) back from ML Metadata."""
+    from components.evaluator import REUSED_FROM  # imports TFX and TFMA: only when reading a run
+
     store = metadata_store.MetadataStore(connection_config)
     run = (
         store.get_context_by_type_and_name("pipeline_run", run_id) if run_id else _latest_run(store, pipeline_name)

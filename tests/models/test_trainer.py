@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import glob
 import json
+import math
 import os
 import signal
 import socket
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
+import tf_keras
 from tensorflow.python.distribute import input_ops
 from tfx.components.trainer import fn_args_utils
 from tfx.proto import trainer_pb2
@@ -218,6 +220,39 @@ def clean_env(monkeypatch):
     for name in ("TF_CONFIG", "TPU_NAME", strategy_lib.STRATEGY_ENV):
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
+
+
+class _Validation(tf_keras.callbacks.Callback):
+    """Counts validation batches and keeps the logs of every epoch."""
+
+    def __init__(self):
+        super().__init__()
+        self.batches: list[int] = []
+        self.epoch_logs: list[dict] = []
+
+    def on_test_begin(self, logs=None):
+        self.batches.append(0)
+
+    def on_test_batch_end(self, batch, logs=None):
+        self.batches[-1] += 1
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epoch_logs.append(dict(logs or {}))
+
+
+@pytest.mark.parametrize("cap_over_split", [5, -1])
+def test_capped_validation_runs_after_every_epoch(transformed, tmp_path, clean_env, cap_over_split):
+    """A cap larger than the eval split validates on the whole split every epoch; a
+    smaller one on that many batches every epoch."""
+    epochs = 3
+    split_batches = math.ceil(len(_split_fingerprints(transformed, "eval")) / PER_REPLICA_BATCH)
+    config = HParams(per_replica_batch_size=PER_REPLICA_BATCH, epochs=epochs).to_custom_config()
+    fn_args = _fn_args(transformed, tmp_path, config, train_steps=epochs * 2)
+    fn_args.eval_steps = split_batches + cap_over_split
+    validation = _Validation()
+    trainer.run_fn(fn_args, extra_callbacks=[validation])
+    assert validation.batches == [min(split_batches, fn_args.eval_steps)] * epochs
+    assert all("val_auc" in logs for logs in validation.epoch_logs) and len(validation.epoch_logs) == epochs
 
 
 def test_run_fn_on_tpu_refuses_local_paths_before_touching_the_tpu(transformed, tmp_path, clean_env):
