@@ -425,7 +425,8 @@ def benchmark_once(data_dir: Path, rows: int, run_dir: Path, runner_args: Sequen
     second = run_pipeline(data_dir, output_root, args, run_dir / "run2.log")
     cached_states = _states(latest_components(output_root))
     print(f"    {second['wall_s']:.1f} s", flush=True)
-    # The second run re-evaluates (the first run's blessed model became the baseline);
+    # The second run reruns the Evaluator (the first run's blessed model became the baseline;
+    # it reuses its first evaluation of that same model);
     # from the third on, nothing has changed at all.
     print("  steady rerun", flush=True)
     third = run_pipeline(data_dir, output_root, args, run_dir / "run3.log")
@@ -595,7 +596,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"{PSS_POLL_SECONDS} s (costly to read); max proc RSS: "
         "ru_maxrss of the largest single process. 2nd run: `--enable-cache` again on the same output root; the "
         "resolver, Evaluator and Pusher rerun because the first run's blessed model is now the baseline (the "
-        "reused model itself, so the Evaluator evaluates it once). 3rd "
+        "reused model itself, so the Evaluator copies its first evaluation of it). 3rd "
         "run: nothing changed since the 2nd (cached: components ML Metadata records as cached). "
         "input/in-memory: training steps/s fed by `models.trainer.input_fn` as run_fn calls it, over steps/s "
         f"on {CACHED_BATCHES} batches cached in memory; streamed: the same with the in-memory load switched off; "
