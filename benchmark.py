@@ -549,7 +549,7 @@ def markdown(results: dict[str, Any]) -> str:
             f"{r['wall_s'] / template['wall_s']:.2f}x{mark}" if template else "-",
             f"{r['example_gen_rows_per_s']:,.0f}",
             f"{template['example_gen_s'] / example_gen_s:.1f}x faster{mark}" if template and example_gen_s else "-",
-            f"{r['peak_rss_mb']:.0f}", f"{r.get('peak_pss_mb', 0.0):.0f}", f"{r['max_process_rss_mb']:.0f}",
+            f"{r['peak_rss_mb']:.0f}", f"{r['peak_pss_mb']:.0f}", f"{r['max_process_rss_mb']:.0f}",
             f"{r['cached_wall_s']:.1f} ({r['cached_ratio']:.2f})",
             f"{r['steady_wall_s']:.1f} ({r['steady_ratio']:.2f}, {r['steady_components']:g}/{r['components']:g})",
             f"{r['input_vs_cached_ratio']:.2f}", f"{r['streamed_vs_cached_ratio']:.2f}", f"{r['in_memory_load_s']:.1f}",
@@ -576,7 +576,7 @@ def markdown(results: dict[str, Any]) -> str:
         for r in measured:
             t = r["template"]
             lines.append(f"| {r['rows']:,.0f} | {t['wall_s']:.1f} | {t['peak_rss_mb']:.0f} | "
-                         f"{t.get('peak_pss_mb', 0.0):.0f} | "
+                         f"{t['peak_pss_mb']:.0f} | "
                          + " | ".join(f"{t['component_s'].get(c, 0.0):.1f}" for c in names) + " |")
     for measure in ("rss", "pss"):
         lines += ["", f"Peak {measure.upper()} (MB, process tree) while each component ran:", ""]

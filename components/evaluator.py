@@ -89,9 +89,9 @@ def evaluation_key(input_dict: dict, exec_properties: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
 
 
-def find_previous_evaluation(output_uri: str, key: str) -> str | None:
+def find_previous_evaluation(output_uri: str, key: str) -> tuple[str, dict] | None:
     """A finished evaluation with ``key`` beside ``output_uri`` (earlier executions of this
-    Evaluator write theirs into sibling directories), or None."""
+    Evaluator write theirs into sibling directories) and what its key file records, or None."""
     output_uri = output_uri.rstrip("/")
     for marker in sorted(tf.io.gfile.glob(os.path.join(os.path.dirname(output_uri), "*", KEY_FILE))):
         previous = os.path.dirname(marker)
@@ -102,7 +102,7 @@ def find_previous_evaluation(output_uri: str, key: str) -> str | None:
         except (ValueError, tf.errors.OpError):
             continue  # unreadable: not a finished evaluation of ours
         if recorded.get("key") == key:
-            return previous
+            return previous, recorded
     return None
 
 
@@ -130,10 +130,10 @@ class Executor(tfx_evaluator.Executor):
             input_dict = {key: value for key, value in input_dict.items() if key != BASELINE}
         evaluation = artifact_utils.get_single_instance(output_dict[EVALUATION])
         key = evaluation_key(input_dict, exec_properties)
-        previous = find_previous_evaluation(evaluation.uri, key)
+        found = find_previous_evaluation(evaluation.uri, key)
         with_blessing = bool(output_dict.get(BLESSING))
-        if previous is not None and MODEL in input_dict:
-            recorded = json.loads(io_utils.read_string_file(os.path.join(previous, KEY_FILE)))
+        if found is not None and MODEL in input_dict:
+            previous, recorded = found
             logging.info("The same model was evaluated on the same examples with the same configuration in %s: "
                          "reusing that evaluation.", previous)
             io_utils.copy_dir(previous, evaluation.uri)

@@ -123,7 +123,7 @@ def test_only_a_finished_sibling_with_the_same_key_is_found(tmp_path):
         (parent / execution).mkdir(parents=True)
         (parent / execution / KEY_FILE).write_text(content)
     (parent / "3").mkdir()  # failed or unfinished: no key file
-    assert find_previous_evaluation(str(parent / "5"), "abc") == str(parent / "4")
+    assert find_previous_evaluation(str(parent / "5"), "abc") == (str(parent / "4"), {"key": "abc", "validated": True})
     assert find_previous_evaluation(str(parent / "4"), "abc") is None  # never itself
     assert find_previous_evaluation(str(parent / "5"), "missing") is None
     assert find_previous_evaluation(str(tmp_path / "elsewhere" / "1"), "abc") is None
