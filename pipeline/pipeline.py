@@ -31,6 +31,11 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
                 label_key=features.transformed_name(features.LABEL_KEY),
                 # The label alone, not the whole Transform graph a second time.
                 preprocessing_function_names=[signatures.LABEL_SIGNATURE],
+                # Named, so TFMA calls the SavedModel's signatures as they are. Unset, it
+                # loads each model once with Keras only to find its type, then again with
+                # Keras in every Beam process (reviving every layer), though the metrics
+                # below never use Keras.
+                model_type=tfma.TF_GENERIC,
             )
         ],
         slicing_specs=[tfma.SlicingSpec()],
@@ -131,6 +136,11 @@ def create_pipeline(
         schema=validated_schema,
         preprocessing_fn=PREPROCESSING_FN,
         disable_statistics=not config.transform_statistics,
+        # TFX writes every analyzer's accumulators by default, for a later Transform over
+        # overlapping spans to read back through its `analyzer_cache` input. Nothing here
+        # wires that input (one span), so the cache is written and never read: at 15k rows
+        # writing it was a third of Transform's time (34 -> 23 s, measured alone).
+        disable_analyzer_cache=True,
     )
     trainer = _trainer(
         config,

@@ -164,3 +164,28 @@ def test_one_pass_imputed_z_scores_equal_tft_z_scores_of_the_imputed_values(tmp_
         one, two = _column(rows, f"{key}_one"), _column(rows, f"{key}_two")
         assert np.allclose(one, two, atol=1e-5), key
         assert np.std(two) > 0.5  # a real spread, not two constant columns agreeing
+
+
+def test_one_quantiles_analyzer_buckets_like_tft_bucketize_per_column(tmp_path):
+    """The shared quantiles analyzer against tft.bucketize of each column's present values
+    (TFX's usual one analyzer per column), missing values in a bucket of their own."""
+    from models import preprocessing
+
+    keys = features.BUCKET_FEATURES + ("fare", "trip_seconds")  # dense and sparse, spreads of every size
+
+    def both(inputs):
+        one = preprocessing.quantile_buckets({k: inputs[k] for k in keys}, features.NUM_BUCKETS)
+        out = {f"{k}_one": v for k, v in one.items()}
+        for k in keys:
+            per_column = tft.bucketize(tf.cast(inputs[k], tf.float32), features.NUM_BUCKETS)
+            out[f"{k}_two"] = preprocessing._dense(per_column, features.NUM_BUCKETS)
+        return out
+
+    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(RAW_SPEC))
+    with tft_beam.Context(temp_dir=str(tmp_path), force_tf_compat_v1=False):
+        (rows, _), _ = (ROWS, metadata) | tft_beam.AnalyzeAndTransformDataset(both, output_record_batches=False)
+    for key in keys:
+        one, two = _column(rows, f"{key}_one"), _column(rows, f"{key}_two")
+        assert one.tolist() == two.tolist(), key
+        assert len(set(two)) > 3  # real buckets, not two constant columns agreeing
+    assert _column(rows, "dropoff_latitude_one")[23] == features.NUM_BUCKETS

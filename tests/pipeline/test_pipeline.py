@@ -93,6 +93,12 @@ def test_transform_computes_statistics_only_when_asked():
     assert not _ids(with_statistics)["Transform"].exec_properties["disable_statistics"]
 
 
+def test_transform_writes_no_analyzer_cache_nothing_would_read():
+    transform = _ids(create_pipeline(PipelineConfig()))["Transform"]
+    assert "updated_analyzer_cache" not in transform.outputs
+    assert "analyzer_cache" not in transform.inputs
+
+
 def test_with_worker_processes_a_transform_with_statistics_alone_runs_in_process():
     compiled = _compiled_beam_args(create_pipeline(PipelineConfig(beam_workers=2, transform_statistics=True)))
     assert set(compiled) == {"CsvExampleGen", "StatisticsGen", "Transform", "Evaluator"}
