@@ -74,6 +74,14 @@ def transformed(tmp_path_factory):
     return rows, tft.TFTransformOutput(str(temp / "transform_fn"))
 
 
+def _analyze_and_transform(fn, temp_dir) -> list[dict]:
+    """``fn`` as a preprocessing_fn over ROWS: the transformed rows."""
+    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(RAW_SPEC))
+    with tft_beam.Context(temp_dir=str(temp_dir), force_tf_compat_v1=False):
+        (rows, _), _ = (ROWS, metadata) | tft_beam.AnalyzeAndTransformDataset(fn, output_record_batches=False)
+    return rows
+
+
 def _column(rows, key) -> np.ndarray:
     return np.array([np.asarray(r[key]).reshape(-1)[0] for r in rows])
 
@@ -157,9 +165,7 @@ def test_one_pass_imputed_z_scores_equal_tft_z_scores_of_the_imputed_values(tmp_
         out.update({f"{k}_two": tf.cast(reference(inputs[k], t), tf.float32) for k, t in keys.items()})
         return out
 
-    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(RAW_SPEC))
-    with tft_beam.Context(temp_dir=str(tmp_path), force_tf_compat_v1=False):
-        (rows, _), _ = (ROWS, metadata) | tft_beam.AnalyzeAndTransformDataset(both, output_record_batches=False)
+    rows = _analyze_and_transform(both, tmp_path)
     for key in keys:
         one, two = _column(rows, f"{key}_one"), _column(rows, f"{key}_two")
         assert np.allclose(one, two, atol=1e-5), key
@@ -181,9 +187,7 @@ def test_one_quantiles_analyzer_buckets_like_tft_bucketize_per_column(tmp_path):
             out[f"{k}_two"] = preprocessing._dense(per_column, features.NUM_BUCKETS)
         return out
 
-    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(RAW_SPEC))
-    with tft_beam.Context(temp_dir=str(tmp_path), force_tf_compat_v1=False):
-        (rows, _), _ = (ROWS, metadata) | tft_beam.AnalyzeAndTransformDataset(both, output_record_batches=False)
+    rows = _analyze_and_transform(both, tmp_path)
     for key in keys:
         one, two = _column(rows, f"{key}_one"), _column(rows, f"{key}_two")
         assert one.tolist() == two.tolist(), key
