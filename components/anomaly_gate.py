@@ -11,8 +11,9 @@ keeps the lineage in ML Metadata, rather than a bare ordering edge).
 import os
 
 from tensorflow_metadata.proto.v0 import anomalies_pb2
-from tfx import v1 as tfx
-from tfx.types import artifact_utils
+from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact
+from tfx.dsl.component.experimental.decorators import component
+from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import io_utils
 
 ANOMALIES_FILE = "SchemaDiff.pb"
@@ -23,7 +24,7 @@ class DataAnomaliesError(RuntimeError):
     """The data does not match the schema; the message lists every anomaly."""
 
 
-def read_anomalies(anomalies: tfx.types.standard_artifacts.ExampleAnomalies) -> dict[str, anomalies_pb2.Anomalies]:
+def read_anomalies(anomalies: standard_artifacts.ExampleAnomalies) -> dict[str, anomalies_pb2.Anomalies]:
     """Loads the anomalies proto ExampleValidator wrote for each split."""
     found = {}
     for split in artifact_utils.decode_split_names(anomalies.split_names):
@@ -48,7 +49,7 @@ def describe_anomalies(anomalies_by_split: dict[str, anomalies_pb2.Anomalies]) -
     return lines
 
 
-def check_anomalies(anomalies: tfx.types.standard_artifacts.ExampleAnomalies) -> None:
+def check_anomalies(anomalies: standard_artifacts.ExampleAnomalies) -> None:
     """Raises ``DataAnomaliesError`` naming every anomaly, or returns when there is none."""
     lines = describe_anomalies(read_anomalies(anomalies))
     if lines:
@@ -60,11 +61,11 @@ def check_anomalies(anomalies: tfx.types.standard_artifacts.ExampleAnomalies) ->
         )
 
 
-@tfx.dsl.components.component
+@component
 def AnomalyGate(
-    anomalies: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ExampleAnomalies],
-    schema: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Schema],
-    validated_schema: tfx.dsl.components.OutputArtifact[tfx.types.standard_artifacts.Schema],
+    anomalies: InputArtifact[standard_artifacts.ExampleAnomalies],
+    schema: InputArtifact[standard_artifacts.Schema],
+    validated_schema: OutputArtifact[standard_artifacts.Schema],
 ) -> None:
     """Fails when the data has anomalies; otherwise passes the schema on."""
     check_anomalies(anomalies)

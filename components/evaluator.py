@@ -25,8 +25,8 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_model_analysis as tfma
 from absl import logging
-from tfx import v1 as tfx
 from tfx import version as tfx_version
+from tfx.components.evaluator import component as tfx_component
 from tfx.components.evaluator import constants
 from tfx.components.evaluator import executor as tfx_evaluator
 from tfx.components.util import udf_utils
@@ -148,7 +148,7 @@ class Executor(tfx_evaluator.Executor):
                                    json.dumps({"key": key, "validated": validated}))
 
 
-class Evaluator(tfx.components.Evaluator):
+class Evaluator(tfx_component.Evaluator):
     """Drop-in for ``tfx.components.Evaluator`` (same spec, inputs and outputs)."""
 
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
