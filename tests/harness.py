@@ -15,6 +15,8 @@ from tfx.dsl.components.base import base_beam_executor, base_executor
 from tfx.types import Artifact
 from tfx.utils import json_utils, proto_utils
 
+from pipeline.config import PipelineConfig
+
 Artifacts = dict[str, list[Artifact]]
 
 
@@ -52,7 +54,7 @@ def run_component(component, inputs: Artifacts, root: str, beam_args: list[str] 
     tmp_dir = os.path.join(root, "tmp", component.id) + "/"
     if issubclass(executor_class, base_beam_executor.BaseBeamExecutor):
         context = base_beam_executor.BaseBeamExecutor.Context(
-            beam_pipeline_args=beam_args or ["--direct_running_mode=in_memory", "--direct_num_workers=1"],
+            beam_pipeline_args=beam_args or PipelineConfig().beam_pipeline_args,
             tmp_dir=tmp_dir, unique_id=component.id,
         )
     else:
