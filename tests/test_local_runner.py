@@ -6,7 +6,6 @@ import glob
 import os
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
@@ -32,7 +31,7 @@ def test_help_explains_the_knobs():
         assert flag in result.stdout
 
 
-def test_a_local_run_does_not_import_the_vertex_client():
+def test_a_local_run_does_not_import_the_vertex_client(tmp_path):
     """Importing google-cloud-aiplatform (through `tfx.v1`) cost every local run seconds of
     start-up; a local pipeline is built, compiled for LocalDagRunner, without it."""
     code = (
@@ -42,9 +41,8 @@ def test_a_local_run_does_not_import_the_vertex_client():
         "local_runner.run(local_runner.config_from_args(local_runner.parse_args(['--output-root', sys.argv[1]])))\n"
         "print('imported', sorted(m for m in sys.modules if m.startswith(('tfx.v1', 'google.cloud.aiplatform'))))\n"
     )
-    with tempfile.TemporaryDirectory() as output_root:
-        result = subprocess.run([sys.executable, "-c", code, output_root], capture_output=True, text=True,
-                                cwd=os.path.dirname(os.path.abspath(local_runner.__file__)))
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                            cwd=os.path.dirname(os.path.abspath(local_runner.__file__)))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "components 10" in result.stdout
     assert "imported []" in result.stdout

@@ -4,7 +4,6 @@ MultiWorkerMirroredStrategy over localhost; a training killed part-way and resta
 
 from __future__ import annotations
 
-import csv
 import glob
 import json
 import math
@@ -28,8 +27,7 @@ from tfx.utils import path_utils, proto_utils
 
 from models import features, strategy as strategy_lib, trainer
 from models.hparams import HParams
-from tests.conftest import EMBEDDED_CSV
-from tests.examples import raw_example
+from tests.examples import embedded_rows, raw_example
 from tests.models.trainer_entry import fingerprints
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -401,8 +399,7 @@ def test_two_workers_train_one_model_together_and_only_the_chief_writes_it(trans
     assert glob.glob(str(out / "model_run" / "**" / "events.out.tfevents.*"), recursive=True)
     assert not os.path.exists(out / "model_run" / trainer.BACKUP_SUBDIR)
 
-    with open(EMBEDDED_CSV, newline="") as f:
-        rows = [row for _, row in zip(range(20), csv.DictReader(f))]
+    rows = embedded_rows(20)
     loaded = tf.saved_model.load(serving_dir)
     result = loaded.signatures["serving_default"](examples=tf.constant([raw_example(r) for r in rows]))
     probability = result["probability"].numpy()

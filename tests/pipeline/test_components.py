@@ -20,7 +20,7 @@ from models import features
 from pipeline.pipeline import create_pipeline
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tests.conftest import EMBEDDED_CSV, write_sample
-from tests.examples import raw_example
+from tests.examples import embedded_rows, raw_example
 from tests.harness import node, run_component
 
 xf = features.transformed_name
@@ -128,8 +128,7 @@ def test_exported_model_reloads_with_keras_and_predicts_what_serving_predicts(tr
     import tf_keras as keras
 
     serving_dir = path_utils.serving_model_path(trainer["model"][0].uri)
-    with open(EMBEDDED_CSV, newline="") as f:
-        rows = [row for _, row in zip(range(50), csv.DictReader(f))]
+    rows = embedded_rows(50)
     loaded = tf.saved_model.load(serving_dir)
     served = loaded.signatures["serving_default"](examples=tf.constant([raw_example(r) for r in rows]))
     transformed = loaded.signatures["transform_features"](
@@ -144,8 +143,7 @@ def test_exported_model_reloads_with_keras_and_predicts_what_serving_predicts(tr
 def test_label_signature_gives_the_labels_transform_gives(trainer):
     """The Evaluator's labels come from the light ``label`` signature: they must be the
     ones the full Transform graph computes, on rows with tips, without, and with gaps."""
-    with open(EMBEDDED_CSV, newline="") as f:
-        rows = [row for _, row in zip(range(300), csv.DictReader(f))]
+    rows = embedded_rows(300)
     loaded = tf.saved_model.load(path_utils.serving_model_path(trainer["model"][0].uri))
     examples = tf.constant([raw_example(r, keep_label_source=True) for r in rows])
     light = loaded.signatures["label"](examples=examples)["big_tipper_xf"].numpy()
@@ -214,8 +212,7 @@ def test_pusher_pushes_a_blessed_model_to_a_new_version_each_time(pushes, small_
 
 
 def test_serving_default_answers_raw_examples_from_the_pushed_model(pushes):
-    with open(EMBEDDED_CSV, newline="") as f:
-        rows = [row for _, row in zip(range(50), csv.DictReader(f))]
+    rows = embedded_rows(50)
     assert any(row["company"] == "" for row in rows)  # missing values included
     loaded = tf.saved_model.load(pushes[0].get_string_custom_property("pushed_destination"))
     result = loaded.signatures["serving_default"](examples=tf.constant([raw_example(r) for r in rows]))
