@@ -21,7 +21,7 @@ export TF_CPP_MIN_LOG_LEVEL := 2
 # files importing TFX takes 35 s instead of 13 s.
 export UV_COMPILE_BYTECODE := 1
 
-.PHONY: run test test-fast bench setup lock clean
+.PHONY: run test test-fast lint format bench setup lock clean
 
 run: $(STAMP)
 	$(PY) local_runner.py $(RUN_ARGS)
@@ -33,9 +33,18 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
-# Benchmark at several data sizes (python benchmark.py --help); writes outputs/bench/results.{json,md}.
+# Lint and format check (ruff, configured in pyproject.toml); `make format` fixes what it can.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+# Benchmark at several data sizes (python -m bench --help); writes outputs/bench/results.{json,md}.
 bench: $(STAMP)
-	$(PY) benchmark.py $(BENCH_ARGS)
+	$(PY) -m bench $(BENCH_ARGS)
 
 setup: $(STAMP)
 
