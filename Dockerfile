@@ -1,6 +1,6 @@
 # The image every component of the compiled pipeline runs in (Vertex AI Pipelines,
 # Kubeflow Pipelines v2, and Dataflow workers via --sdk_container_image).
-# The TFX version here must match uv.lock and kubeflow_runner.TFX_VERSION (a test checks).
+# The TFX version here must match uv.lock and pipeline.compiler.TFX_VERSION (a test checks).
 FROM gcr.io/tfx-oss-public/tfx:1.16.0
 
 # The TFX image runs Keras 2 (tf-keras), as local runs do.

@@ -1,58 +1,34 @@
-"""Compiles the pipeline for Kubeflow Pipelines v2 / Vertex AI Pipelines, and submits it.
+"""Command line: compile the pipeline for Kubeflow Pipelines v2 / Vertex AI Pipelines,
+and optionally submit it.
 
     python kubeflow_runner.py --help
 
-The same ``create_pipeline(config)`` that ``local_runner.py`` runs is compiled by TFX's
-``KubeflowV2DagRunner`` into a pipeline-job JSON file. ``--submit`` sends it to Vertex AI
-Pipelines (google-cloud-aiplatform ``PipelineJob``); ``--kfp-host`` sends its pipeline
-spec to a Kubeflow Pipelines v2 endpoint instead. Nothing talks to a cloud at import, and
-every setting is checked before anything is sent.
+Flags become a ``PipelineConfig``; ``pipeline.compiler`` compiles the same
+``create_pipeline(config)`` that ``local_runner.py`` runs, and ``pipeline.submission``
+sends it: ``--submit`` to Vertex AI Pipelines, ``--kfp-host`` to a Kubeflow Pipelines v2
+endpoint. Nothing talks to a cloud at import, and every setting is checked before
+anything is sent.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
+import warnings
+from collections.abc import Sequence
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # Keras 2, as the TFX image uses.
+from pipeline.compiler import TFX_BASE_IMAGE, KfpMissingError, compile_pipeline, require_kfp
+from pipeline.config import DEFAULT_SERVING_IMAGE, PipelineConfig, VertexEndpoint
+from pipeline.flags import add_pipeline_flags, pipeline_config_kwargs
+from pipeline.submission import Submission, anonymous_credentials, submit_to_kfp, submit_to_vertex
+from pipeline.vertex_training import KINDS, VertexTraining
 
-import argparse  # noqa: E402
-import dataclasses  # noqa: E402
-import importlib.util  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
-import warnings  # noqa: E402
-from typing import Any, Callable, Sequence  # noqa: E402
-
-import yaml  # noqa: E402
-
-from pipeline.config import DEFAULT_SERVING_IMAGE, PipelineConfig, VertexEndpoint  # noqa: E402
-from pipeline.flags import add_pipeline_flags, pipeline_config_kwargs  # noqa: E402
-from pipeline.vertex_training import KINDS, VertexTraining  # noqa: E402
-
-warnings.filterwarnings("ignore", category=FutureWarning)
-
-TFX_VERSION = "1.16.0"
-# The image the project's Dockerfile builds on; the compiled spec uses the project's image.
-TFX_BASE_IMAGE = f"gcr.io/tfx-oss-public/tfx:{TFX_VERSION}"
 DEFAULT_OUTPUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "outputs", "compiled")
 
 
 class SettingsError(ValueError):
     """A flag value that cannot work; the message names the flag and the fix."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Submission:
-    """How to submit a compiled job to Vertex AI Pipelines."""
-
-    project: str
-    region: str
-    pipeline_root: str
-    display_name: str
-    service_account: str | None = None
-    network: str | None = None
-    labels: dict[str, str] = dataclasses.field(default_factory=dict)
-    enable_caching: bool = False
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -209,99 +185,15 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         raise SettingsError(f"{flag}: {err}") from err
 
 
-def require_kfp(find_spec: Callable[[str], Any] = importlib.util.find_spec) -> None:
-    """TFX silently drops KubeflowV2DagRunner when kfp is missing: say so instead."""
-    if find_spec("kfp") is None:
-        raise SettingsError(
-            "The kfp package is not installed, so TFX cannot compile for Kubeflow/Vertex. "
-            "Install the locked environment (make setup), or pip install 'tfx[kfp]==1.16.0'."
-        )
-
-
-def compile_pipeline(config: PipelineConfig, image: str, output_file: str) -> dict:
-    """Writes the pipeline-job JSON for Kubeflow Pipelines v2 / Vertex AI; returns it."""
-    require_kfp()
-    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
-
-    from pipeline.pipeline import create_pipeline
-
-    runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
-        config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(default_image=image),
-        output_dir=os.path.dirname(os.path.abspath(output_file)),
-        output_filename=os.path.basename(output_file),
-    )
-    return runner.run(create_pipeline(config), write_out=True)
-
-
-def submit_to_vertex(job_file: str, submission: Submission, dry_run: bool = False,
-                     api_endpoint: str | None = None, credentials=None):
-    """Creates the Vertex AI PipelineJob from the compiled file and submits it.
-
-    ``api_endpoint``/``credentials`` point the real client elsewhere (tests use a local
-    stand-in server and anonymous credentials). Returns the job; with ``dry_run`` it is
-    built but never sent.
-    """
-    from google.cloud import aiplatform
-
-    aiplatform.init(
-        project=submission.project, location=submission.region, credentials=credentials,
-        api_endpoint=api_endpoint, api_transport="rest" if api_endpoint else None,
-    )
-    job = aiplatform.PipelineJob(
-        display_name=submission.display_name,
-        template_path=job_file,
-        pipeline_root=submission.pipeline_root,
-        enable_caching=submission.enable_caching,
-        labels=submission.labels or None,
-        project=submission.project,
-        location=submission.region,
-        credentials=credentials,
-    )
-    if not dry_run:
-        job.submit(service_account=submission.service_account, network=submission.network)
-    return job
-
-
-def pipeline_spec_file(job_file: str) -> str:
-    """KFP's client takes a bare PipelineSpec; the compiled job wraps one. Writes it beside."""
-    with open(job_file) as f:
-        job = json.load(f)
-    spec_file = os.path.splitext(job_file)[0] + ".pipeline_spec.yaml"
-    with open(spec_file, "w") as f:
-        yaml.safe_dump(job["pipelineSpec"], f, sort_keys=True)
-    return spec_file
-
-
-def submit_to_kfp(job_file: str, host: str, experiment: str, run_name: str, pipeline_root: str,
-                  enable_caching: bool, dry_run: bool = False, client_factory: Callable[..., Any] | None = None):
-    """Submits the compiled pipeline spec to a Kubeflow Pipelines v2 endpoint."""
-    spec_file = pipeline_spec_file(job_file)
-    if dry_run:
-        return None
-    if client_factory is None:
-        import kfp
-
-        client_factory = kfp.Client
-    client = client_factory(host=host)
-    return client.create_run_from_pipeline_package(
-        spec_file, arguments={}, run_name=run_name, experiment_name=experiment,
-        pipeline_root=pipeline_root, enable_caching=enable_caching,
-    )
-
-
-def _anonymous_credentials():
-    from google.auth.credentials import AnonymousCredentials
-
-    return AnonymousCredentials()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
+    # Google client libraries warn at import about future Python support; noise here.
+    warnings.filterwarnings("ignore", category=FutureWarning)
     args = parse_args(argv)
     try:
         validate(args)
         config = config_from_args(args)
         require_kfp()
-    except SettingsError as err:
+    except (SettingsError, KfpMissingError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     output_file = args.output_file or os.path.join(DEFAULT_OUTPUT_DIR, f"{config.pipeline_name}.json")
@@ -314,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             labels=_labels(args.label), enable_caching=args.enable_cache,
         )
         # A dry run needs no identity: anonymous credentials keep it from looking any up.
-        credentials = _anonymous_credentials() if args.dry_run else None
+        credentials = anonymous_credentials() if args.dry_run else None
         job = submit_to_vertex(output_file, submission, dry_run=args.dry_run, credentials=credentials)
         if args.dry_run:
             print(f"Dry run: Vertex AI PipelineJob {job.job_id} built for {args.project}/{args.region}, not sent.")

@@ -5,28 +5,17 @@
 
 from __future__ import annotations
 
+import argparse
+import gc
+import logging
 import os
+import sys
+import warnings
+from collections.abc import Sequence
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # Keras 2, as Transform and the TFX image use.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import warnings  # noqa: E402
-
-# Google client libraries warn at import about future Python/grpc/storage support; noise here.
-warnings.filterwarnings("ignore", category=FutureWarning)
-
-import argparse  # noqa: E402
-import gc  # noqa: E402
-import glob  # noqa: E402
-import logging  # noqa: E402
-import sys  # noqa: E402
-from typing import Sequence  # noqa: E402
-
-from pipeline.config import PipelineConfig, usable_cores  # noqa: E402
-from pipeline.flags import DEFAULTS, add_pipeline_flags, pipeline_config_kwargs  # noqa: E402
-
-# From this much CSV on, Beam runs one worker process per core (see beam_workers_for).
-MULTI_PROCESS_MIN_MB = 100
+from components.beam_runtime import MULTI_PROCESS_MIN_MB, workers_for_data
+from pipeline.config import PipelineConfig
+from pipeline.flags import DEFAULTS, add_pipeline_flags, pipeline_config_kwargs
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -47,18 +36,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def beam_workers_for(data_root: str, data_pattern: str, min_bytes: int = MULTI_PROCESS_MIN_MB * 2**20) -> int:
-    """Beam workers for data of this size: one per core from ``min_bytes`` of input on.
-
-    Beam's multi-processing DirectRunner starts a fresh Python (importing TensorFlow) per
-    worker for every Beam component, about 10 s of each run's time: measured here it made
-    StatisticsGen and Transform slower at 150k rows (20 MB) and StatisticsGen 1.7x faster at
-    1.5M rows (200 MB). Smaller data runs in-process.
-    """
-    size = sum(os.path.getsize(path) for path in glob.glob(os.path.join(data_root, data_pattern)))
-    return usable_cores() if size >= min_bytes else 1
-
-
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     data_root = os.path.abspath(args.data_root)
     if args.beam_workers < 0:
@@ -67,7 +44,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         data_root=data_root,
         output_root=os.path.abspath(args.output_root),
         schema_path=os.path.abspath(args.schema_path) if args.schema_path else None,
-        beam_workers=args.beam_workers or beam_workers_for(data_root, args.data_pattern),
+        beam_workers=args.beam_workers or workers_for_data(data_root, args.data_pattern),
         **pipeline_config_kwargs(args),
     )
 
@@ -113,6 +90,8 @@ def run(config: PipelineConfig) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Google client libraries warn at import about future Python/grpc/storage support; noise here.
+    warnings.filterwarnings("ignore", category=FutureWarning)
     args = parse_args(argv)
     try:
         config = config_from_args(args)
@@ -142,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     exit_code = main()
     # Python's last garbage collection at exit walks every object TensorFlow, Beam and TFX
-    # created, about 3 s here, only to free memory the process is about to return anyway.
+    # created, seconds of work only to free memory the process is about to return anyway.
     # Frozen objects are skipped by it; atexit handlers and stream flushing still run.
     gc.freeze()
     sys.exit(exit_code)

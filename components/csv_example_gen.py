@@ -1,7 +1,7 @@
 """CsvExampleGen with a fast local executor: same inputs, same splits, same output files.
 
-TFX's CsvExampleGen parses every CSV line in Python inside Beam (about 8k rows/s on one
-core here). When Beam would run on this machine anyway (DirectRunner: ``LocalDagRunner``,
+TFX's CsvExampleGen parses every CSV line in Python inside Beam, one row at a time
+(docs/performance.md has the figures). When Beam would run on this machine anyway (DirectRunner: ``LocalDagRunner``,
 or a Vertex/KFP container without Dataflow), this executor converts the CSV with
 ``components.csv_encoding`` instead: pyarrow reading, tfx_bsl's C++ encoder, one worker
 process per core. With ``--runner=DataflowRunner`` (or any non-local runner) it hands over
@@ -38,10 +38,8 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from components import csv_encoding
-from pipeline.config import beam_runner, usable_cores
+from components import beam_runtime, csv_encoding
 
-LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner")
 # The directory holding the ``components`` package, for the worker processes' imports.
 _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 
@@ -64,7 +62,7 @@ def check_canonical(paths: Sequence[str], types: dict[str, csv_encoding.ColumnTy
 
 def default_workers() -> int:
     """One worker process per usable core (at most 8): encoding, hashing and gzip are CPU-bound."""
-    return max(1, min(usable_cores(), 8))
+    return max(1, min(beam_runtime.usable_cores(), 8))
 
 
 def _run_workers(jobs: list[dict[str, Any]]) -> list[list[int]]:
@@ -131,12 +129,6 @@ def _glob_csv(pattern: str) -> list[str]:
     return paths
 
 
-def runs_locally(beam_pipeline_args: Sequence[str]) -> bool:
-    """True when Beam would run in this machine's processes (no Dataflow, Flink, ...)."""
-    runner = beam_runner(beam_pipeline_args)
-    return runner is None or runner in LOCAL_RUNNERS
-
-
 class Executor(tfx_csv_executor.Executor):
     """TFX's CSV executor, with the local case done without Beam (see the module doc)."""
 
@@ -150,7 +142,7 @@ class Executor(tfx_csv_executor.Executor):
         file_format = exec_properties.get(standard_component_specs.OUTPUT_FILE_FORMAT_KEY,
                                           example_gen_pb2.FILE_FORMAT_UNSPECIFIED)
         covered = (
-            runs_locally(self._beam_pipeline_args or [])
+            beam_runtime.runs_locally(self._beam_pipeline_args or [])
             and payload == example_gen_pb2.FORMAT_TF_EXAMPLE
             and write_split.to_file_format_str(file_format) == "tfrecords_gzip"
             and not output_config.split_config.HasField("partition_feature_name")

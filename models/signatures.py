@@ -60,8 +60,8 @@ def export_serving_model(model: keras.Model, tf_transform_output: tft.TFTransfor
     """Saves ``model`` as a SavedModel at ``export_dir`` with its signatures.
 
     Without Keras' traced call functions of every layer (``save_traces=False``): they were
-    half of the export's time (9.3 -> 4.5 s) and are only needed to reload custom layers
-    that have no config. Every layer here is a built-in one, so ``keras.models.load_model``
+    half of the export's time and are only needed to reload custom layers that have no
+    config. Every layer here is a built-in one, so ``keras.models.load_model``
     still rebuilds the model from the layers' configs; serving and TFMA use the signatures.
     """
     model.save(export_dir, save_format="tf", signatures=make_signatures(model, tf_transform_output), save_traces=False)

@@ -1,1 +1,4 @@
-"""The pipeline definition and its configuration; never imports a runner."""
+"""The pipeline definition and its configuration, compiling and submitting it; never
+imports a runner."""
+
+import models  # noqa: F401  (first: sets the environment TensorFlow reads, see models/__init__.py)

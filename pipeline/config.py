@@ -7,13 +7,11 @@ every derived location comes from here so the runners and the run summary agree.
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
 import os
 import re
-import sys
 from pathlib import Path
-from typing import Sequence
 
+from components import beam_runtime
 from models.hparams import HParams
 from pipeline.vertex_training import VertexTraining
 
@@ -24,43 +22,12 @@ DEFAULT_OUTPUT_ROOT = str(REPO_ROOT / "outputs")
 # configuration compiles everywhere.
 PIPELINE_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,127}")
 
-IN_PROCESS_BEAM_ARGS = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
-# Unless a Beam dependency flag is set, every TFX Beam executor (ExampleGen, StatisticsGen,
-# Transform, Evaluator) copies the whole installed TFX into a new /tmp directory and builds
-# an sdist of it for remote workers to install: 3.5 s and 52 MB each, on every run, never
-# removed. The DirectRunner's workers are this machine's Python and never read it. Naming
-# the Beam SDK container image, which only container-based runners use, tells TFX so.
-DIRECT_RUNNER_NO_STAGING_ARG = (
-    f"--sdk_container_image=apache/beam_python{sys.version_info.major}.{sys.version_info.minor}_sdk:"
-    f"{importlib.metadata.version('apache-beam')}"
-)
-
 PREPROCESSING_FN = "models.preprocessing.preprocessing_fn"
 RUN_FN = "models.trainer.run_fn"
 # The Evaluator's user code (TFX looks up custom_extractors in it).
 EVALUATOR_MODULE = "models.evaluation"
 # Vertex AI's prebuilt TensorFlow serving image (the newest the aiplatform client lists).
 DEFAULT_SERVING_IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
-
-
-def beam_runner(beam_pipeline_args: Sequence[str]) -> str | None:
-    """The runner ``beam_pipeline_args`` ask for (``--runner=X`` or ``--runner X``; the
-    last one wins, as in Beam), or None."""
-    runner = None
-    for i, arg in enumerate(beam_pipeline_args):
-        if arg.startswith("--runner="):
-            runner = arg.split("=", 1)[1]
-        elif arg == "--runner" and i + 1 < len(beam_pipeline_args):
-            runner = beam_pipeline_args[i + 1]
-    return runner
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (a container's CPU set, not the host's CPU count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,8 +61,7 @@ class PipelineConfig:
     train_steps: int = 400
     # Batches of the Trainer's validation after each epoch (None: the whole eval split).
     # It only feeds the training logs (TensorBoard); the Evaluator judges the model on the
-    # whole eval split. Capped, it stays cheap on large data (at 1.5M rows a full pass
-    # after each of 4 epochs is 7,800 batches).
+    # whole eval split. Capped, it stays cheap however large the data grows.
     eval_steps: int | None = 100
     # A curated schema (schema.pbtxt) to validate against; None infers one with SchemaGen.
     schema_path: str | None = None
@@ -103,10 +69,9 @@ class PipelineConfig:
     beam_workers: int = 1
     # Transform's own statistics (TFX's default): pre-transform statistics of the train
     # split (StatisticsGen's already cover it) and post-transform statistics and anomalies.
-    # For the latter TFX holds every transformed row in memory until all are written.
-    # Measured alone at 1.5M rows with two Beam workers: 213 s and 5.5 GB with them,
-    # 140 s and 3.4 GB without. Off by default; on, Transform runs in-process (238 s,
-    # 2.5 GB) rather than hold them beside two workers.
+    # For the latter TFX holds every transformed row in memory until all are written, so
+    # they cost time and memory that grow with the data (docs/performance.md). Off by
+    # default; on, Transform runs in-process rather than hold them beside several workers.
     transform_statistics: bool = False
     extra_beam_args: tuple[str, ...] = ()
     enable_cache: bool = False
@@ -150,15 +115,9 @@ class PipelineConfig:
 
     @property
     def beam_pipeline_args(self) -> list[str]:
-        """DirectRunner settings for local runs; given a --runner (Dataflow), only the extra args
-        (TFX then packages itself for the remote workers, as they need)."""
-        if beam_runner(self.extra_beam_args) is not None:
-            return list(self.extra_beam_args)
-        if self.beam_workers == 1:
-            mode = list(IN_PROCESS_BEAM_ARGS)
-        else:
-            mode = ["--direct_running_mode=multi_processing", f"--direct_num_workers={self.beam_workers}"]
-        return mode + [DIRECT_RUNNER_NO_STAGING_ARG] + list(self.extra_beam_args)
+        """DirectRunner settings for local runs; given a --runner (Dataflow), only the extra
+        args (see ``components.beam_runtime``)."""
+        return beam_runtime.pipeline_args(self.beam_workers, self.extra_beam_args)
 
     def component_beam_args(self, component_id: str) -> list[str]:
         """Beam args for one component, added after the pipeline's (in Beam the last flag
@@ -166,6 +125,6 @@ class PipelineConfig:
         start worker processes (see ``transform_statistics``); nothing otherwise, and
         nothing on another runner."""
         if (component_id == "Transform" and self.transform_statistics and self.beam_workers > 1
-                and beam_runner(self.extra_beam_args) is None):
-            return list(IN_PROCESS_BEAM_ARGS)
+                and beam_runtime.runner(self.extra_beam_args) is None):
+            return list(beam_runtime.IN_PROCESS_ARGS)
         return []

@@ -3,45 +3,23 @@ one by one on it (session-scoped, so each executor runs once for the whole suite
 
 from __future__ import annotations
 
-import os
+import json
+from pathlib import Path
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import pytest
 
-import csv  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-
-from pipeline.config import DEFAULT_DATA_ROOT, PipelineConfig  # noqa: E402
-from pipeline.pipeline import create_pipeline  # noqa: E402
-from tests.harness import node, run_component  # noqa: E402
-
-EMBEDDED_CSV = Path(DEFAULT_DATA_ROOT) / "taxi.csv"
-SAMPLE_ROWS = 600
-
-
-def write_sample(target_dir: Path, rows: int, every: int = 1, edit=None) -> Path:
-    """Writes every ``every``-th row of the embedded CSV, at most ``rows`` of them,
-    optionally passing each row dict through ``edit``."""
-    target_dir.mkdir(parents=True, exist_ok=True)
-    with open(EMBEDDED_CSV, newline="") as source, open(target_dir / "data.csv", "w", newline="") as sink:
-        reader = csv.DictReader(source)
-        writer = csv.DictWriter(sink, fieldnames=reader.fieldnames)
-        writer.writeheader()
-        written = 0
-        for index, row in enumerate(reader):
-            if index % every or written >= rows:
-                continue
-            writer.writerow(edit(row, written) if edit else row)
-            written += 1
-    return target_dir
+from pipeline.config import PipelineConfig
+from pipeline.pipeline import create_pipeline
+from tests.support import cloud
+from tests.support.cloud import refuse_non_loopback
+from tests.support.harness import node, run_component
+from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
 
 
 @pytest.fixture(scope="session")
 def sample_dir(tmp_path_factory) -> Path:
     """A few hundred rows spread over the embedded file (so all months and hours appear)."""
-    return write_sample(tmp_path_factory.mktemp("sample"), SAMPLE_ROWS, every=15002 // SAMPLE_ROWS)
+    return write_sample(tmp_path_factory.mktemp("sample"), SAMPLE_ROWS, every=EMBEDDED_ROWS // SAMPLE_ROWS)
 
 
 @pytest.fixture(scope="session")
@@ -59,7 +37,7 @@ def small_config(sample_dir, tmp_path_factory) -> PipelineConfig:
 
 
 # The pipeline's components, run one by one with their real executors on the sample (see
-# tests/harness.py). Session-scoped: the component tests and the run_fn tests share them.
+# tests/support/harness.py). Session-scoped: the component tests and the run_fn tests share them.
 
 
 @pytest.fixture(scope="session")
@@ -120,5 +98,36 @@ def trainer(pipe, root, transform, validated_schema):
 
 
 @pytest.fixture(scope="session")
+def transformed(transform, validated_schema) -> dict:
+    """The Trainer's inputs: Transform output of the sample and the validated schema."""
+    return {
+        "examples": transform["transformed_examples"],
+        "transform_graph": transform["transform_graph"],
+        "schema": validated_schema,
+    }
+
+
+@pytest.fixture(scope="session")
 def evaluator(pipe, root, examples, trainer):
     return run_component(node(pipe, "Evaluator"), {"examples": examples, "model": trainer["model"]}, root)
+
+
+# Compiling and submitting for Kubeflow / Vertex (tests/support/cloud.py).
+
+
+@pytest.fixture
+def loopback_only(monkeypatch):
+    """Any Python socket connecting anywhere but this machine fails the test."""
+    refuse_non_loopback(monkeypatch)
+
+
+@pytest.fixture(scope="session")
+def compiled_job(tmp_path_factory) -> tuple[Path, dict]:
+    """The pipeline-job file compiled for the made-up cloud settings, and its JSON."""
+    from pipeline.compiler import compile_pipeline
+
+    output = tmp_path_factory.mktemp("compiled") / "job.json"
+    config = PipelineConfig(data_root=cloud.DATA_ROOT, output_root=cloud.OUTPUT_ROOT)
+    job = compile_pipeline(config, cloud.IMAGE, str(output))
+    assert json.loads(output.read_text()) == job
+    return output, job

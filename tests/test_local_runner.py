@@ -12,7 +12,7 @@ import pytest
 import local_runner
 from pipeline.config import PipelineConfig
 from pipeline.run_summary import format_summary, summarize_run
-from tests.conftest import SAMPLE_ROWS, write_sample
+from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
 
 SMALL_RUN = ["--train-steps", "40", "--epochs", "2", "--batch-size", "32", "--min-eval-auc", "0.5"]
 UPSTREAM_OF_EVALUATOR = ["CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "AnomalyGate",
@@ -53,14 +53,7 @@ def test_bad_settings_fail_before_running(capsys):
     assert "pipeline_name 'My_Pipeline'" in capsys.readouterr().err
 
 
-def test_beam_runs_in_process_on_small_data_and_one_process_per_core_on_large(tmp_path, monkeypatch):
-    (tmp_path / "a.csv").write_bytes(b"x" * 600)
-    (tmp_path / "b.csv").write_bytes(b"x" * 600)
-    (tmp_path / "notes.txt").write_bytes(b"x" * 5000)
-    monkeypatch.setattr(local_runner, "usable_cores", lambda: 6)
-    assert local_runner.beam_workers_for(str(tmp_path), "*.csv", min_bytes=1000) == 6  # 1200 bytes of CSV
-    assert local_runner.beam_workers_for(str(tmp_path), "a.csv", min_bytes=1000) == 1
-    assert local_runner.beam_workers_for(str(tmp_path), "none*.csv", min_bytes=1000) == 1
+def test_beam_workers_follow_the_data_size_unless_given():
     # The embedded data (2 MB) runs in-process by default; a number given is taken as is.
     assert local_runner.config_from_args(local_runner.parse_args([])).beam_workers == 1
     assert local_runner.config_from_args(local_runner.parse_args(["--beam-workers", "3"])).beam_workers == 3
@@ -127,7 +120,7 @@ def test_anomalies_stop_the_run_before_transform_and_a_fixed_rerun_succeeds(
     def plant(row, i):
         return {**row, "payment_type": "Bitcoin"} if i % 10 == 0 else row
 
-    bad_dir = write_sample(tmp_path_factory.mktemp("bad_e2e"), SAMPLE_ROWS, every=15002 // SAMPLE_ROWS, edit=plant)
+    bad_dir = write_sample(tmp_path_factory.mktemp("bad_e2e"), SAMPLE_ROWS, every=EMBEDDED_ROWS // SAMPLE_ROWS, edit=plant)
     output_root = str(tmp_path_factory.mktemp("anomalous"))
     common = ["--output-root", output_root, "--schema-path", schema_path, *SMALL_RUN]
 

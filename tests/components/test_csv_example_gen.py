@@ -14,7 +14,7 @@ from tfx.types import artifact_utils
 
 from components import csv_encoding, csv_example_gen
 from pipeline.pipeline import create_pipeline
-from tests.harness import node, run_component
+from tests.support.harness import node, run_component
 
 # Cells on which a hand-written converter could go wrong; each row has all 9 columns.
 EDGE_CASE_CSV = '''\
@@ -160,19 +160,6 @@ def test_files_on_other_file_systems_are_read_through_fileio(small_config):
     fileio.copy(local, remote, overwrite=True)
     assert csv_encoding.column_names(remote) == csv_encoding.column_names(local)
     assert [b.num_rows for b in csv_encoding.read_blocks(remote)] == [b.num_rows for b in csv_encoding.read_blocks(local)]
-
-
-@pytest.mark.parametrize("args, local", [
-    ([], True),
-    (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], True),
-    (["--runner=DirectRunner"], True),
-    (["--runner=DataflowRunner", "--project=p"], False),
-    (["--runner=DirectRunner", "--runner=FlinkRunner"], False),
-    (["--runner", "DataflowRunner"], False),
-    (["--runner", "DirectRunner"], True),
-])
-def test_only_local_beam_runs_take_the_fast_path(args, local):
-    assert csv_example_gen.runs_locally(args) is local
 
 
 def test_what_the_fast_path_lacks_goes_to_tfx_executor(small_config, tmp_path, monkeypatch):

@@ -26,7 +26,7 @@ from components.evaluator import (
     is_self_comparison,
 )
 from pipeline.pipeline import create_pipeline
-from tests.harness import node, run_component
+from tests.support.harness import node, run_component
 
 
 def _artifact(uri: str, artifact_id: int = 0, artifact_type=standard_artifacts.Model):

@@ -7,13 +7,13 @@ import os
 
 import numpy as np
 import pytest
-from google.protobuf import json_format
 import tensorflow_model_analysis as tfma
+from google.protobuf import json_format
 from tensorflow_model_analysis.extractors import unbatch_extractor
 
 from models import evaluation
 from pipeline.pipeline import create_pipeline
-from tests.harness import node, run_component
+from tests.support.harness import node, run_component
 
 BATCH = {
     tfma.constants.LABELS_KEY: np.array([[1], [0]]),

@@ -32,3 +32,10 @@ def test_weight_averaging_is_kept_for_long_trainings_only():
     assert hparams.ema_momentum_for(400) == 0.99  # 0.99**400 = 1.8% of the initial weights left
     assert hparams.ema_momentum_for(40) == 0.0  # 0.99**40 = 67%: the average would be mostly init
     assert HParams(ema_momentum=0.0).ema_momentum_for(10_000) == 0.0
+
+
+def test_backup_dir_round_trips_and_rejects_empty():
+    hparams = HParams(backup_dir="gs://bucket/backup")
+    assert HParams.from_custom_config(json.loads(json.dumps(hparams.to_custom_config()))) == hparams
+    with pytest.raises(ValueError, match="backup_dir"):
+        HParams(backup_dir=" ")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models import features, model as model_lib
+from models import features
+from models import model as model_lib
 from models.hparams import HParams
 
 VOCAB_SIZES = {features.transformed_name(k): 5 for k in features.VOCAB_FEATURES}

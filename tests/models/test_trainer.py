@@ -17,67 +17,22 @@ from pathlib import Path
 
 import pytest
 import tensorflow as tf
-import tensorflow_transform as tft
 import tf_keras
-from tensorflow.python.distribute import input_ops
-from tfx.components.trainer import fn_args_utils
-from tfx.proto import trainer_pb2
-from tfx.types import artifact_utils, standard_artifacts
-from tfx.utils import path_utils, proto_utils
+from tfx.types import artifact_utils
+from tfx.utils import path_utils
 
-from models import features, strategy as strategy_lib, trainer
+from models import strategy as strategy_lib
+from models import trainer
 from models.hparams import HParams
-from tests.examples import embedded_rows, raw_example
-from tests.models.trainer_entry import fingerprints
+from tests.support.fn_args import fn_args_for, trainer_outputs
+from tests.support.raw_examples import raw_example
+from tests.support.sample_data import embedded_rows
+from tests.support.trainer_entry import split_fingerprints
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PER_REPLICA_BATCH = 32
 # Generous: two processes importing TFX and joining collectives on 2 CPU cores.
 PROCESS_TIMEOUT_S = 300
-
-
-@pytest.fixture(scope="module")
-def transformed(transform, validated_schema) -> dict:
-    """Transform output of the sample, from the pipeline's own components (tests/conftest.py)."""
-    return {
-        "examples": transform["transformed_examples"],
-        "transform_graph": transform["transform_graph"],
-        "schema": validated_schema,
-    }
-
-
-def _outputs(root: Path) -> dict:
-    model, model_run = standard_artifacts.Model(), standard_artifacts.ModelRun()
-    model.uri, model_run.uri = str(root / "model"), str(root / "model_run")
-    return {"model": [model], "model_run": [model_run]}
-
-
-def _fn_args(transformed: dict, root: Path, custom_config: dict, train_steps: int = 8) -> fn_args_utils.FnArgs:
-    """FnArgs as TFX's GenericExecutor builds them."""
-    exec_properties = {
-        "train_args": proto_utils.proto_to_json(trainer_pb2.TrainArgs(splits=["train"], num_steps=train_steps)),
-        "eval_args": proto_utils.proto_to_json(trainer_pb2.EvalArgs(splits=["eval"])),
-        "custom_config": json.dumps(custom_config),
-    }
-    fn_args = fn_args_utils.get_common_fn_args(transformed, exec_properties, str(root / "working"))
-    outputs = _outputs(root)
-    fn_args.transform_output = fn_args.transform_graph_path
-    fn_args.serving_model_dir = path_utils.serving_model_dir(outputs["model"][0].uri)
-    fn_args.model_run_dir = outputs["model_run"][0].uri
-    return fn_args
-
-
-def _split_fingerprints(transformed: dict, split: str) -> list[str]:
-    """Fingerprints of every transformed example of ``split``, as the entry script takes them."""
-    output = tft.TFTransformOutput(artifact_utils.get_single_uri(transformed["transform_graph"]))
-    spec = output.transformed_feature_spec()
-    label = features.transformed_name(features.LABEL_KEY)
-    files = glob.glob(os.path.join(artifact_utils.get_split_uri(transformed["examples"], split), "*"))
-    result = []
-    for batch in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(256):
-        parsed = tf.io.parse_example(batch, spec)
-        result += fingerprints({k: v.numpy() for k, v in parsed.items() if k != label})
-    return result
 
 
 # --- pure helpers -------------------------------------------------------------------------
@@ -97,117 +52,6 @@ def test_epoch_schedule_covers_the_requested_steps(train_steps, epochs, expected
 def test_epoch_schedule_needs_steps(steps):
     with pytest.raises(ValueError, match="num_steps"):
         trainer.epoch_schedule(steps, 2)
-
-
-def test_shuffle_seed_is_shared_by_one_execution_and_differs_between_executions():
-    assert trainer.shared_shuffle_seed("gs://b/model_run/7") == trainer.shared_shuffle_seed("gs://b/model_run/7")
-    assert trainer.shared_shuffle_seed("gs://b/model_run/7") != trainer.shared_shuffle_seed("gs://b/model_run/8")
-
-
-def test_backup_dir_round_trips_and_rejects_empty():
-    hparams = HParams(backup_dir="gs://bucket/backup")
-    assert HParams.from_custom_config(json.loads(json.dumps(hparams.to_custom_config()))) == hparams
-    with pytest.raises(ValueError, match="backup_dir"):
-        HParams(backup_dir=" ")
-
-
-# --- input pipeline -----------------------------------------------------------------------
-
-
-def _worker_shard(dataset: tf.data.Dataset, index: int) -> tf.data.Dataset:
-    """What tf.distribute applies to a worker's dataset in a two-worker cluster."""
-    return input_ops.auto_shard_dataset(dataset, num_shards=2, index=index, num_replicas_in_sync=2)
-
-
-def _eval_dataset(transformed: dict, fn_args) -> tf.data.Dataset:
-    output = tft.TFTransformOutput(fn_args.transform_output)
-    return trainer.input_fn(fn_args.eval_files, fn_args.data_accessor, output, 64, training=False, drop_remainder=False)
-
-
-def test_transform_writes_a_single_file_per_split_so_file_sharding_cannot_work(transformed, tmp_path):
-    """Why run_fn shards by data: tf.data's default policy fails on this output."""
-    fn_args = _fn_args(transformed, tmp_path, {})
-    assert len(tf.io.gfile.glob(fn_args.eval_files[0])) == 1
-    output = tft.TFTransformOutput(fn_args.transform_output)
-    options = trainer.tfxio.TensorFlowDatasetOptions(batch_size=64, num_epochs=1, shuffle=False)
-    as_tfxio_makes_it = fn_args.data_accessor.tf_dataset_factory(
-        fn_args.eval_files, options, output.transformed_metadata.schema)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="Could not apply FILE based sharding"):
-        list(_worker_shard(as_tfxio_makes_it, 0))
-
-
-def test_two_workers_split_the_eval_data_between_them_exactly(transformed, tmp_path):
-    fn_args = _fn_args(transformed, tmp_path, {})
-    label = features.transformed_name(features.LABEL_KEY)
-    seen = []
-    for index in (0, 1):
-        rows = []
-        for x, y in _worker_shard(_eval_dataset(transformed, fn_args), index):
-            rows += fingerprints({k: v.numpy() for k, v in x.items() if k != label})
-        seen.append(rows)
-    everything = _split_fingerprints(transformed, "eval")
-    assert len(set(everything)) == len(everything)  # fingerprints identify examples
-    assert seen[0] and seen[1]
-    assert not set(seen[0]) & set(seen[1])
-    assert sorted(seen[0] + seen[1]) == sorted(everything)
-
-
-# --- a split small enough is parsed once into memory -------------------------------------
-
-
-def _rows(dataset: tf.data.Dataset) -> list[tuple[str, int]]:
-    """(fingerprint, label) of every row of ``dataset``'s (features, label) batches."""
-    label = features.transformed_name(features.LABEL_KEY)
-    rows = []
-    for x, y in dataset:
-        rows += zip(fingerprints({k: v.numpy() for k, v in x.items() if k != label}), y.numpy().ravel().tolist())
-    return rows
-
-
-@pytest.fixture(scope="module")
-def in_memory(transformed, tmp_path_factory):
-    fn_args = _fn_args(transformed, tmp_path_factory.mktemp("in_memory"), {})
-    output = tft.TFTransformOutput(fn_args.transform_output)
-    return fn_args, output
-
-
-def test_eval_in_memory_gives_every_row_once_with_its_label_like_streaming(in_memory):
-    fn_args, output = in_memory
-    streamed = trainer.input_fn(fn_args.eval_files, fn_args.data_accessor, output, 64, training=False,
-                                drop_remainder=False)
-    loaded = trainer.input_fn(fn_args.eval_files, fn_args.data_accessor, output, 64, training=False,
-                              drop_remainder=False, in_memory_max_bytes=2**30)
-    rows = _rows(loaded)
-    assert sorted(rows) == sorted(_rows(streamed))
-    assert len({fingerprint for fingerprint, _ in rows}) == len(rows) > 64  # a partial last batch too
-
-
-def test_training_in_memory_shows_each_row_once_per_epoch_in_a_new_order(in_memory):
-    fn_args, output = in_memory
-    split = trainer.load_split(fn_args.train_files, output, 2**30)
-    assert split is not None
-    rows = int(next(iter(split.values())).shape[0])
-    batch = 32
-    per_epoch = rows // batch
-    dataset = trainer.in_memory_dataset(split, batch, training=True, drop_remainder=True, shuffle_seed=7)
-    epochs = _rows(dataset.take(2 * per_epoch))
-    first, second = epochs[: per_epoch * batch], epochs[per_epoch * batch:]
-    everything = set(_rows(tf.data.Dataset.from_tensors((split, split[features.transformed_name(features.LABEL_KEY)]))))
-    for epoch in (first, second):
-        assert len(set(epoch)) == len(epoch) == per_epoch * batch
-        assert set(epoch) <= everything
-    assert first != second
-    again = trainer.in_memory_dataset(split, batch, training=True, drop_remainder=True, shuffle_seed=7)
-    assert _rows(again.take(per_epoch)) == first  # one seed, one order: what several workers need
-
-
-def test_splits_over_the_limit_or_tiny_ones_stream_from_the_files(in_memory):
-    fn_args, output = in_memory
-    assert trainer.load_split(fn_args.train_files, output, 0) is None
-    assert trainer.load_split(fn_args.train_files, output, 100) is None  # a few hundred rows are more than 100 bytes
-    split = trainer.load_split(fn_args.train_files, output, 2**30)
-    rows = int(next(iter(split.values())).shape[0])
-    assert trainer.in_memory_dataset(split, rows + 1, training=True, drop_remainder=True, shuffle_seed=1) is None
 
 
 # --- run_fn refuses bad set-ups before doing anything --------------------------------------
@@ -243,9 +87,9 @@ def test_capped_validation_runs_after_every_epoch(transformed, tmp_path, clean_e
     """A cap larger than the eval split validates on the whole split every epoch; a
     smaller one on that many batches every epoch."""
     epochs = 3
-    split_batches = math.ceil(len(_split_fingerprints(transformed, "eval")) / PER_REPLICA_BATCH)
+    split_batches = math.ceil(len(split_fingerprints(transformed, "eval")) / PER_REPLICA_BATCH)
     config = HParams(per_replica_batch_size=PER_REPLICA_BATCH, epochs=epochs).to_custom_config()
-    fn_args = _fn_args(transformed, tmp_path, config, train_steps=epochs * 2)
+    fn_args = fn_args_for(transformed, tmp_path, config, train_steps=epochs * 2)
     fn_args.eval_steps = split_batches + cap_over_split
     validation = _Validation()
     trainer.run_fn(fn_args, extra_callbacks=[validation])
@@ -264,7 +108,7 @@ def test_run_fn_on_tpu_refuses_local_paths_before_touching_the_tpu(transformed, 
     clean_env.setattr(strategy_lib, "create_strategy", no_tpu)
     clean_env.setattr(strategy_lib.TpuSystem, "real", classmethod(no_tpu))
     clean_env.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", no_tpu)
-    fn_args = _fn_args(transformed, tmp_path, {})
+    fn_args = fn_args_for(transformed, tmp_path, {})
     with pytest.raises(ValueError, match="Use gs:// paths") as raised:
         trainer.run_fn(fn_args)
     assert fn_args.model_run_dir in str(raised.value)
@@ -279,7 +123,7 @@ def test_run_fn_on_tpu_refuses_local_paths_before_touching_the_tpu(transformed, 
 def test_run_fn_rejects_an_unknown_strategy_with_the_allowed_list(transformed, tmp_path, clean_env, custom_config, env, source):
     for name, value in env.items():
         clean_env.setenv(name, value)
-    fn_args = _fn_args(transformed, tmp_path, custom_config)
+    fn_args = fn_args_for(transformed, tmp_path, custom_config)
     with pytest.raises(ValueError, match="allowed: auto, tpu, multi_worker, mirrored") as raised:
         trainer.run_fn(fn_args)
     assert source in str(raised.value)
@@ -304,7 +148,7 @@ def _spec(transformed: dict, root: Path, name: str, train_steps: int, custom_con
     inputs = {k: transformed[k] for k in ("examples", "transform_graph", "schema")}
     spec = {
         "inputs": artifact_utils.jsonify_artifact_dict(inputs),
-        "outputs": artifact_utils.jsonify_artifact_dict(_outputs(root / "out")),
+        "outputs": artifact_utils.jsonify_artifact_dict(trainer_outputs(root / "out")),
         "train_steps": train_steps,
         "custom_config": custom_config,
         "report": str(root / f"{name}.report.json"),
@@ -322,7 +166,7 @@ def _launch(spec: Path, log: Path, tf_config: dict | None = None) -> subprocess.
         env["TF_CONFIG"] = json.dumps(tf_config)
     with open(log, "w") as sink:
         return subprocess.Popen(
-            [sys.executable, "-m", "tests.models.trainer_entry", str(spec)],
+            [sys.executable, "-m", "tests.support.trainer_entry", str(spec)],
             cwd=REPO_ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
         )
 
@@ -375,13 +219,13 @@ def test_two_workers_train_one_model_together_and_only_the_chief_writes_it(trans
 
     # Sharding: within the first pass over the training data no example reached both
     # workers, and every evaluation covered the eval split exactly once between them.
-    train = _split_fingerprints(transformed, "train")
+    train = split_fingerprints(transformed, "train")
     first_pass_steps = len(train) // (2 * PER_REPLICA_BATCH)
     assert first_pass_steps >= 3
     per_worker = [[e for s in r["train_steps"][:first_pass_steps] for e in s["examples"]] for r in reports]
     assert not set(per_worker[0]) & set(per_worker[1])
     assert set(per_worker[0]) | set(per_worker[1]) <= set(train)
-    evaluation = _split_fingerprints(transformed, "eval")
+    evaluation = split_fingerprints(transformed, "eval")
     for epoch in range(epochs):
         seen = [[e for s in r["eval_steps"] if s["epoch"] == epoch for e in s["examples"]] for r in reports]
         assert not set(seen[0]) & set(seen[1]), epoch

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.config import DIRECT_RUNNER_NO_STAGING_ARG, PipelineConfig
+from components.beam_runtime import NO_STAGING_ARG
+from pipeline.config import PipelineConfig
 
 
 def test_defaults_run_offline_under_the_repository():
@@ -33,7 +34,7 @@ def test_beam_runs_in_process_with_one_worker_and_multiprocess_with_more():
     assert "--direct_running_mode=in_memory" in PipelineConfig().beam_pipeline_args
     args = PipelineConfig(beam_workers=2, extra_beam_args=("--foo=1",)).beam_pipeline_args
     assert args == ["--direct_running_mode=multi_processing", "--direct_num_workers=2",
-                    DIRECT_RUNNER_NO_STAGING_ARG, "--foo=1"]
+                    NO_STAGING_ARG, "--foo=1"]
 
 
 @pytest.mark.parametrize("workers", [1, 2])

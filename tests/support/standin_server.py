@@ -73,3 +73,33 @@ class StandInServer:
 
     def find(self, method: str, path_part: str) -> list[Request]:
         return [r for r in self.requests if r.method == method and path_part in r.path]
+
+
+def vertex_routes(project: str, region: str, bucket: str) -> dict[tuple[str, str], Route]:
+    """Vertex AI's pipelineJobs.create and the Cloud Storage calls its client makes first."""
+    def create_job(request):
+        job = dict(request.body)
+        job["name"] = f"projects/{project}/locations/{region}/pipelineJobs/{request.query['pipelineJobId'][0]}"
+        job["state"] = "PIPELINE_STATE_PENDING"
+        return 200, job
+
+    not_found = {"error": {"code": 404, "message": "Not Found"}}
+    return {
+        ("POST", f"/v1/projects/{project}/locations/{region}/pipelineJobs"): create_job,
+        # The client makes sure the pipeline root's bucket exists (Cloud Storage API).
+        ("GET", f"/storage/v1/b/{bucket}/iam"): lambda r: (200, {"bindings": []}),
+        ("PUT", f"/storage/v1/b/{bucket}/iam"): lambda r: (200, r.body),
+        ("GET", "/storage/v1/b/"): lambda r: (404, not_found),
+        ("POST", "/storage/v1/b"): lambda r: (200, {**r.body, "projectNumber": "123"}),
+    }
+
+
+def kfp_routes() -> dict[tuple[str, str], Route]:
+    """A Kubeflow Pipelines v2 API: health, one experiment ("Default"), runs.create."""
+    return {
+        ("GET", "/apis/v2beta1/healthz"): lambda r: (200, {"multi_user": False}),
+        ("GET", "/apis/v2beta1/experiments"): lambda r: (
+            200, {"experiments": [{"experiment_id": "exp-1", "display_name": "Default"}], "total_size": 1}),
+        ("POST", "/apis/v2beta1/runs"): lambda r: (
+            200, {"run_id": "run-123", "display_name": r.body["display_name"], "experiment_id": "exp-1"}),
+    }

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import csv
-
 import tensorflow as tf
 
 from models import features
-from tests.conftest import EMBEDDED_CSV
 
 _STRINGS = ("payment_type", "company")
 _FLOATS = ("fare", "trip_miles", "pickup_latitude", "pickup_longitude", "dropoff_latitude", "dropoff_longitude",
@@ -28,8 +25,3 @@ def raw_example(row: dict, keep_label_source: bool = False) -> bytes:
             feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(float(value))]))
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
-
-def embedded_rows(count: int) -> list[dict]:
-    """The first ``count`` rows of the embedded CSV, as ``csv.DictReader`` reads them."""
-    with open(EMBEDDED_CSV, newline="") as f:
-        return [row for _, row in zip(range(count), csv.DictReader(f))]

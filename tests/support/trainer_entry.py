@@ -1,7 +1,7 @@
 """Test-only: runs the real TFX Trainer executor (GenericExecutor) in its own process, as one
 replica of a training job would, with ``run_fn`` wrapped to report what it did.
 
-    python -m tests.models.trainer_entry SPEC.json
+    python -m tests.support.trainer_entry SPEC.json
 
 SPEC.json: ``inputs``/``outputs`` (artifact dicts as ``artifact_utils.jsonify_artifact_dict``
 writes them), ``train_steps``, ``custom_config``, ``report`` (where to write the JSON
@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 SPEC_ENV = "TRAINER_ENTRY_SPEC"
-RUN_FN = "tests.models.trainer_entry.run_fn"
+RUN_FN = "tests.support.trainer_entry.run_fn"
 
 
 def fingerprints(features: dict) -> list[str]:
@@ -36,13 +36,36 @@ def fingerprints(features: dict) -> list[str]:
     return [hashlib.sha1(row.tobytes()).hexdigest()[:16] for row in rows]
 
 
+def split_fingerprints(transformed: dict, split: str) -> list[str]:
+    """Fingerprints of every transformed example of ``split``, as the entry script takes them."""
+    import glob
+
+    import tensorflow as tf
+    import tensorflow_transform as tft
+    from tfx.types import artifact_utils
+
+    from models import features
+
+    output = tft.TFTransformOutput(artifact_utils.get_single_uri(transformed["transform_graph"]))
+    spec = output.transformed_feature_spec()
+    label = features.transformed_name(features.LABEL_KEY)
+    files = glob.glob(os.path.join(artifact_utils.get_split_uri(transformed["examples"], split), "*"))
+    result = []
+    for batch in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(256):
+        parsed = tf.io.parse_example(batch, spec)
+        result += fingerprints({k: v.numpy() for k, v in parsed.items() if k != label})
+    return result
+
+
 def run_fn(fn_args) -> None:
     """``models.trainer.run_fn`` with taps: wraps strategy creation, the model's train and
     test steps and scratch-directory creation, and adds recording callbacks."""
     import tensorflow as tf
     import tf_keras as keras
 
-    from models import model as model_lib, strategy as strategy_lib, trainer
+    from models import model as model_lib
+    from models import strategy as strategy_lib
+    from models import trainer
 
     with open(os.environ[SPEC_ENV]) as f:
         spec = json.load(f)

@@ -1,5 +1,6 @@
-"""Each component of the DAG, exactly as ``create_pipeline`` configures it, run on its own
-with its real executor on a few hundred rows, asserting on what it writes."""
+"""Each component of the DAG, exactly as ``create_pipeline`` (pipeline/pipeline.py) configures
+it, run on its own with its real executor on a few hundred rows, asserting on what it writes.
+The project's own components have their own tests under tests/components/."""
 
 from __future__ import annotations
 
@@ -11,17 +12,16 @@ import time
 
 import pytest
 import tensorflow as tf
+from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx.components.statistics_gen import stats_artifact_utils
 from tfx.types import artifact_utils
 from tfx.utils import io_utils, path_utils
 
-from components.anomaly_gate import DataAnomaliesError, describe_anomalies, read_anomalies
 from models import features
 from pipeline.pipeline import create_pipeline
-from tensorflow_metadata.proto.v0 import schema_pb2
-from tests.conftest import EMBEDDED_CSV, write_sample
-from tests.examples import embedded_rows, raw_example
-from tests.harness import node, run_component
+from tests.support.harness import node, run_component
+from tests.support.raw_examples import raw_example
+from tests.support.sample_data import EMBEDDED_CSV, embedded_rows
 
 xf = features.transformed_name
 
@@ -62,44 +62,6 @@ def test_schema_has_the_expected_features_and_types(schema):
     assert types["fare"] == schema_pb2.FLOAT and types["tips"] == schema_pb2.FLOAT
     assert types["trip_start_hour"] == schema_pb2.INT and types["trip_start_timestamp"] == schema_pb2.INT
     assert set(features.model_input_features()) <= set(types)
-
-
-def test_clean_data_has_no_anomalies_and_passes_the_gate(anomalies, validated_schema, schema):
-    assert describe_anomalies(read_anomalies(anomalies[0])) == []
-    assert _schema_proto(validated_schema) == _schema_proto(schema)
-
-
-@pytest.fixture(scope="session")
-def planted_anomalies(small_config, root, schema, tmp_path_factory):
-    """Data with a payment type the schema has never seen, validated against the clean schema."""
-
-    def plant(row, i):
-        return {**row, "payment_type": "Bitcoin"} if i % 10 == 0 else row
-
-    bad_dir = write_sample(tmp_path_factory.mktemp("bad"), 300, every=50, edit=plant)
-    bad = create_pipeline(dataclasses.replace(small_config, data_root=str(bad_dir)))
-    bad_root = os.path.join(root, "bad")
-    bad_examples = run_component(node(bad, "CsvExampleGen"), {}, bad_root)["examples"]
-    bad_stats = run_component(node(bad, "StatisticsGen"), {"examples": bad_examples}, bad_root)["statistics"]
-    return run_component(node(bad, "ExampleValidator"), {"statistics": bad_stats, "schema": schema}, bad_root)[
-        "anomalies"
-    ], bad, bad_root
-
-
-def test_validator_flags_a_planted_anomaly(planted_anomalies):
-    anomalies = planted_anomalies[0]
-    lines = describe_anomalies(read_anomalies(anomalies[0]))
-    assert any("payment_type" in line and "Bitcoin" in line for line in lines), lines
-
-
-def test_gate_stops_on_anomalies_naming_feature_and_fix(planted_anomalies, schema):
-    anomalies, bad, bad_root = planted_anomalies
-    with pytest.raises(DataAnomaliesError) as raised:
-        run_component(node(bad, "AnomalyGate"), {"anomalies": anomalies, "schema": schema}, bad_root)
-    message = str(raised.value)
-    assert "feature 'payment_type'" in message and "Transform and training did not run" in message
-    assert "--schema-path" in message
-    assert not os.listdir(os.path.join(bad_root, "AnomalyGate", "validated_schema"))
 
 
 def test_transform_writes_every_transformed_feature(transform):

@@ -1,0 +1,276 @@
+"""Running the pipeline and measuring it: wall time, memory, seconds per component (from ML
+Metadata), and whether the Trainer is bound by its input pipeline.
+
+Every figure comes from a real LocalDagRunner run of ``local_runner.py`` in a fresh output
+directory, launched as a separate process so imports and start-up are counted as a user
+sees them.
+
+How memory is measured: while a run goes on, its process tree (the runner and every Beam
+worker or other child) is polled with psutil every ``POLL_SECONDS`` and the largest *sum*
+of RSS is kept (``peak_rss_mb``; a page shared by several processes, such as TensorFlow's
+libraries in every Beam worker, counts once per process, so this over-states), and the
+largest sum of PSS (``peak_pss_mb``, proportional set size: each shared page split between
+the processes sharing it, so the sum is the memory the run occupies), polled every
+``PSS_POLL_SECONDS`` only: the kernel walks a process's page tables to report it, which
+takes long for a large process, and polling it as often as RSS took a noticeable share of
+a core from the run being measured. Spikes shorter than the poll interval are missed. Each
+run is also launched through a fresh intermediate Python process that reports its own
+``getrusage(RUSAGE_CHILDREN).ru_maxrss`` (``max_process_rss_mb``: the kernel's exact peak
+of the single largest process of that run; a fresh intermediate is needed because
+RUSAGE_CHILDREN is the max over all children ever waited for).
+
+TensorFlow and TFX are imported inside the functions that need them, so the command line
+starts at once; ``pipeline.config``, imported here first, sets their environment
+(``models/__init__.py``), which the runs launched from here inherit too.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipeline.config import REPO_ROOT, PipelineConfig
+
+if TYPE_CHECKING:
+    from pipeline.run_summary import ComponentRun
+
+PIPELINE_NAME = "taxi-big-tipper"
+POLL_SECONDS = 0.2
+PSS_POLL_SECONDS = 2.0
+
+# The Trainer input benchmark: batches kept in memory for the "cached" comparison.
+CACHED_BATCHES = 50
+WARMUP_STEPS = 20
+
+# Intermediate process: runs the command, then reports its own RUSAGE_CHILDREN peak.
+_WRAPPER = """
+import json, resource, subprocess, sys
+code = subprocess.call(sys.argv[2:])
+peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+with open(sys.argv[1], "w") as f:
+    json.dump({"returncode": code, "max_process_rss_kb": peak_kb}, f)
+sys.exit(code)
+"""
+
+
+def _tree_memory(root_pid: int, with_pss: bool) -> tuple[int, int | None]:
+    """Sums of RSS and (``with_pss``; costly, see the module docstring) of PSS, in bytes,
+    over the descendants of ``root_pid`` (not the wrapper itself)."""
+    import psutil
+
+    try:
+        children = psutil.Process(root_pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return 0, None
+    rss, pss = 0, 0 if with_pss else None
+    for child in children:
+        try:
+            if with_pss:
+                memory = child.memory_full_info()
+                pss += memory.pss
+            else:
+                memory = child.memory_info()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        rss += memory.rss
+    return rss, pss
+
+
+def run_pipeline(data_dir: Path, output_root: Path, runner_args: Sequence[str], log_path: Path) -> dict[str, Any]:
+    """Runs ``local_runner.py`` once; wall time, peak tree RSS, peak single-process RSS."""
+    command = [
+        str(REPO_ROOT / "local_runner.py"),
+        "--data-root",
+        str(data_dir),
+        "--output-root",
+        str(output_root),
+        "--pipeline-name",
+        PIPELINE_NAME,
+        *runner_args,
+    ]
+    return run_measured(command, REPO_ROOT, log_path)
+
+
+def run_measured(python_args: Sequence[str], cwd: Path, log_path: Path) -> dict[str, Any]:
+    """Runs ``python <python_args>`` in ``cwd``, measuring wall time and memory (module docstring)."""
+    rusage_file = log_path.with_suffix(".rusage.json")
+    command = [sys.executable, "-c", _WRAPPER, str(rusage_file), sys.executable, *python_args]
+    # (epoch seconds, tree RSS in MB, tree PSS in MB or None when not polled this time)
+    samples: list[tuple[float, float, float | None]] = []
+    start = time.monotonic()
+    next_pss = start
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=cwd)
+        while process.poll() is None:
+            with_pss = time.monotonic() >= next_pss
+            rss, pss = _tree_memory(process.pid, with_pss)
+            if with_pss:
+                next_pss = time.monotonic() + PSS_POLL_SECONDS
+            samples.append((time.time(), rss / 2**20, None if pss is None else pss / 2**20))
+            time.sleep(POLL_SECONDS)
+    wall = time.monotonic() - start
+    if process.returncode != 0:
+        tail = "".join(open(log_path).readlines()[-30:])
+        raise RuntimeError(f"{python_args[0]} failed (exit {process.returncode}); log {log_path}:\n{tail}")
+    rusage = json.loads(rusage_file.read_text())
+    return {
+        "wall_s": wall,
+        "peak_rss_mb": max((sample[1] for sample in samples), default=0.0),
+        "peak_pss_mb": max((sample[2] for sample in samples if sample[2] is not None), default=0.0),
+        "max_process_rss_mb": rusage["max_process_rss_kb"] / 1024,
+        "memory_samples": samples,
+    }
+
+
+def peak_by_component(
+    samples: Sequence[tuple[float, ...]], components: Sequence[ComponentRun], column: int = 1
+) -> dict[str, float]:
+    """The largest tree memory (``column`` of the samples: 1 RSS, 2 PSS) sampled while each
+    component ran (ML Metadata's create to last-update interval; components that ran
+    alongside share their samples)."""
+    return {
+        c.node_id: max(
+            (
+                sample[column]
+                for sample in samples
+                if c.started <= sample[0] <= c.finished and sample[column] is not None
+            ),
+            default=0.0,
+        )
+        for c in components
+    }
+
+
+def _quiet_tensorflow() -> None:
+    """TensorFlow/TFMA deprecation warnings would bury the progress lines."""
+    import logging
+
+    import tensorflow as tf
+
+    tf.get_logger().setLevel(logging.ERROR)
+
+
+def latest_components(output_root: Path) -> list[ComponentRun]:
+    """The components of our latest run as ML Metadata recorded them (``ComponentRun``s)."""
+    return components_in(
+        PipelineConfig(output_root=str(output_root), pipeline_name=PIPELINE_NAME).metadata_path, PIPELINE_NAME
+    )
+
+
+def components_in(metadata_path: str, pipeline_name: str) -> list[ComponentRun]:
+    """The components of the latest run of ``pipeline_name`` in an ML Metadata SQLite file."""
+    _quiet_tensorflow()
+    from tfx import v1 as tfx
+
+    from pipeline.run_summary import summarize_run
+
+    connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(metadata_path)
+    return summarize_run(connection, pipeline_name).components
+
+
+def component_states(components: Sequence[ComponentRun]) -> dict[str, str]:
+    """Each component's state as ML Metadata recorded it ("complete", "cached", ...)."""
+    return {c.node_id: c.state for c in components}
+
+
+def _latest_dir(pattern: str) -> str:
+    found = sorted(glob.glob(pattern), key=lambda p: int(os.path.basename(p)) if os.path.basename(p).isdigit() else -1)
+    if not found:
+        raise FileNotFoundError(f"nothing matches {pattern}")
+    return found[-1]
+
+
+def trainer_input_benchmark(output_root: Path, batch_size: int, steps: int) -> dict[str, float]:
+    """Training steps/s of the project's model fed by ``models.trainer.input_fn`` exactly as
+    ``run_fn`` calls it (in memory when the split fits, ``HParams.in_memory_max_mb``), fed
+    by the same function forced to stream from the files, and fed from batches already in
+    memory.
+
+    A ratio well below 1 means the Trainer waits on its input pipeline. All use one
+    compiled train step; each gets ``WARMUP_STEPS`` untimed steps first (tracing, file
+    opening, shuffle buffer, and filling the in-memory cache); loading a split into
+    memory is timed separately (``in_memory_load_s``).
+    """
+    _quiet_tensorflow()
+    import types
+
+    import tensorflow as tf
+    import tensorflow_transform as tft
+    from tfx_bsl.public import tfxio
+
+    from models import model as model_lib
+    from models import trainer
+    from models.hparams import HParams
+
+    root = output_root / "pipelines" / PIPELINE_NAME / "Transform"
+    train_files = [os.path.join(_latest_dir(str(root / "transformed_examples" / "*")), "Split-train", "*")]
+    tft_output = tft.TFTransformOutput(_latest_dir(str(root / "transform_graph" / "*")))
+    # What TFX's Trainer hands run_fn, for Transform's tf.Example output.
+    data_accessor = types.SimpleNamespace(
+        tf_dataset_factory=lambda files, options, schema: tfxio.TFExampleRecord(
+            file_pattern=files, schema=schema
+        ).TensorFlowDataset(options)
+    )
+    hparams = HParams(per_replica_batch_size=batch_size)
+
+    def dataset(max_bytes: int) -> tf.data.Dataset:
+        return trainer.input_fn(
+            train_files, data_accessor, tft_output, batch_size, training=True, in_memory_max_bytes=max_bytes
+        )
+
+    start = time.perf_counter()
+    as_run_fn = dataset(hparams.in_memory_max_mb * 2**20)
+    load_s = time.perf_counter() - start
+    streamed = dataset(0)
+    in_memory = streamed.take(CACHED_BATCHES).cache().repeat()
+    for _ in in_memory.take(CACHED_BATCHES):  # fill the cache before timing
+        pass
+
+    model = model_lib.build_keras_model(trainer.categorical_sizes(tft_output), hparams)
+    train_step = model.make_train_function()
+
+    def steps_per_second(data: tf.data.Dataset) -> float:
+        iterator = iter(data)
+        for _ in range(WARMUP_STEPS):
+            logs = train_step(iterator)
+        float(logs["loss"])
+        start = time.perf_counter()
+        for _ in range(steps):
+            logs = train_step(iterator)
+        float(logs["loss"])  # wait for the last step
+        return steps / (time.perf_counter() - start)
+
+    cached = steps_per_second(in_memory)
+    fed = steps_per_second(as_run_fn)
+    streaming = steps_per_second(streamed)
+    return {
+        "input_steps_per_s": fed,
+        "streamed_steps_per_s": streaming,
+        "cached_steps_per_s": cached,
+        "input_vs_cached_ratio": fed / cached,
+        "streamed_vs_cached_ratio": streaming / cached,
+        "in_memory_load_s": load_s,
+    }
+
+
+def median_of(repeats: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians of every number across repeats, inside nested dicts too (seconds per
+    component, the template's figures); anything else is taken from the first repeat."""
+    result: dict[str, Any] = {}
+    for key, value in repeats[0].items():
+        present = [r[key] for r in repeats if key in r]
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            result[key] = statistics.median(present)
+        elif isinstance(value, dict):
+            result[key] = median_of(present)
+        else:
+            result[key] = value
+    return result

@@ -1,0 +1,180 @@
+"""The benchmark's results as Markdown, and what they were measured on.
+
+Without ``--template`` the "vs template" ratios are against TFX's taxi template as measured
+once and quoted in ``template_reference.json`` beside this module (its figures by row
+count, and when, where and how they were measured): data, not code, so re-measuring it
+changes only that file.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+import models  # noqa: F401  (sets TensorFlow's environment before machine_info imports it; models/__init__.py)
+from bench.measure import CACHED_BATCHES, POLL_SECONDS, PSS_POLL_SECONDS
+
+TEMPLATE_REFERENCE_FILE = Path(__file__).with_name("template_reference.json")
+
+
+def load_template_reference(path: Path = TEMPLATE_REFERENCE_FILE) -> dict[str, Any]:
+    """The template's quoted figures and their provenance (``source``, ``measured_on``,
+    ``machine``, ``reference``); ``figures_by_rows`` maps a row count to the template's
+    ``wall_s`` and ``example_gen_s`` at that size."""
+    reference = json.loads(path.read_text())
+    reference["figures_by_rows"] = {int(rows): figures for rows, figures in reference["figures_by_rows"].items()}
+    return reference
+
+
+TEMPLATE_REFERENCE = load_template_reference()
+
+
+def machine_info() -> dict[str, Any]:
+    """What the figures were measured on."""
+    import apache_beam
+    import psutil
+    import tensorflow as tf
+    from tfx import version as tfx_version
+
+    return {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "cpus": os.cpu_count(),
+        "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "tensorflow": tf.__version__,
+        "tfx": tfx_version.__version__,
+        "apache_beam": apache_beam.__version__,
+    }
+
+
+def template_figures(figures: dict[str, Any]) -> dict[str, float] | None:
+    """The template's wall and ExampleGen seconds for these figures' size: measured in the
+    same session when the benchmark ran it (--template), else quoted (TEMPLATE_REFERENCE)."""
+    measured = figures.get("template")
+    if measured:
+        return {"wall_s": measured["wall_s"], "example_gen_s": measured["component_s"].get("CsvExampleGen", 0.0)}
+    return TEMPLATE_REFERENCE["figures_by_rows"].get(int(figures["rows"]))
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The results as Markdown: a summary per size, then seconds per component."""
+    sizes = results["sizes"]
+    components = list(dict.fromkeys(c for s in sizes for c in s["median"]["component_s"]))
+    m = results["machine"]
+    repeats = results["settings"]["repeats"]
+    lines = [
+        f"# Pipeline benchmark ({m['date_utc']})",
+        "",
+        f"Machine: {m['cpus']} CPUs, {m['ram_gb']} GB RAM, {m['platform']}; Python {m['python']}, "
+        f"TensorFlow {m['tensorflow']}, TFX {m['tfx']}, Beam {m['apache_beam']}.",
+        f"Runner args: `{' '.join(results['settings']['runner_args']) or '(defaults)'}`; seed "
+        f"{results['settings']['seed']}; "
+        + (f"figures are medians of {repeats} repeats." if repeats > 1 else "one run per size (no repeats)."),
+        "",
+    ]
+    header = [
+        "size",
+        "rows",
+        "wall s",
+        "vs template",
+        "ExampleGen rows/s",
+        "vs template",
+        "peak RSS MB",
+        "peak PSS MB",
+        "max proc RSS MB",
+        "2nd run s (ratio)",
+        "3rd run s (ratio, cached)",
+        "input/in-memory",
+        "streamed/in-memory",
+        "load s",
+    ]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for s in sizes:
+        r = s["median"]
+        template = template_figures(r)
+        mark = "" if "template" in r else " (quoted)"
+        example_gen_s = r["component_s"].get("CsvExampleGen", 0.0)
+        cells = [
+            f"x{s['size']:g}",
+            f"{r['rows']:,.0f}",
+            f"{r['wall_s']:.1f}",
+            f"{r['wall_s'] / template['wall_s']:.2f}x{mark}" if template else "-",
+            f"{r['example_gen_rows_per_s']:,.0f}",
+            f"{template['example_gen_s'] / example_gen_s:.1f}x faster{mark}" if template and example_gen_s else "-",
+            f"{r['peak_rss_mb']:.0f}",
+            f"{r['peak_pss_mb']:.0f}",
+            f"{r['max_process_rss_mb']:.0f}",
+            f"{r['cached_wall_s']:.1f} ({r['cached_ratio']:.2f})",
+            f"{r['steady_wall_s']:.1f} ({r['steady_ratio']:.2f}, {r['steady_components']:g}/{r['components']:g})",
+            f"{r['input_vs_cached_ratio']:.2f}",
+            f"{r['streamed_vs_cached_ratio']:.2f}",
+            f"{r['in_memory_load_s']:.1f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    if len(sizes) > 1:
+        first, last = sizes[0]["median"], sizes[-1]["median"]
+        lines += [
+            "",
+            f"From {first['rows']:,.0f} to {last['rows']:,.0f} rows ({last['rows'] / first['rows']:.0f}x): "
+            f"wall time {last['wall_s'] / first['wall_s']:.2f}x, peak RSS "
+            f"{last['peak_rss_mb'] / first['peak_rss_mb']:.2f}x.",
+        ]
+    lines += ["", "Seconds per component (ML Metadata execution create -> last update):", ""]
+    lines += ["| rows | " + " | ".join(components) + " |", "|" + "---|" * (len(components) + 1)]
+    for s in sizes:
+        r = s["median"]
+        lines.append(
+            f"| {r['rows']:,.0f} | " + " | ".join(f"{r['component_s'].get(c, 0.0):.1f}" for c in components) + " |"
+        )
+    measured = [s["median"] for s in sizes if "template" in s["median"]]
+    if measured:
+        names = list(dict.fromkeys(c for r in measured for c in r["template"]["component_s"]))
+        lines += [
+            "",
+            "TFX taxi template, same session and data (`tfx template copy --model=taxi`, every component "
+            "enabled, 1000 train steps): wall s, peak RSS and PSS MB, then seconds per component:",
+            "",
+        ]
+        lines += [
+            "| rows | wall s | peak RSS MB | peak PSS MB | " + " | ".join(names) + " |",
+            "|" + "---|" * (len(names) + 4),
+        ]
+        for r in measured:
+            t = r["template"]
+            lines.append(
+                f"| {r['rows']:,.0f} | {t['wall_s']:.1f} | {t['peak_rss_mb']:.0f} | "
+                f"{t['peak_pss_mb']:.0f} | " + " | ".join(f"{t['component_s'].get(c, 0.0):.1f}" for c in names) + " |"
+            )
+    for measure in ("rss", "pss"):
+        lines += ["", f"Peak {measure.upper()} (MB, process tree) while each component ran:", ""]
+        lines += ["| rows | " + " | ".join(components) + " |", "|" + "---|" * (len(components) + 1)]
+        for s in sizes:
+            peaks = s["median"].get(f"component_peak_{measure}_mb", {})
+            lines.append(
+                f"| {s['median']['rows']:,.0f} | " + " | ".join(f"{peaks.get(c, 0.0):.0f}" for c in components) + " |"
+            )
+    quoted = TEMPLATE_REFERENCE
+    lines += [
+        "",
+        "wall s: end-to-end `local_runner.py` in a fresh output directory (process start to exit, imports "
+        "included). vs template: against the TFX taxi template on the same data, run in the same session "
+        f"(--template), or, marked (quoted), against its figures measured on {quoted['machine']} on "
+        f"{quoted['measured_on']} (bench/{TEMPLATE_REFERENCE_FILE.name}, from {quoted['reference']}). peak RSS: "
+        f"largest sum of RSS over the runner's process tree, polled every {POLL_SECONDS} s with psutil (shared pages "
+        f"counted once per process); peak PSS: the same with each shared page split between its processes, polled "
+        f"every {PSS_POLL_SECONDS} s (costly to read); max proc RSS: "
+        "ru_maxrss of the largest single process. 2nd run: `--enable-cache` again on the same output root; the "
+        "resolver, Evaluator and Pusher rerun because the first run's blessed model is now the baseline (the "
+        "reused model itself, so the Evaluator copies its first evaluation of it). 3rd "
+        "run: nothing changed since the 2nd (cached: components ML Metadata records as cached). "
+        "input/in-memory: training steps/s fed by `models.trainer.input_fn` as run_fn calls it, over steps/s "
+        f"on {CACHED_BATCHES} batches cached in memory; streamed: the same with the in-memory load switched off; "
+        "load s: parsing the train split into memory. Data: resampled and perturbed from data/taxi.csv "
+        "(see bench/generate.py).",
+    ]
+    return "\n".join(lines) + "\n"

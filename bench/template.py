@@ -1,0 +1,79 @@
+"""TFX's own taxi template, run on the benchmark's data in the same session, so the
+pipeline's figures have a baseline measured under the same conditions.
+
+The template is taken exactly as ``tfx template copy --model=taxi`` writes it, with the
+components its steps tell a user to uncomment enabled. Its runner imports TensorFlow with
+none of this project's modules; it inherits Keras 2 (``TF_USE_LEGACY_KERAS``) from this
+process's environment, which ``models/__init__.py`` set when ``bench.measure`` was imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.measure import component_states, components_in, run_measured
+
+TEMPLATE_PIPELINE_NAME = "taxi-template"
+# `tfx template copy` ships these components commented out ("TODO(step 5/6): Uncomment here").
+_COMMENTED_APPEND = re.compile(r"^(\s*)# (components\.append\()", re.M)
+
+
+def prepare_template(destination: Path, data_dir: Path) -> Path:
+    """TFX's taxi template exactly as ``tfx template copy --model=taxi`` writes it, with
+    every ``components.append(...)`` it ships commented out enabled (as a user following
+    its steps does; 1000 train steps is its own default) and its data/ replaced by ``data_dir``.
+    """
+    if destination.exists():
+        shutil.rmtree(destination)
+    cli = Path(sys.executable).with_name("tfx")
+    subprocess.run(
+        [
+            str(cli),
+            "template",
+            "copy",
+            "--model=taxi",
+            f"--pipeline_name={TEMPLATE_PIPELINE_NAME}",
+            f"--destination_path={destination}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    pipeline_file = destination / "pipeline" / "pipeline.py"
+    source = pipeline_file.read_text()
+    enabled, count = _COMMENTED_APPEND.subn(r"\1\2", source)
+    if count == 0:
+        raise RuntimeError(f"{pipeline_file}: no commented-out components.append(...) found; the template changed")
+    pipeline_file.write_text(enabled)
+    shutil.rmtree(destination / "data")
+    (destination / "data").symlink_to(data_dir.resolve(), target_is_directory=True)
+    return destination
+
+
+def benchmark_template(data_dir: Path, run_dir: Path) -> dict[str, Any]:
+    """One fresh run of the template on ``data_dir``: wall time, memory, seconds per component."""
+    destination = prepare_template(run_dir / "template", data_dir)
+    print(f"  TFX taxi template -> {destination}", flush=True)
+    measured = run_measured(["local_runner.py"], destination, run_dir / "template.log")
+    metadata = destination / "tfx_metadata" / TEMPLATE_PIPELINE_NAME / "metadata.db"
+    with contextlib.chdir(destination):  # the template records artifact URIs relative to where it ran
+        components = components_in(str(metadata), TEMPLATE_PIPELINE_NAME)
+    print(
+        f"    {measured['wall_s']:.1f} s, peak RSS {measured['peak_rss_mb']:.0f} MB, PSS "
+        f"{measured['peak_pss_mb']:.0f} MB",
+        flush=True,
+    )
+    return {
+        "wall_s": measured["wall_s"],
+        "peak_rss_mb": measured["peak_rss_mb"],
+        "peak_pss_mb": measured["peak_pss_mb"],
+        "max_process_rss_mb": measured["max_process_rss_mb"],
+        "component_s": {c.node_id: c.seconds for c in components},
+        "component_states": component_states(components),
+    }

@@ -1,0 +1,146 @@
+"""bench/__main__.py: the command line, and the whole benchmark end to end at a tiny size.
+
+No timing assertions: these keep the benchmark working, they do not judge performance.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bench.__main__ import parse_args
+from pipeline.config import REPO_ROOT
+
+FLAGS = (
+    "--sizes",
+    "--seed",
+    "--repeats",
+    "--output-dir",
+    "--batch-size",
+    "--template",
+    "--no-template",
+    "--input-steps",
+)
+
+
+def test_help_exits_0_with_every_flag_and_without_tensorflow():
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "bench", "--help"], capture_output=True, text=True, cwd=REPO_ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    for flag in FLAGS:
+        assert flag in done.stdout, flag
+    # -X importtime lists every module imported, one a line, on stderr.
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "bench.measure" in imported
+    assert "tensorflow" not in imported and "tfx" not in imported
+
+
+def test_help_and_bad_sizes():
+    assert (
+        "--sizes"
+        in subprocess.run(
+            [sys.executable, "-m", "bench", "--help"], capture_output=True, text=True, check=True, cwd=REPO_ROOT
+        ).stdout
+    )
+    with pytest.raises(SystemExit):
+        parse_args(["--sizes", "0"])
+    with pytest.raises(SystemExit):
+        parse_args(["--enable-cache"])
+    assert parse_args([])[0].template and not parse_args(["--no-template"])[0].template
+
+
+NUMBERS = (
+    "rows",
+    "wall_s",
+    "peak_rss_mb",
+    "peak_pss_mb",
+    "max_process_rss_mb",
+    "cached_wall_s",
+    "cached_ratio",
+    "steady_wall_s",
+    "steady_ratio",
+    "input_steps_per_s",
+    "streamed_steps_per_s",
+    "cached_steps_per_s",
+    "input_vs_cached_ratio",
+    "in_memory_load_s",
+    "example_gen_rows_per_s",
+)
+COMPONENTS = (
+    "CsvExampleGen",
+    "StatisticsGen",
+    "SchemaGen",
+    "ExampleValidator",
+    "AnomalyGate",
+    "Transform",
+    "Trainer",
+    "Evaluator",
+    "Pusher",
+)
+
+
+@pytest.mark.slow
+def test_harness_end_to_end_at_a_tiny_size(tmp_path):
+    out = tmp_path / "bench"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--sizes",
+            "0.04",
+            "--output-dir",
+            str(out),
+            "--input-steps",
+            "10",
+            "--batch-size",
+            "32",
+            "--train-steps",
+            "8",
+            "--epochs",
+            "1",
+            "--min-eval-auc",
+            "0.5",
+            "--template",
+        ],
+        check=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "TF_USE_LEGACY_KERAS": "1"},
+    )
+    results = json.loads((out / "results.json").read_text())
+    for key in ("date_utc", "cpus", "ram_gb", "python", "tensorflow", "tfx"):
+        assert results["machine"][key]
+    [size] = results["sizes"]
+    figures = size["median"]
+    assert figures["rows"] == 600
+    for key in NUMBERS:
+        assert figures[key] > 0, key
+    for component in COMPONENTS:
+        assert component in figures["component_s"]
+    assert figures["component_s"]["Transform"] > 0 and figures["component_s"]["Trainer"] > 0
+    # Memory while each long component ran (at least the runner's own process).
+    assert figures["component_peak_rss_mb"]["Transform"] > 100 and figures["component_peak_rss_mb"]["Trainer"] > 100
+    # PSS is polled every PSS_POLL_SECONDS only: Transform, the longest here, has samples.
+    assert figures["component_peak_pss_mb"]["Transform"] > 100
+    # PSS splits shared pages between processes; RSS counts them in each.
+    assert figures["peak_pss_mb"] <= figures["peak_rss_mb"] * 1.05
+    assert figures["cached_run_states"]["Transform"] == "cached"
+    # Third run: nothing changed, so the Evaluator and Pusher are reused too.
+    assert figures["steady_run_states"]["Evaluator"] == "cached"
+    assert figures["steady_run_states"]["Pusher"] == "cached"
+    table = (out / "results.md").read_text()
+    assert "| x0.04 | 600 |" in table and "| Trainer |" in table
+    assert "Peak RSS (MB, process tree) while each component ran" in table
+    assert "Peak PSS (MB, process tree) while each component ran" in table
+    # The template ran on the same data; the ratios use it, not the quoted figures.
+    template = figures["template"]
+    assert template["wall_s"] > 0 and template["peak_rss_mb"] > 0 and template["peak_pss_mb"] > 0
+    assert set(template["component_states"].values()) == {"complete"}
+    assert {"CsvExampleGen", "Transform", "Trainer", "Evaluator", "Pusher"} <= set(template["component_s"])
+    assert f"| {figures['wall_s'] / template['wall_s']:.2f}x |" in table and "x (quoted) |" not in table
+    assert "TFX taxi template, same session and data" in table

@@ -1,0 +1,73 @@
+"""AnomalyGate: the run stops on the anomalies ExampleValidator finds, naming each one and
+the fix; clean data passes the schema on unchanged."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2
+from tfx.utils import io_utils
+
+from components.anomaly_gate import DataAnomaliesError, describe_anomalies, read_anomalies
+from pipeline.pipeline import create_pipeline
+from tests.support.harness import node, run_component
+from tests.support.sample_data import write_sample
+
+
+def _schema_proto(schema_artifact) -> schema_pb2.Schema:
+    return io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema_artifact[0].uri))
+
+
+def test_each_anomaly_is_one_line_with_split_feature_and_reason():
+    eval_anomalies = anomalies_pb2.Anomalies()
+    info = eval_anomalies.anomaly_info["payment_type"]
+    info.short_description = "Unexpected string values"
+    info.reason.add(description="Examples contain values missing from the schema: Bitcoin (~10%).")
+    eval_anomalies.dataset_anomaly_info.short_description = "Low num examples"
+    eval_anomalies.dataset_anomaly_info.reason.add(short_description="Too few examples")
+    lines = describe_anomalies({"train": anomalies_pb2.Anomalies(), "eval": eval_anomalies})
+    assert lines == [
+        "[eval] feature 'payment_type': Unexpected string values: "
+        "Examples contain values missing from the schema: Bitcoin (~10%).",
+        "[eval] whole dataset: Low num examples: Too few examples",
+    ]
+
+
+def test_clean_data_has_no_anomalies_and_passes_the_gate(anomalies, validated_schema, schema):
+    assert describe_anomalies(read_anomalies(anomalies[0])) == []
+    assert _schema_proto(validated_schema) == _schema_proto(schema)
+
+
+@pytest.fixture(scope="session")
+def planted_anomalies(small_config, root, schema, tmp_path_factory):
+    """Data with a payment type the schema has never seen, validated against the clean schema."""
+
+    def plant(row, i):
+        return {**row, "payment_type": "Bitcoin"} if i % 10 == 0 else row
+
+    bad_dir = write_sample(tmp_path_factory.mktemp("bad"), 300, every=50, edit=plant)
+    bad = create_pipeline(dataclasses.replace(small_config, data_root=str(bad_dir)))
+    bad_root = os.path.join(root, "bad")
+    bad_examples = run_component(node(bad, "CsvExampleGen"), {}, bad_root)["examples"]
+    bad_stats = run_component(node(bad, "StatisticsGen"), {"examples": bad_examples}, bad_root)["statistics"]
+    return run_component(node(bad, "ExampleValidator"), {"statistics": bad_stats, "schema": schema}, bad_root)[
+        "anomalies"
+    ], bad, bad_root
+
+
+def test_validator_flags_a_planted_anomaly(planted_anomalies):
+    anomalies = planted_anomalies[0]
+    lines = describe_anomalies(read_anomalies(anomalies[0]))
+    assert any("payment_type" in line and "Bitcoin" in line for line in lines), lines
+
+
+def test_gate_stops_on_anomalies_naming_feature_and_fix(planted_anomalies, schema):
+    anomalies, bad, bad_root = planted_anomalies
+    with pytest.raises(DataAnomaliesError) as raised:
+        run_component(node(bad, "AnomalyGate"), {"anomalies": anomalies, "schema": schema}, bad_root)
+    message = str(raised.value)
+    assert "feature 'payment_type'" in message and "Transform and training did not run" in message
+    assert "--schema-path" in message
+    assert not os.listdir(os.path.join(bad_root, "AnomalyGate", "validated_schema"))

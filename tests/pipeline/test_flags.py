@@ -1,0 +1,41 @@
+"""The flags both runners share, and how they map onto ``PipelineConfig``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from pipeline.config import PipelineConfig
+from pipeline.flags import add_pipeline_flags, pipeline_config_kwargs
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_pipeline_flags(parser)
+    return parser.parse_args(argv)
+
+
+def test_no_flags_give_the_configuration_defaults():
+    assert PipelineConfig(**pipeline_config_kwargs(_parse([]))) == PipelineConfig()
+
+
+def test_each_flag_reaches_its_field():
+    argv = ["--pipeline-name", "taxi-dev", "--data-pattern", "2026-*.csv", "--train-steps", "120", "--epochs", "3",
+            "--batch-size", "64", "--min-eval-auc", "0.8", "--transform-statistics", "--enable-cache"]
+    config = PipelineConfig(**pipeline_config_kwargs(_parse(argv)))
+    defaults = PipelineConfig()
+    assert config == dataclasses.replace(
+        defaults, pipeline_name="taxi-dev", data_pattern="2026-*.csv", train_steps=120, min_eval_auc=0.8,
+        transform_statistics=True, enable_cache=True,
+        hparams=dataclasses.replace(defaults.hparams, epochs=3, per_replica_batch_size=64),
+    )
+
+
+def test_boolean_flags_can_be_turned_off_explicitly():
+    args = _parse(["--enable-cache", "--no-enable-cache", "--no-transform-statistics"])
+    assert not args.enable_cache and not args.transform_statistics
+
+
+def test_paths_are_left_to_the_runner():
+    """Local paths are made absolute, cloud ones must be gs://: each runner decides."""
+    assert not {"data_root", "output_root", "schema_path"} & set(pipeline_config_kwargs(_parse([])))

@@ -1,0 +1,157 @@
+"""The run summary: read back from an ML Metadata store laid out as TFX's orchestrators
+record a run, and formatted for the terminal. (A real run's summary, evaluation included,
+is checked end to end in tests/test_local_runner.py.)"""
+
+from __future__ import annotations
+
+import pytest
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2 as mlmd
+
+from pipeline.run_summary import ComponentRun, RunSummary, format_summary, summarize_run
+
+PIPELINE = "taxi-big-tipper"
+Execution = mlmd.Execution
+
+
+class _Store:
+    """Writes contexts, executions and artifacts as TFX's launchers record them."""
+
+    def __init__(self, path):
+        # On disk: summarize_run opens its own connection (an in-memory store is per connection).
+        self.config = mlmd.ConnectionConfig()
+        self.config.sqlite.filename_uri = str(path)
+        self.config.sqlite.connection_mode = mlmd.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
+        self.store = metadata_store.MetadataStore(self.config)
+        self._types: dict[tuple[str, str], int] = {}
+        self._nodes: dict[str, int] = {}
+
+    def _type(self, kind: str, name: str) -> int:
+        if (kind, name) not in self._types:
+            put = {"context": (self.store.put_context_type, mlmd.ContextType),
+                   "execution": (self.store.put_execution_type, mlmd.ExecutionType),
+                   "artifact": (self.store.put_artifact_type, mlmd.ArtifactType)}[kind]
+            self._types[kind, name] = put[0](put[1](name=name))
+        return self._types[kind, name]
+
+    def context(self, type_name: str, name: str, parent: int | None = None) -> int:
+        (context_id,) = self.store.put_contexts([mlmd.Context(type_id=self._type("context", type_name), name=name)])
+        if parent is not None:
+            self.store.put_parent_contexts([mlmd.ParentContext(child_id=context_id, parent_id=parent)])
+        return context_id
+
+    def execution(self, run: int, node_id: str, state, outputs: dict[str, mlmd.Artifact] = (),
+                  inputs: dict[str, int] = ()) -> int:
+        if node_id not in self._nodes:
+            self._nodes[node_id] = self.context("node", f"{PIPELINE}.{node_id}")
+        execution = Execution(type_id=self._type("execution", node_id), last_known_state=state)
+        events = []
+        for key, artifact in dict(outputs).items():
+            artifact.type_id = self._type("artifact", key)
+            events.append((artifact, _event(mlmd.Event.OUTPUT, key)))
+        contexts = self.store.get_contexts_by_id([run, self._nodes[node_id]])
+        execution_id, artifact_ids, _ = self.store.put_execution(execution, events, contexts)
+        for key, artifact_id in dict(inputs).items():
+            event = _event(mlmd.Event.INPUT, key)
+            event.artifact_id, event.execution_id = artifact_id, execution_id
+            self.store.put_events([event])
+        return artifact_ids
+
+
+def _event(event_type, key: str) -> mlmd.Event:
+    event = mlmd.Event(type=event_type)
+    event.path.steps.add().key = key
+    return event
+
+
+def _artifact(uri: str, **properties) -> mlmd.Artifact:
+    artifact = mlmd.Artifact(uri=uri)
+    for name, value in properties.items():
+        if isinstance(value, str):
+            artifact.custom_properties[name].string_value = value
+        else:
+            artifact.custom_properties[name].int_value = int(value)
+    return artifact
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    """Two runs; the later one trained, was blessed against a baseline and pushed."""
+    s = _Store(tmp_path / "metadata.db")
+    pipeline = s.context("pipeline", PIPELINE)
+    first = s.context("pipeline_run", "run-1", parent=pipeline)
+    s.execution(first, "CsvExampleGen", Execution.FAILED)
+    second = s.context("pipeline_run", "run-2", parent=pipeline)
+    s.execution(second, "CsvExampleGen", Execution.CACHED)
+    (model,) = s.execution(second, "Trainer", Execution.COMPLETE,
+                           outputs={"model": _artifact("/out/Trainer/model/7")})
+    (baseline,) = s.execution(first, "Trainer", Execution.COMPLETE, outputs={"model": _artifact("/out/m/1")})
+    s.execution(second, "Evaluator", Execution.COMPLETE, outputs={"blessing": _artifact("/out/b", blessed=1)},
+                inputs={"model": model, "baseline_model": baseline})
+    s.execution(second, "Pusher", Execution.COMPLETE,
+                outputs={"pushed_model": _artifact("/out/p", pushed=1, pushed_destination="/serving/123")})
+    return s
+
+
+def test_the_latest_run_is_read_with_states_verdict_and_destination(recorded):
+    summary = summarize_run(recorded.config, PIPELINE)
+    assert summary.run_id == "run-2"
+    assert [(c.node_id, c.state) for c in summary.components] == [
+        ("CsvExampleGen", "cached"), ("Trainer", "complete"), ("Evaluator", "complete"), ("Pusher", "complete")]
+    assert summary.blessed and summary.had_baseline and not summary.baseline_is_candidate
+    assert summary.pushed_to == "/serving/123"
+
+
+def test_an_earlier_run_by_name(recorded):
+    summary = summarize_run(recorded.config, PIPELINE, run_id="run-1")
+    assert [(c.node_id, c.state) for c in summary.components] == [("CsvExampleGen", "FAILED"),
+                                                                   ("Trainer", "complete")]
+    assert summary.blessed is None and summary.pushed_to is None
+
+
+def test_unknown_pipelines_and_runs_are_lookup_errors(recorded, tmp_path):
+    with pytest.raises(LookupError, match="No pipeline named 'other'"):
+        summarize_run(recorded.config, "other")
+    with pytest.raises(LookupError, match="No run 'run-9'"):
+        summarize_run(recorded.config, PIPELINE, run_id="run-9")
+    empty = _Store(tmp_path / "empty.db")
+    empty.context("pipeline", PIPELINE)
+    with pytest.raises(LookupError, match="No runs of"):
+        summarize_run(empty.config, PIPELINE)
+
+
+def _summary(**fields) -> RunSummary:
+    components = [ComponentRun("Trainer", "complete", 12.25), ComponentRun("Evaluator", "cached", 0.5)]
+    return RunSummary(run_id="run-2", components=components, **fields)
+
+
+def test_the_table_lists_components_and_the_total():
+    lines = format_summary(_summary()).splitlines()
+    assert lines[0] == "Run run-2"
+    assert lines[2].split() == ["Trainer", "complete", "12.2"]
+    assert lines[3].split() == ["Evaluator", "cached", "0.5"]
+    assert lines[4].split() == ["total", "12.8"]
+    assert "Model: not evaluated in this run" in lines
+
+
+def test_a_blessed_model_says_against_what_and_where_it_went():
+    text = format_summary(_summary(metrics={"auc": 0.94567, "example_count": 5000.0}, blessed=True,
+                                   had_baseline=True, pushed_to="/serving/1", tensorboard_dir="/runs/7"), 0.9)
+    assert "Eval metrics: auc 0.9457, example_count 5000" in text
+    assert "Model: BLESSED: AUC 0.9457 >= floor 0.90 and no worse than the last blessed model" in text
+    assert "Pushed to: /serving/1" in text and "TensorBoard: tensorboard --logdir /runs/7" in text
+    first = format_summary(_summary(metrics={"auc": 0.95}, blessed=True))
+    assert "(first blessed model: no baseline to compare against)" in first
+
+
+def test_a_cached_rerun_says_the_baseline_was_the_model_itself():
+    text = format_summary(_summary(metrics={"auc": 0.95}, blessed=True, had_baseline=True,
+                                   baseline_is_candidate=True, evaluation_reused_from="/out/Evaluator/3"))
+    assert "the last blessed model itself, reused from the cache: its evaluation too, from /out/Evaluator/3" in text
+
+
+def test_an_unblessed_model_gives_the_failed_thresholds_and_pushes_nothing():
+    text = format_summary(_summary(metrics={"auc": 0.7}, blessed=False,
+                                   validation_failures=["auc: 0.7 is below 0.9"]))
+    assert "Model: NOT blessed: auc: 0.7 is below 0.9" in text
+    assert "Pushed to: nothing pushed (the model was not blessed)" in text
