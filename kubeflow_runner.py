@@ -37,14 +37,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     where = parser.add_argument_group("where things live (gs:// paths)")
-    where.add_argument("--output-root", required=True,
-                       help="gs:// root for the pipeline root, artifacts and pushed models.")
+    where.add_argument(
+        "--output-root", required=True, help="gs:// root for the pipeline root, artifacts and pushed models."
+    )
     where.add_argument("--data-root", required=True, help="gs:// directory holding the CSV file(s).")
-    where.add_argument("--image", required=True,
-                       help="Container image every component runs in: the project's image built from "
-                            f"the Dockerfile (FROM {TFX_BASE_IMAGE}), pushed to a registry.")
-    where.add_argument("--output-file", default=None,
-                       help="Where to write the compiled job JSON (default: outputs/compiled/<name>.json).")
+    where.add_argument(
+        "--image",
+        required=True,
+        help="Container image every component runs in: the project's image built from "
+        f"the Dockerfile (FROM {TFX_BASE_IMAGE}), pushed to a registry.",
+    )
+    where.add_argument(
+        "--output-file",
+        default=None,
+        help="Where to write the compiled job JSON (default: outputs/compiled/<name>.json).",
+    )
     add_pipeline_flags(parser)
 
     cloud = parser.add_argument_group("Google Cloud")
@@ -52,21 +59,31 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     cloud.add_argument("--region", help="Google Cloud region, e.g. us-central1 (same cases as --project).")
 
     dataflow = parser.add_argument_group("Dataflow for the Beam-based components")
-    dataflow.add_argument("--dataflow", action="store_true", help="Run ExampleGen, StatisticsGen, Transform "
-                          "and Evaluator on Dataflow instead of in the component's container.")
+    dataflow.add_argument(
+        "--dataflow",
+        action="store_true",
+        help="Run ExampleGen, StatisticsGen, Transform "
+        "and Evaluator on Dataflow instead of in the component's container.",
+    )
     dataflow.add_argument("--dataflow-temp-location", help="gs:// temp/staging location for Dataflow.")
     dataflow.add_argument("--dataflow-max-workers", type=int, default=4, help="Dataflow worker count ceiling.")
-    dataflow.add_argument("--dataflow-sdk-image", default=None,
-                          help="SDK container image for Dataflow workers (default: --image).")
+    dataflow.add_argument(
+        "--dataflow-sdk-image", default=None, help="SDK container image for Dataflow workers (default: --image)."
+    )
 
     training = parser.add_argument_group("Vertex AI Training for the Trainer")
-    training.add_argument("--vertex-training", choices=KINDS,
-                          help="Train on Vertex AI: one GPU machine, several workers, or a TPU VM.")
+    training.add_argument(
+        "--vertex-training", choices=KINDS, help="Train on Vertex AI: one GPU machine, several workers, or a TPU VM."
+    )
     training.add_argument("--training-machine-type", help="Machine type (default: n1-standard-8; TPU: cloud-tpu).")
     training.add_argument("--accelerator-type", help="e.g. NVIDIA_TESLA_T4 (gpu default), TPU_V3 (tpu default).")
     training.add_argument("--accelerator-count", type=int, help="Accelerators per machine (gpu: 1, tpu: 8).")
-    training.add_argument("--training-replicas", type=int, default=3,
-                          help="Machines for --vertex-training multi-worker (a chief plus N-1 workers).")
+    training.add_argument(
+        "--training-replicas",
+        type=int,
+        default=3,
+        help="Machines for --vertex-training multi-worker (a chief plus N-1 workers).",
+    )
 
     serving = parser.add_argument_group("Vertex AI endpoint deployment for the Pusher")
     serving.add_argument("--endpoint-name", help="Deploy blessed models to this Vertex AI endpoint.")
@@ -75,12 +92,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
     submit = parser.add_argument_group("submission")
     submit.add_argument("--submit", action="store_true", help="Submit the compiled job to Vertex AI Pipelines.")
-    submit.add_argument("--dry-run", action="store_true",
-                        help="With --submit or --kfp-host: do everything except the network call.")
+    submit.add_argument(
+        "--dry-run", action="store_true", help="With --submit or --kfp-host: do everything except the network call."
+    )
     submit.add_argument("--service-account", help="Service account the Vertex pipeline runs as.")
     submit.add_argument("--network", help="VPC network to peer, projects/<number>/global/networks/<name>.")
-    submit.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
-                        help="Label for the Vertex pipeline job (repeatable).")
+    submit.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Label for the Vertex pipeline job (repeatable).",
+    )
     submit.add_argument("--kfp-host", help="Submit to this Kubeflow Pipelines v2 endpoint instead of Vertex.")
     submit.add_argument("--kfp-experiment", default="Default", help="KFP experiment to run in.")
     return parser.parse_args(argv)
@@ -116,8 +139,12 @@ def validate(args: argparse.Namespace) -> None:
         raise SettingsError("--submit (Vertex AI) and --kfp-host (Kubeflow) are exclusive: choose one")
     if args.dry_run and not (args.submit or args.kfp_host):
         raise SettingsError("--dry-run only makes sense with --submit or --kfp-host")
-    for needed, why in ((args.submit, "with --submit"), (args.dataflow, "with --dataflow"),
-                        (args.endpoint_name, "with --endpoint-name"), (args.vertex_training, "with --vertex-training")):
+    for needed, why in (
+        (args.submit, "with --submit"),
+        (args.dataflow, "with --dataflow"),
+        (args.endpoint_name, "with --endpoint-name"),
+        (args.vertex_training, "with --vertex-training"),
+    ):
         if needed:
             _require("--project", args.project, why)
             _require("--region", args.region, why)
@@ -150,9 +177,15 @@ def vertex_training(args: argparse.Namespace) -> VertexTraining | None:
     """The Trainer's Vertex AI job from the --vertex-training flags (unset ones: builder defaults)."""
     if not args.vertex_training:
         return None
-    given = {k: v for k, v in (("machine_type", args.training_machine_type),
-                                ("accelerator_type", args.accelerator_type),
-                                ("accelerator_count", args.accelerator_count)) if v is not None}
+    given = {
+        k: v
+        for k, v in (
+            ("machine_type", args.training_machine_type),
+            ("accelerator_type", args.accelerator_type),
+            ("accelerator_count", args.accelerator_count),
+        )
+        if v is not None
+    }
     try:
         if args.vertex_training == "gpu":
             return VertexTraining.gpu(args.project, args.region, args.image, **given)
@@ -174,9 +207,14 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
             schema_path=args.schema_path,
             extra_beam_args=dataflow_args(args),
             vertex_endpoint=VertexEndpoint(
-                project=args.project, region=args.region, endpoint_name=args.endpoint_name,
-                machine_type=args.serving_machine_type, serving_image=args.serving_image,
-            ) if args.endpoint_name else None,
+                project=args.project,
+                region=args.region,
+                endpoint_name=args.endpoint_name,
+                machine_type=args.serving_machine_type,
+                serving_image=args.serving_image,
+            )
+            if args.endpoint_name
+            else None,
             vertex_training=training,
             **pipeline_config_kwargs(args),
         )
@@ -201,9 +239,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"Compiled {config.pipeline_name} for Kubeflow Pipelines v2 / Vertex AI: {output_file}")
     if args.submit:
         submission = Submission(
-            project=args.project, region=args.region, pipeline_root=config.pipeline_root,
-            display_name=config.pipeline_name, service_account=args.service_account, network=args.network,
-            labels=_labels(args.label), enable_caching=args.enable_cache,
+            project=args.project,
+            region=args.region,
+            pipeline_root=config.pipeline_root,
+            display_name=config.pipeline_name,
+            service_account=args.service_account,
+            network=args.network,
+            labels=_labels(args.label),
+            enable_caching=args.enable_cache,
         )
         # A dry run needs no identity: anonymous credentials keep it from looking any up.
         credentials = anonymous_credentials() if args.dry_run else None
@@ -213,8 +256,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print(f"Submitted to Vertex AI Pipelines: {job._dashboard_uri()}")
     elif args.kfp_host:
-        result = submit_to_kfp(output_file, args.kfp_host, args.kfp_experiment, config.pipeline_name,
-                               config.pipeline_root, args.enable_cache, dry_run=args.dry_run)
+        result = submit_to_kfp(
+            output_file,
+            args.kfp_host,
+            args.kfp_experiment,
+            config.pipeline_name,
+            config.pipeline_root,
+            args.enable_cache,
+            dry_run=args.dry_run,
+        )
         if args.dry_run:
             print(f"Dry run: pipeline spec for {args.kfp_host} written, not sent.")
         else:

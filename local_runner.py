@@ -1,6 +1,6 @@
 """Runs the pipeline on this machine with LocalDagRunner, then prints a run summary.
 
-    python local_runner.py --help
+python local_runner.py --help
 """
 
 from __future__ import annotations
@@ -23,16 +23,29 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description="Run the TFX pipeline locally (LocalDagRunner) and print a summary.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--data-root", default=DEFAULTS.data_root,
-                        help="Directory holding the CSV file(s) to train on (all must share one header).")
-    parser.add_argument("--output-root", default=DEFAULTS.output_root,
-                        help="Where pipeline artifacts, ML Metadata and pushed models are written.")
-    parser.add_argument("--beam-workers", type=int, default=0,
-                        help="Beam DirectRunner workers: 1 runs in-process, N>1 uses N processes, 0 chooses by "
-                             f"data size (one per core from {MULTI_PROCESS_MIN_MB} MB of CSV, else 1).")
+    parser.add_argument(
+        "--data-root",
+        default=DEFAULTS.data_root,
+        help="Directory holding the CSV file(s) to train on (all must share one header).",
+    )
+    parser.add_argument(
+        "--output-root",
+        default=DEFAULTS.output_root,
+        help="Where pipeline artifacts, ML Metadata and pushed models are written.",
+    )
+    parser.add_argument(
+        "--beam-workers",
+        type=int,
+        default=0,
+        help="Beam DirectRunner workers: 1 runs in-process, N>1 uses N processes, 0 chooses by "
+        f"data size (one per core from {MULTI_PROCESS_MIN_MB} MB of CSV, else 1).",
+    )
     add_pipeline_flags(parser)
-    parser.add_argument("--verbose", action="store_true",
-                        help="Show every log line of TFX, Beam and TensorFlow (default: progress only).")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="Show every log line of TFX, Beam and TensorFlow (default: progress only).",
+    )
     return parser.parse_args(argv)
 
 
@@ -112,8 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"(no run summary: {err})")
     if failure is not None:
         print(f"\nThe run FAILED: {type(failure).__name__}: {failure}", file=sys.stderr)
-        print("Fix the cause and run the same command again; finished components are reused "
-              "when caching is on (--enable-cache).", file=sys.stderr)
+        print(
+            "Fix the cause and run the same command again; finished components are reused "
+            "when caching is on (--enable-cache).",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

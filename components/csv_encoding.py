@@ -29,7 +29,8 @@ import random
 import struct
 import sys
 import zlib
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import google_crc32c
 import numpy as np
@@ -105,16 +106,22 @@ def read_blocks(path: str, block_bytes: int = BLOCK_BYTES) -> Iterator[pa.Record
     parse = pa_csv.ParseOptions(newlines_in_values=True)
     # Every cell as text and only an empty cell missing: types are decided by tfx_bsl's
     # rule below, not by pyarrow's guesses (which would also read "NA" as missing).
-    convert = pa_csv.ConvertOptions(column_types={n: pa.string() for n in names}, null_values=[""],
-                                    strings_can_be_null=True, quoted_strings_can_be_null=True)
+    convert = pa_csv.ConvertOptions(
+        column_types={n: pa.string() for n in names},
+        null_values=[""],
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=True,
+    )
     with _open(path, "rb") as source:
         try:
             for block in pa_csv.open_csv(source, read_options=read, parse_options=parse, convert_options=convert):
                 if block.num_rows:
                     yield block
         except pa.ArrowInvalid as error:
-            raise ValueError(f"{path} is not a well-formed CSV file ({error}). Every row needs the header's "
-                             f"{len(names)} columns and quotes must be balanced.") from error
+            raise ValueError(
+                f"{path} is not a well-formed CSV file ({error}). Every row needs the header's "
+                f"{len(names)} columns and quotes must be balanced."
+            ) from error
 
 
 # ---------------------------------------------------------------- type inference
@@ -216,18 +223,29 @@ def _canonical_example_class() -> type:
     by name and keeps each value's bytes, which is ``tf.train.Example``'s deterministic
     serialisation without importing TensorFlow (or parsing the values)."""
     field = descriptor_pb2.FieldDescriptorProto
-    proto = descriptor_pb2.FileDescriptorProto(name="csv_encoding/example.proto", package="csv_encoding",
-                                               syntax="proto3")
+    proto = descriptor_pb2.FileDescriptorProto(
+        name="csv_encoding/example.proto", package="csv_encoding", syntax="proto3"
+    )
     features = proto.message_type.add(name="Features")
     entry = features.nested_type.add(name="FeatureEntry")
     entry.options.map_entry = True
     entry.field.add(name="key", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
     entry.field.add(name="value", number=2, type=field.TYPE_BYTES, label=field.LABEL_OPTIONAL)
-    features.field.add(name="feature", number=1, type=field.TYPE_MESSAGE, label=field.LABEL_REPEATED,
-                       type_name=".csv_encoding.Features.FeatureEntry")
+    features.field.add(
+        name="feature",
+        number=1,
+        type=field.TYPE_MESSAGE,
+        label=field.LABEL_REPEATED,
+        type_name=".csv_encoding.Features.FeatureEntry",
+    )
     example = proto.message_type.add(name="Example")
-    example.field.add(name="features", number=1, type=field.TYPE_MESSAGE, label=field.LABEL_OPTIONAL,
-                      type_name=".csv_encoding.Features")
+    example.field.add(
+        name="features",
+        number=1,
+        type=field.TYPE_MESSAGE,
+        label=field.LABEL_OPTIONAL,
+        type_name=".csv_encoding.Features",
+    )
     pool = descriptor_pool.DescriptorPool()
     pool.Add(proto)
     descriptor = pool.FindMessageTypeByName("csv_encoding.Example")
@@ -250,8 +268,10 @@ def encode_block(block: pa.RecordBatch, types: dict[str, ColumnType]) -> list[by
     names = sorted(types)
     batch = pa.RecordBatch.from_arrays([to_feature_column(block.column(n), types[n]) for n in names], names)
     parse = _CanonicalExample.FromString
-    return [parse(record).SerializeToString(deterministic=True)
-            for record in example_coder.RecordBatchToExamplesEncoder().encode(batch)]
+    return [
+        parse(record).SerializeToString(deterministic=True)
+        for record in example_coder.RecordBatchToExamplesEncoder().encode(batch)
+    ]
 
 
 def split_index(record: bytes, buckets: Sequence[int]) -> int:
@@ -300,9 +320,15 @@ def shard_path(split_dir: str, shard: int, shards: int) -> str:
     return os.path.join(split_dir, f"{FILE_PREFIX}-{shard:05d}-of-{shards:05d}.gz")
 
 
-def write_shard(paths: Sequence[str], types: dict[str, ColumnType], split_dirs: Sequence[str],
-                buckets: Sequence[int] | None, shard: int = 0, shards: int = 1,
-                block_bytes: int = BLOCK_BYTES) -> list[int]:
+def write_shard(
+    paths: Sequence[str],
+    types: dict[str, ColumnType],
+    split_dirs: Sequence[str],
+    buckets: Sequence[int] | None,
+    shard: int = 0,
+    shards: int = 1,
+    block_bytes: int = BLOCK_BYTES,
+) -> list[int]:
     """Encodes every ``shards``-th block of the files, from block ``shard`` on, into this
     shard's file of each split; returns rows written per split.
 

@@ -21,8 +21,9 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -56,8 +57,10 @@ def check_canonical(paths: Sequence[str], types: dict[str, csv_encoding.ColumnTy
         return
     records = csv_encoding.encode_block(first.slice(0, CHECKED_ROWS), types)
     if any(tf.train.Example.FromString(r).SerializeToString(deterministic=True) != r for r in records):
-        raise RuntimeError("The fast CSV encoder's bytes differ from tf.train.Example's deterministic serialisation "
-                           "(a tfx_bsl or protobuf change?); use tfx.components.CsvExampleGen.")
+        raise RuntimeError(
+            "The fast CSV encoder's bytes differ from tf.train.Example's deterministic serialisation "
+            "(a tfx_bsl or protobuf change?); use tfx.components.CsvExampleGen."
+        )
 
 
 def default_workers() -> int:
@@ -77,8 +80,15 @@ def _run_workers(jobs: list[dict[str, Any]]) -> list[list[int]]:
                 job_path = os.path.join(jobs_dir, f"job-{index}.json")
                 with open(job_path, "w") as job_file:
                     json.dump(job, job_file)
-                processes.append(subprocess.Popen([sys.executable, "-m", "components.csv_encoding", job_path],
-                                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+                processes.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "components.csv_encoding", job_path],
+                        env=env,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        text=True,
+                    )
+                )
             results = []
             for process in processes:
                 out, err = process.communicate()
@@ -94,8 +104,13 @@ def _run_workers(jobs: list[dict[str, Any]]) -> list[list[int]]:
                     process.wait()
 
 
-def convert(paths: Sequence[str], split_dirs: Sequence[str], buckets: Sequence[int] | None, workers: int,
-            block_bytes: int = csv_encoding.BLOCK_BYTES) -> list[int]:
+def convert(
+    paths: Sequence[str],
+    split_dirs: Sequence[str],
+    buckets: Sequence[int] | None,
+    workers: int,
+    block_bytes: int = csv_encoding.BLOCK_BYTES,
+) -> list[int]:
     """CSV files -> gzipped tf.Example TFRecords in ``split_dirs``; rows per split.
 
     Blocks of ``block_bytes`` are shared out between the workers. Inputs of one block are
@@ -110,11 +125,19 @@ def convert(paths: Sequence[str], split_dirs: Sequence[str], buckets: Sequence[i
     workers = max(1, min(workers, -(-size // block_bytes)))
     if workers == 1:
         return csv_encoding.write_shard(paths, types, split_dirs, buckets, block_bytes=block_bytes)
-    jobs = [dict(paths=list(paths), types={n: t.name for n, t in types.items()}, split_dirs=list(split_dirs),
-                 buckets=None if buckets is None else [int(b) for b in buckets], shard=shard, shards=workers,
-                 block_bytes=block_bytes)
-            for shard in range(workers)]
-    return [sum(counts) for counts in zip(*_run_workers(jobs))]
+    jobs = [
+        dict(
+            paths=list(paths),
+            types={n: t.name for n, t in types.items()},
+            split_dirs=list(split_dirs),
+            buckets=None if buckets is None else [int(b) for b in buckets],
+            shard=shard,
+            shards=workers,
+            block_bytes=block_bytes,
+        )
+        for shard in range(workers)
+    ]
+    return [sum(counts) for counts in zip(*_run_workers(jobs), strict=True)]
 
 
 def _glob_csv(pattern: str) -> list[str]:
@@ -137,10 +160,12 @@ class Executor(tfx_csv_executor.Executor):
         proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
         output_config = example_gen_pb2.Output()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config)
-        payload = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY,
-                                      example_gen_pb2.FORMAT_TF_EXAMPLE)
-        file_format = exec_properties.get(standard_component_specs.OUTPUT_FILE_FORMAT_KEY,
-                                          example_gen_pb2.FILE_FORMAT_UNSPECIFIED)
+        payload = exec_properties.get(
+            standard_component_specs.OUTPUT_DATA_FORMAT_KEY, example_gen_pb2.FORMAT_TF_EXAMPLE
+        )
+        file_format = exec_properties.get(
+            standard_component_specs.OUTPUT_FILE_FORMAT_KEY, example_gen_pb2.FILE_FORMAT_UNSPECIFIED
+        )
         covered = (
             beam_runtime.runs_locally(self._beam_pipeline_args or [])
             and payload == example_gen_pb2.FORMAT_TF_EXAMPLE
@@ -165,10 +190,10 @@ class Executor(tfx_csv_executor.Executor):
             counts = convert(paths, [artifact_utils.get_split_uri(examples, n) for n in split_names], buckets, workers)
         else:
             counts = []
-            for split, name in zip(input_config.splits, split_names):
+            for split, name in zip(input_config.splits, split_names, strict=True):
                 paths = _glob_csv(os.path.join(input_base, split.pattern))
                 counts += convert(paths, [artifact_utils.get_split_uri(examples, name)], None, workers)
-        logging.info("Examples per split: %s", dict(zip(split_names, counts)))
+        logging.info("Examples per split: %s", dict(zip(split_names, counts, strict=True)))
         # As TFX's executor records them (file format only when one was asked for).
         if standard_component_specs.OUTPUT_DATA_FORMAT_KEY in exec_properties:
             examples_utils.set_payload_format(artifact, payload)

@@ -77,11 +77,14 @@ def evaluation_key(input_dict: dict, exec_properties: dict[str, Any]) -> str:
     """A digest of everything an evaluation depends on: the model, baseline and examples
     artifacts (id and URI: artifacts are immutable), the Evaluator's properties, its user
     module's source, and the TFX and TFMA versions."""
+
     def artifacts(key: str) -> list:
         return [[a.id, a.uri] for a in input_dict.get(key) or []]
 
     described = {
-        "model": artifacts(MODEL), "baseline": artifacts(BASELINE), "examples": artifacts(EXAMPLES),
+        "model": artifacts(MODEL),
+        "baseline": artifacts(BASELINE),
+        "examples": artifacts(EXAMPLES),
         "exec_properties": {k: str(v) for k, v in sorted(exec_properties.items())},
         "module": _module_source_digest(exec_properties),
         "versions": [tfx_version.__version__, tfma.__version__],
@@ -116,17 +119,22 @@ def _bless(input_dict: dict, output_dict: dict, exec_properties: dict[str, Any],
         blessing.set_string_custom_property("component_id", exec_properties["current_component_id"])
     ok = tfma.load_validation_result(evaluation_uri).validation_ok
     io_utils.write_string_file(
-        os.path.join(blessing.uri, constants.BLESSED_FILE_NAME if ok else constants.NOT_BLESSED_FILE_NAME), "")
-    blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_BLESSED_KEY,
-                                     constants.BLESSED_VALUE if ok else constants.NOT_BLESSED_VALUE)
+        os.path.join(blessing.uri, constants.BLESSED_FILE_NAME if ok else constants.NOT_BLESSED_FILE_NAME), ""
+    )
+    blessing.set_int_custom_property(
+        constants.ARTIFACT_PROPERTY_BLESSED_KEY, constants.BLESSED_VALUE if ok else constants.NOT_BLESSED_VALUE
+    )
     logging.info("Blessing result %s written to %s.", ok, blessing.uri)
 
 
 class Executor(tfx_evaluator.Executor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:
         if is_self_comparison(input_dict):
-            logging.info("The baseline is the candidate model itself (%s): evaluating it once, on the absolute "
-                         "thresholds; a change threshold against itself cannot fail.", input_dict[MODEL][0].uri)
+            logging.info(
+                "The baseline is the candidate model itself (%s): evaluating it once, on the absolute "
+                "thresholds; a change threshold against itself cannot fail.",
+                input_dict[MODEL][0].uri,
+            )
             input_dict = {key: value for key, value in input_dict.items() if key != BASELINE}
         evaluation = artifact_utils.get_single_instance(output_dict[EVALUATION])
         key = evaluation_key(input_dict, exec_properties)
@@ -134,8 +142,11 @@ class Executor(tfx_evaluator.Executor):
         with_blessing = bool(output_dict.get(BLESSING))
         if found is not None and MODEL in input_dict:
             previous, recorded = found
-            logging.info("The same model was evaluated on the same examples with the same configuration in %s: "
-                         "reusing that evaluation.", previous)
+            logging.info(
+                "The same model was evaluated on the same examples with the same configuration in %s: "
+                "reusing that evaluation.",
+                previous,
+            )
             io_utils.copy_dir(previous, evaluation.uri)
             evaluation.set_string_custom_property(REUSED_FROM, previous)
             if recorded["validated"] and with_blessing:
@@ -143,9 +154,11 @@ class Executor(tfx_evaluator.Executor):
             return
         super().Do(input_dict, output_dict, exec_properties)
         validated = with_blessing and output_dict[BLESSING][0].has_custom_property(
-            constants.ARTIFACT_PROPERTY_BLESSED_KEY)
-        io_utils.write_string_file(os.path.join(evaluation.uri, KEY_FILE),
-                                   json.dumps({"key": key, "validated": validated}))
+            constants.ARTIFACT_PROPERTY_BLESSED_KEY
+        )
+        io_utils.write_string_file(
+            os.path.join(evaluation.uri, KEY_FILE), json.dumps({"key": key, "validated": validated})
+        )
 
 
 class Evaluator(tfx_component.Evaluator):

@@ -57,9 +57,7 @@ def input_fn(
         drop_final_batch=drop_remainder,
         sloppy_ordering=training and shuffle_seed is None,
     )
-    dataset = data_accessor.tf_dataset_factory(
-        file_pattern, options, tf_transform_output.transformed_metadata.schema
-    )
+    dataset = data_accessor.tf_dataset_factory(file_pattern, options, tf_transform_output.transformed_metadata.schema)
     return shard_by_data(dataset).prefetch(tf.data.AUTOTUNE)
 
 
@@ -74,8 +72,12 @@ def load_split(
     size = sum(tf.io.gfile.stat(f).length for f in files)
     spec = tf_transform_output.transformed_feature_spec()
     if not files or size > max_bytes or not all(isinstance(s, tf.io.FixedLenFeature) for s in spec.values()):
-        logging.info("Streaming %d file(s) of %.1f MB (in-memory limit %.1f MB, or a feature is not dense)",
-                     len(files), size / 2**20, max_bytes / 2**20)
+        logging.info(
+            "Streaming %d file(s) of %.1f MB (in-memory limit %.1f MB, or a feature is not dense)",
+            len(files),
+            size / 2**20,
+            max_bytes / 2**20,
+        )
         return None
     compression = "GZIP" if all(f.endswith(".gz") for f in files) else ""
     chunks = (
@@ -89,8 +91,9 @@ def load_split(
     if not parsed:
         return None
     data = {name: tf.concat([chunk[name] for chunk in parsed], axis=0) for name in spec}
-    logging.info("Parsed %d rows from %.1f MB of files into memory", int(tf.shape(next(iter(data.values())))[0]),
-                 size / 2**20)
+    logging.info(
+        "Parsed %d rows from %.1f MB of files into memory", int(tf.shape(next(iter(data.values())))[0]), size / 2**20
+    )
     return data
 
 
@@ -115,16 +118,14 @@ def in_memory_dataset(
     def epoch_batches(epoch: tf.Tensor) -> tf.data.Dataset:
         order = tf.random.experimental.stateless_shuffle(tf.range(rows), seed=tf.stack([seed, epoch]))
         order = order[: full * batch_size]
-        return tf.data.Dataset.from_tensor_slices(
-            ({k: cut(v, order) for k, v in data.items()}, cut(label, order))
-        )
+        return tf.data.Dataset.from_tensor_slices(({k: cut(v, order) for k, v in data.items()}, cut(label, order)))
 
     if training:
         return tf.data.Dataset.range(2**62).flat_map(epoch_batches)
     dataset = tf.data.Dataset.from_tensor_slices(({k: cut(v, None) for k, v in data.items()}, cut(label, None)))
     if rows > full * batch_size and not drop_remainder:
         rest = tf.data.Dataset.from_tensors(
-            ({k: v[full * batch_size:] for k, v in data.items()}, label[full * batch_size:])
+            ({k: v[full * batch_size :] for k, v in data.items()}, label[full * batch_size :])
         )
         dataset = dataset.concatenate(rest)
     return dataset

@@ -15,7 +15,8 @@ against TFMA's default extractors in ``tests/models/test_evaluation.py``).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import apache_beam as beam
 import tensorflow_model_analysis as tfma
@@ -94,7 +95,9 @@ def with_slim_extracts(extractors: Iterable[tfma.extractors.Extractor], eval_con
     extractors = list(extractors)
     names = [extractor.stage_name for extractor in extractors]
     if unbatch_extractor.UNBATCH_EXTRACTOR_STAGE_NAME not in names:
-        raise ValueError(f"TFMA's extractors have no {unbatch_extractor.UNBATCH_EXTRACTOR_STAGE_NAME} stage "
-                         f"({names}); models.evaluation was written for TFMA 0.47.")
+        raise ValueError(
+            f"TFMA's extractors have no {unbatch_extractor.UNBATCH_EXTRACTOR_STAGE_NAME} stage "
+            f"({names}); models.evaluation was written for TFMA 0.47."
+        )
     index = names.index(unbatch_extractor.UNBATCH_EXTRACTOR_STAGE_NAME)
     return extractors[:index] + [slim_extracts_extractor(eval_config)] + extractors[index:]

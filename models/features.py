@@ -66,11 +66,7 @@ def bucket_size() -> int:
 def model_input_features() -> tuple[str, ...]:
     """Every raw column that feeds the model (everything but the unused ones)."""
     return (
-        LOG_NUMERIC_FEATURES
-        + NUMERIC_FEATURES
-        + VOCAB_FEATURES
-        + tuple(RANGE_CATEGORICAL_FEATURES)
-        + BUCKET_FEATURES
+        LOG_NUMERIC_FEATURES + NUMERIC_FEATURES + VOCAB_FEATURES + tuple(RANGE_CATEGORICAL_FEATURES) + BUCKET_FEATURES
     )
 
 

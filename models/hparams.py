@@ -7,7 +7,8 @@ pipeline configuration holds one and serialises it with ``to_custom_config``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +68,7 @@ class HParams:
         return config
 
     @classmethod
-    def from_custom_config(cls, custom_config: Mapping[str, Any] | None) -> "HParams":
+    def from_custom_config(cls, custom_config: Mapping[str, Any] | None) -> HParams:
         """Reads the ``custom_config`` dict back; unknown keys are an error, not ignored."""
         custom_config = dict(custom_config or {})
         known = {f.name for f in dataclasses.fields(cls)}
@@ -75,9 +76,7 @@ class HParams:
         # Keys other components own (e.g. Vertex AI training args) live beside ours.
         unknown = sorted(k for k in custom_config if k not in known and not k.startswith("ai_platform"))
         if unknown:
-            raise ValueError(
-                f"Unknown Trainer custom_config keys {unknown}; known keys: {sorted(known)}"
-            )
+            raise ValueError(f"Unknown Trainer custom_config keys {unknown}; known keys: {sorted(known)}")
         if "hidden_units" in values:
             values["hidden_units"] = tuple(int(u) for u in values["hidden_units"])
         return cls(**values)

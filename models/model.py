@@ -8,7 +8,7 @@ TFX; the category counts come in as a dict so it can be built and tested on its 
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import tensorflow as tf
 import tf_keras as keras

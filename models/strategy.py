@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 AUTO, TPU, MULTI_WORKER, MIRRORED = "auto", "tpu", "multi_worker", "mirrored"
 STRATEGIES: tuple[str, ...] = (AUTO, TPU, MULTI_WORKER, MIRRORED)
@@ -95,8 +96,10 @@ def choose_strategy(env: Mapping[str, str], override: str | None = None) -> Stra
 
     if forced == TPU:
         if not tpu_name:
-            raise ValueError(f"Strategy 'tpu' forced by {source} but TPU_NAME is not set: set it to the TPU "
-                             "name, a grpc:// address, or 'local' on a TPU VM.")
+            raise ValueError(
+                f"Strategy 'tpu' forced by {source} but TPU_NAME is not set: set it to the TPU "
+                "name, a grpc:// address, or 'local' on a TPU VM."
+            )
         return StrategyChoice(TPU, f"forced by {source}; TPU_NAME={tpu_name}", tpu_name)
     if forced == MULTI_WORKER:
         return StrategyChoice(MULTI_WORKER, f"forced by {source}; TF_CONFIG lists {workers} worker(s)")
@@ -113,8 +116,10 @@ def require_remote_paths(paths: Sequence[str]) -> None:
     """TPU workers cannot read this machine's disk: refuse local paths up front."""
     local = [p for p in paths if p and not p.startswith("gs://")]
     if local:
-        raise ValueError(f"Training on a TPU needs data and model locations on Cloud Storage; these are local: "
-                         f"{local}. Use gs:// paths for the pipeline root and data.")
+        raise ValueError(
+            f"Training on a TPU needs data and model locations on Cloud Storage; these are local: "
+            f"{local}. Use gs:// paths for the pipeline root and data."
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +131,7 @@ class TpuSystem:
     initialize: Callable[[Any], Any]
 
     @classmethod
-    def real(cls) -> "TpuSystem":
+    def real(cls) -> TpuSystem:
         import tensorflow as tf
 
         return cls(
@@ -136,8 +141,9 @@ class TpuSystem:
         )
 
 
-def create_strategy(choice: StrategyChoice, tpu_system: TpuSystem | None = None,
-                    strategy_factory: Callable[..., Any] | None = None):
+def create_strategy(
+    choice: StrategyChoice, tpu_system: TpuSystem | None = None, strategy_factory: Callable[..., Any] | None = None
+):
     """Builds the strategy ``choice`` names. TPU: resolve, connect, initialise, then build."""
     import tensorflow as tf
 

@@ -28,8 +28,10 @@ def keep_autograph_out_of_tf_keras() -> bool:
     rules = getattr(config, "CONVERSION_RULES", None)
     rule_class = getattr(config, "DoNotConvert", None)
     if rules is None or rule_class is None:
-        logging.warning("AutoGraph's conversion rules are not where TensorFlow 2.16 keeps them: Keras "
-                        "internals will be converted on every trace (slower, not wrong).")
+        logging.warning(
+            "AutoGraph's conversion rules are not where TensorFlow 2.16 keeps them: Keras "
+            "internals will be converted on every trace (slower, not wrong)."
+        )
         return False
     if not any(isinstance(rule, rule_class) and rule.matches(PACKAGE) for rule in rules):
         config.CONVERSION_RULES = (rule_class(PACKAGE),) + tuple(rules)

@@ -65,8 +65,13 @@ class _LogStartEpoch(keras.callbacks.Callback):
             return
         self._logged = True
         if epoch:
-            logging.info("Resumed from the backup in %s after %d completed epoch(s): continuing at epoch %d of %d",
-                         self._backup_dir, epoch, epoch, self._epochs)
+            logging.info(
+                "Resumed from the backup in %s after %d completed epoch(s): continuing at epoch %d of %d",
+                self._backup_dir,
+                epoch,
+                epoch,
+                self._epochs,
+            )
         else:
             logging.info("No backup in %s: training from epoch 0 of %d", self._backup_dir, self._epochs)
 
@@ -100,22 +105,35 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
     epochs, steps_per_epoch = epoch_schedule(fn_args.train_steps, hparams.epochs)
     ema = hparams.ema_momentum_for(epochs * steps_per_epoch)
     if ema != hparams.ema_momentum:
-        logging.info("Weight averaging off: %d steps are too few for momentum %s", epochs * steps_per_epoch,
-                     hparams.ema_momentum)
+        logging.info(
+            "Weight averaging off: %d steps are too few for momentum %s", epochs * steps_per_epoch, hparams.ema_momentum
+        )
         hparams = dataclasses.replace(hparams, ema_momentum=ema)
     # Chief or not matters only when the processes train one model together.
-    worker = (strategy_lib.worker_info(os.environ.get("TF_CONFIG")) if choice.kind == strategy_lib.MULTI_WORKER
-              else strategy_lib.SINGLE_PROCESS)
+    worker = (
+        strategy_lib.worker_info(os.environ.get("TF_CONFIG"))
+        if choice.kind == strategy_lib.MULTI_WORKER
+        else strategy_lib.SINGLE_PROCESS
+    )
 
     strategy = strategy_lib.create_strategy(choice)
     if worker.num_workers > 1 and strategy.extended.should_checkpoint != worker.is_chief:
-        raise RuntimeError(f"TF_CONFIG makes {worker.name} {'the' if worker.is_chief else 'not the'} chief, but "
-                           f"{type(strategy).__name__} disagrees; refusing to risk two models or none.")
+        raise RuntimeError(
+            f"TF_CONFIG makes {worker.name} {'the' if worker.is_chief else 'not the'} chief, but "
+            f"{type(strategy).__name__} disagrees; refusing to risk two models or none."
+        )
     replicas = strategy.num_replicas_in_sync
     global_batch = hparams.per_replica_batch_size * replicas
-    logging.info("%s (%s of %d worker(s)): %d replica(s) in sync; global batch %d; %d epoch(s) x %d steps",
-                 type(strategy).__name__, worker.name, worker.num_workers, replicas, global_batch, epochs,
-                 steps_per_epoch)
+    logging.info(
+        "%s (%s of %d worker(s)): %d replica(s) in sync; global batch %d; %d epoch(s) x %d steps",
+        type(strategy).__name__,
+        worker.name,
+        worker.num_workers,
+        replicas,
+        global_batch,
+        epochs,
+        steps_per_epoch,
+    )
 
     # Non-chief workers must still save (the save reads variables through collectives),
     # but to a scratch location of their own that is removed afterwards.
@@ -128,12 +146,25 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
         # In memory on one machine only: a multi-worker or TPU input pipeline is rewritten
         # and serialised by tf.distribute, which would copy the captured rows.
         in_memory_bytes = hparams.in_memory_max_mb * 2**20 if worker.num_workers == 1 and not is_tpu else 0
-        train_ds = input_fn(fn_args.train_files, fn_args.data_accessor, tf_transform_output, global_batch,
-                            training=True, shuffle_seed=seed, in_memory_max_bytes=in_memory_bytes)
+        train_ds = input_fn(
+            fn_args.train_files,
+            fn_args.data_accessor,
+            tf_transform_output,
+            global_batch,
+            training=True,
+            shuffle_seed=seed,
+            in_memory_max_bytes=in_memory_bytes,
+        )
         # A capped validation reads only its first batches: loading the split would cost more.
-        eval_ds = input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, global_batch,
-                           training=False, drop_remainder=is_tpu,
-                           in_memory_max_bytes=0 if fn_args.eval_steps else in_memory_bytes)
+        eval_ds = input_fn(
+            fn_args.eval_files,
+            fn_args.data_accessor,
+            tf_transform_output,
+            global_batch,
+            training=False,
+            drop_remainder=is_tpu,
+            in_memory_max_bytes=0 if fn_args.eval_steps else in_memory_bytes,
+        )
         if fn_args.eval_steps:
             # Capped by the dataset, not by fit's validation_steps: given steps, Keras keeps one
             # iterator across epochs, so a split shorter than the cap was validated on after

@@ -124,7 +124,11 @@ class PipelineConfig:
         wins): in-process for a Transform computing statistics when the DirectRunner would
         start worker processes (see ``transform_statistics``); nothing otherwise, and
         nothing on another runner."""
-        if (component_id == "Transform" and self.transform_statistics and self.beam_workers > 1
-                and beam_runtime.runner(self.extra_beam_args) is None):
+        if (
+            component_id == "Transform"
+            and self.transform_statistics
+            and self.beam_workers > 1
+            and beam_runtime.runner(self.extra_beam_args) is None
+        ):
             return list(beam_runtime.IN_PROCESS_ARGS)
         return []

@@ -17,26 +17,50 @@ DEFAULTS = PipelineConfig()
 
 def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
     """Flags that shape the pipeline wherever it runs."""
-    parser.add_argument("--pipeline-name", default=DEFAULTS.pipeline_name,
-                        help="Pipeline name ([a-z0-9][a-z0-9-]*, as Vertex requires); separates runs.")
-    parser.add_argument("--data-pattern", default=DEFAULTS.data_pattern,
-                        help="Glob, relative to --data-root, selecting the data files.")
-    parser.add_argument("--train-steps", type=int, default=DEFAULTS.train_steps,
-                        help="Total training steps (each of one global batch).")
-    parser.add_argument("--epochs", type=int, default=DEFAULTS.hparams.epochs,
-                        help="Training steps are split into this many epochs (evaluation after each).")
-    parser.add_argument("--batch-size", type=int, default=DEFAULTS.hparams.per_replica_batch_size,
-                        help="Per-replica batch size; the global batch is this times the replica count.")
-    parser.add_argument("--schema-path", default=None,
-                        help="A curated schema.pbtxt to validate the data against (default: infer one).")
-    parser.add_argument("--min-eval-auc", type=float, default=DEFAULTS.min_eval_auc,
-                        help="Evaluator floor: a model below this eval AUC is not blessed or pushed.")
-    parser.add_argument("--transform-statistics", action=argparse.BooleanOptionalAction,
-                        default=DEFAULTS.transform_statistics,
-                        help="Have Transform compute pre- and post-transform statistics and anomalies "
-                             "(slower; more memory).")
-    parser.add_argument("--enable-cache", action=argparse.BooleanOptionalAction, default=DEFAULTS.enable_cache,
-                        help="Reuse results of components whose inputs and code did not change.")
+    parser.add_argument(
+        "--pipeline-name",
+        default=DEFAULTS.pipeline_name,
+        help="Pipeline name ([a-z0-9][a-z0-9-]*, as Vertex requires); separates runs.",
+    )
+    parser.add_argument(
+        "--data-pattern", default=DEFAULTS.data_pattern, help="Glob, relative to --data-root, selecting the data files."
+    )
+    parser.add_argument(
+        "--train-steps", type=int, default=DEFAULTS.train_steps, help="Total training steps (each of one global batch)."
+    )
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=DEFAULTS.hparams.epochs,
+        help="Training steps are split into this many epochs (evaluation after each).",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=DEFAULTS.hparams.per_replica_batch_size,
+        help="Per-replica batch size; the global batch is this times the replica count.",
+    )
+    parser.add_argument(
+        "--schema-path", default=None, help="A curated schema.pbtxt to validate the data against (default: infer one)."
+    )
+    parser.add_argument(
+        "--min-eval-auc",
+        type=float,
+        default=DEFAULTS.min_eval_auc,
+        help="Evaluator floor: a model below this eval AUC is not blessed or pushed.",
+    )
+    parser.add_argument(
+        "--transform-statistics",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULTS.transform_statistics,
+        help="Have Transform compute pre- and post-transform statistics and anomalies (slower; more memory).",
+    )
+    parser.add_argument(
+        "--enable-cache",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULTS.enable_cache,
+        help="Reuse results of components whose inputs and code did not change.",
+    )
 
 
 def pipeline_config_kwargs(args: argparse.Namespace) -> dict[str, Any]:

@@ -147,9 +147,7 @@ def create_pipeline(
     example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     )
-    anomaly_gate = AnomalyGate(
-        anomalies=example_validator.outputs["anomalies"], schema=schema_gen.outputs["schema"]
-    )
+    anomaly_gate = AnomalyGate(anomalies=example_validator.outputs["anomalies"], schema=schema_gen.outputs["schema"])
     validated_schema = anomaly_gate.outputs["validated_schema"]
     transform = Transform(
         examples=example_gen.outputs["examples"],
@@ -188,8 +186,16 @@ def create_pipeline(
     )
     pusher = _pusher(config, model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"])
     components = [
-        example_gen, statistics_gen, schema_gen, example_validator, anomaly_gate,
-        transform, trainer, model_resolver, evaluator, pusher,
+        example_gen,
+        statistics_gen,
+        schema_gen,
+        example_validator,
+        anomaly_gate,
+        transform,
+        trainer,
+        model_resolver,
+        evaluator,
+        pusher,
     ]
     for component in components:
         if beam_args := config.component_beam_args(component.id):

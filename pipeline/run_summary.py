@@ -102,9 +102,7 @@ def summarize_run(
     from components.evaluator import REUSED_FROM  # imports TFX and TFMA: only when reading a run
 
     store = metadata_store.MetadataStore(connection_config)
-    run = (
-        store.get_context_by_type_and_name("pipeline_run", run_id) if run_id else _latest_run(store, pipeline_name)
-    )
+    run = store.get_context_by_type_and_name("pipeline_run", run_id) if run_id else _latest_run(store, pipeline_name)
     if run is None:
         raise LookupError(f"No run {run_id!r} in this metadata store")
     executions = sorted(store.get_executions_by_context(run.id), key=lambda e: (e.create_time_since_epoch, e.id))
@@ -113,7 +111,7 @@ def summarize_run(
     node_of: dict[int, str] = {}
     for execution in executions:
         nodes = [c.name for c in store.get_contexts_by_execution(execution.id) if c.type == "node"]
-        node_id = nodes[0][len(prefix):] if nodes and nodes[0].startswith(prefix) else (nodes or ["?"])[0]
+        node_id = nodes[0][len(prefix) :] if nodes and nodes[0].startswith(prefix) else (nodes or ["?"])[0]
         node_of[execution.id] = node_id
         started, finished = execution.create_time_since_epoch / 1000, execution.last_update_time_since_epoch / 1000
         state = _STATES.get(execution.last_known_state, "unknown")
@@ -127,11 +125,18 @@ def summarize_run(
             if key == "blessing":
                 summary.blessed = bool(props["blessed"].int_value) if "blessed" in props else None
                 # One event can carry several input keys (the baseline may be the candidate itself).
-                keyed = [(step.key, e.artifact_id) for e in inputs if e.execution_id == execution_id
-                         for step in e.path.steps if step.HasField("key")]
+                keyed = [
+                    (step.key, e.artifact_id)
+                    for e in inputs
+                    if e.execution_id == execution_id
+                    for step in e.path.steps
+                    if step.HasField("key")
+                ]
                 baselines = {a for key, a in keyed if key == "baseline_model"}
                 summary.had_baseline = bool(baselines)
-                summary.baseline_is_candidate = bool(baselines) and baselines == {a for key, a in keyed if key == "model"}
+                summary.baseline_is_candidate = bool(baselines) and baselines == {
+                    a for key, a in keyed if key == "model"
+                }
             elif key == "evaluation":
                 _evaluation(summary, artifact.uri)
                 summary.evaluation_reused_from = props[REUSED_FROM].string_value if REUSED_FROM in props else None
@@ -153,8 +158,9 @@ def format_summary(summary: RunSummary, min_eval_auc: float | None = None) -> st
         lines.append(f"  {c.node_id:<{width}}  {c.state:<9}  {c.seconds:>8.1f}")
     lines.append(f"  {'total':<{width}}  {'':<9}  {sum(c.seconds for c in summary.components):>8.1f}")
     if summary.metrics:
-        shown = ", ".join(f"{k} {v:.4f}" if k != "example_count" else f"{k} {int(v)}"
-                          for k, v in sorted(summary.metrics.items()))
+        shown = ", ".join(
+            f"{k} {v:.4f}" if k != "example_count" else f"{k} {int(v)}" for k, v in sorted(summary.metrics.items())
+        )
         lines.append(f"Eval metrics: {shown}")
     if summary.blessed is None:
         lines.append("Model: not evaluated in this run")
@@ -163,8 +169,10 @@ def format_summary(summary: RunSummary, min_eval_auc: float | None = None) -> st
         if summary.baseline_is_candidate:
             baseline = "(the last blessed model itself, reused from the cache: evaluated once)"
             if summary.evaluation_reused_from:
-                baseline = ("(the last blessed model itself, reused from the cache: its evaluation too, "
-                            f"from {summary.evaluation_reused_from})")
+                baseline = (
+                    "(the last blessed model itself, reused from the cache: its evaluation too, "
+                    f"from {summary.evaluation_reused_from})"
+                )
         elif summary.had_baseline:
             baseline = "and no worse than the last blessed model"
         else:

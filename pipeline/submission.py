@@ -30,8 +30,9 @@ class Submission:
     enable_caching: bool = False
 
 
-def submit_to_vertex(job_file: str, submission: Submission, dry_run: bool = False,
-                     api_endpoint: str | None = None, credentials=None):
+def submit_to_vertex(
+    job_file: str, submission: Submission, dry_run: bool = False, api_endpoint: str | None = None, credentials=None
+):
     """Creates the Vertex AI PipelineJob from the compiled file and submits it.
 
     ``api_endpoint``/``credentials`` point the real client elsewhere. Returns the job;
@@ -40,8 +41,11 @@ def submit_to_vertex(job_file: str, submission: Submission, dry_run: bool = Fals
     from google.cloud import aiplatform
 
     aiplatform.init(
-        project=submission.project, location=submission.region, credentials=credentials,
-        api_endpoint=api_endpoint, api_transport="rest" if api_endpoint else None,
+        project=submission.project,
+        location=submission.region,
+        credentials=credentials,
+        api_endpoint=api_endpoint,
+        api_transport="rest" if api_endpoint else None,
     )
     job = aiplatform.PipelineJob(
         display_name=submission.display_name,
@@ -75,8 +79,16 @@ def pipeline_spec_file(job_file: str) -> str:
     return spec_file
 
 
-def submit_to_kfp(job_file: str, host: str, experiment: str, run_name: str, pipeline_root: str,
-                  enable_caching: bool, dry_run: bool = False, client_factory: Callable[..., Any] | None = None):
+def submit_to_kfp(
+    job_file: str,
+    host: str,
+    experiment: str,
+    run_name: str,
+    pipeline_root: str,
+    enable_caching: bool,
+    dry_run: bool = False,
+    client_factory: Callable[..., Any] | None = None,
+):
     """Submits the compiled pipeline spec to a Kubeflow Pipelines v2 endpoint; returns the
     run (None for a dry run, which only writes the spec file)."""
     spec_file = pipeline_spec_file(job_file)
@@ -88,6 +100,10 @@ def submit_to_kfp(job_file: str, host: str, experiment: str, run_name: str, pipe
         client_factory = kfp.Client
     client = client_factory(host=host)
     return client.create_run_from_pipeline_package(
-        spec_file, arguments={}, run_name=run_name, experiment_name=experiment,
-        pipeline_root=pipeline_root, enable_caching=enable_caching,
+        spec_file,
+        arguments={},
+        run_name=run_name,
+        experiment_name=experiment,
+        pipeline_root=pipeline_root,
+        enable_caching=enable_caching,
     )

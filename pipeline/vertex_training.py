@@ -13,11 +13,24 @@ from typing import Any
 
 # Vertex AI's AcceleratorType names (google.cloud.aiplatform_v1.types.AcceleratorType,
 # client 1.165), without the UNSPECIFIED placeholder; a test keeps this list in step.
-GPU_TYPES: frozenset[str] = frozenset({
-    "NVIDIA_TESLA_K80", "NVIDIA_TESLA_P100", "NVIDIA_TESLA_V100", "NVIDIA_TESLA_P4", "NVIDIA_TESLA_T4",
-    "NVIDIA_TESLA_A100", "NVIDIA_A100_80GB", "NVIDIA_L4", "NVIDIA_H100_80GB", "NVIDIA_H100_MEGA_80GB",
-    "NVIDIA_H200_141GB", "NVIDIA_B200", "NVIDIA_GB200", "NVIDIA_RTX_PRO_6000",
-})
+GPU_TYPES: frozenset[str] = frozenset(
+    {
+        "NVIDIA_TESLA_K80",
+        "NVIDIA_TESLA_P100",
+        "NVIDIA_TESLA_V100",
+        "NVIDIA_TESLA_P4",
+        "NVIDIA_TESLA_T4",
+        "NVIDIA_TESLA_A100",
+        "NVIDIA_A100_80GB",
+        "NVIDIA_L4",
+        "NVIDIA_H100_80GB",
+        "NVIDIA_H100_MEGA_80GB",
+        "NVIDIA_H200_141GB",
+        "NVIDIA_B200",
+        "NVIDIA_GB200",
+        "NVIDIA_RTX_PRO_6000",
+    }
+)
 TPU_TYPES: frozenset[str] = frozenset({"TPU_V2", "TPU_V3", "TPU_V4_POD", "TPU_V5_LITEPOD"})
 TPU_MACHINE_TYPE = "cloud-tpu"
 KINDS = ("gpu", "multi-worker", "tpu")
@@ -37,11 +50,15 @@ class WorkerPool:
         if self.accelerator_type is not None and self.accelerator_type not in known:
             raise ValueError(f"Unknown accelerator type {self.accelerator_type!r}; known: {', '.join(sorted(known))}")
         if (self.accelerator_type is None) != (self.accelerator_count == 0):
-            raise ValueError("accelerator_type and a positive accelerator_count go together "
-                             f"(got {self.accelerator_type!r} x {self.accelerator_count})")
+            raise ValueError(
+                "accelerator_type and a positive accelerator_count go together "
+                f"(got {self.accelerator_type!r} x {self.accelerator_count})"
+            )
         if (self.accelerator_type in TPU_TYPES) != (self.machine_type == TPU_MACHINE_TYPE):
-            raise ValueError(f"TPU accelerators need machine_type {TPU_MACHINE_TYPE!r} and it needs a TPU "
-                             f"(got {self.machine_type!r} with {self.accelerator_type!r})")
+            raise ValueError(
+                f"TPU accelerators need machine_type {TPU_MACHINE_TYPE!r} and it needs a TPU "
+                f"(got {self.machine_type!r} with {self.accelerator_type!r})"
+            )
 
     def machine_spec(self) -> dict[str, Any]:
         spec: dict[str, Any] = {"machine_type": self.machine_type}
@@ -68,36 +85,65 @@ class VertexTraining:
             raise ValueError("VertexTraining needs at least one worker pool")
 
     @classmethod
-    def gpu(cls, project: str, region: str, image: str, machine_type: str = "n1-standard-8",
-            accelerator_type: str = "NVIDIA_TESLA_T4", accelerator_count: int = 1) -> "VertexTraining":
+    def gpu(
+        cls,
+        project: str,
+        region: str,
+        image: str,
+        machine_type: str = "n1-standard-8",
+        accelerator_type: str = "NVIDIA_TESLA_T4",
+        accelerator_count: int = 1,
+    ) -> VertexTraining:
         """One machine with GPUs: MirroredStrategy over them."""
         return cls(project, region, image, (WorkerPool(machine_type, 1, accelerator_type, accelerator_count),))
 
     @classmethod
-    def multi_worker(cls, project: str, region: str, image: str, replicas: int = 3,
-                     machine_type: str = "n1-standard-8", accelerator_type: str | None = None,
-                     accelerator_count: int = 0) -> "VertexTraining":
+    def multi_worker(
+        cls,
+        project: str,
+        region: str,
+        image: str,
+        replicas: int = 3,
+        machine_type: str = "n1-standard-8",
+        accelerator_type: str | None = None,
+        accelerator_count: int = 0,
+    ) -> VertexTraining:
         """A chief plus ``replicas - 1`` workers: MultiWorkerMirroredStrategy."""
         if replicas < 2:
             raise ValueError(f"multi-worker training needs at least 2 replicas, got {replicas}")
         pool = dict(machine_type=machine_type, accelerator_type=accelerator_type, accelerator_count=accelerator_count)
-        return cls(project, region, image, (WorkerPool(replica_count=1, **pool), WorkerPool(replica_count=replicas - 1, **pool)))
+        return cls(
+            project,
+            region,
+            image,
+            (WorkerPool(replica_count=1, **pool), WorkerPool(replica_count=replicas - 1, **pool)),
+        )
 
     @classmethod
-    def tpu(cls, project: str, region: str, image: str, accelerator_type: str = "TPU_V3",
-            accelerator_count: int = 8) -> "VertexTraining":
+    def tpu(
+        cls, project: str, region: str, image: str, accelerator_type: str = "TPU_V3", accelerator_count: int = 8
+    ) -> VertexTraining:
         """A TPU VM: TPU_NAME=local selects TPUStrategy on the VM's own TPU."""
         if accelerator_type not in TPU_TYPES:
             raise ValueError(f"Unknown TPU type {accelerator_type!r}; known: {', '.join(sorted(TPU_TYPES))}")
-        return cls(project, region, image, (WorkerPool(TPU_MACHINE_TYPE, 1, accelerator_type, accelerator_count),),
-                   env=(("TPU_NAME", "local"),))
+        return cls(
+            project,
+            region,
+            image,
+            (WorkerPool(TPU_MACHINE_TYPE, 1, accelerator_type, accelerator_count),),
+            env=(("TPU_NAME", "local"),),
+        )
 
     def worker_pool_specs(self) -> list[dict[str, Any]]:
         container: dict[str, Any] = {"image_uri": self.image}
         if self.env:
             container["env"] = [{"name": k, "value": v} for k, v in self.env]
         return [
-            {"machine_spec": pool.machine_spec(), "replica_count": pool.replica_count, "container_spec": dict(container)}
+            {
+                "machine_spec": pool.machine_spec(),
+                "replica_count": pool.replica_count,
+                "container_spec": dict(container),
+            }
             for pool in self.pools
         ]
 

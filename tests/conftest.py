@@ -67,9 +67,9 @@ def schema(pipe, root, statistics):
 
 @pytest.fixture(scope="session")
 def anomalies(pipe, root, statistics, schema):
-    return run_component(
-        node(pipe, "ExampleValidator"), {"statistics": statistics, "schema": schema}, root
-    )["anomalies"]
+    return run_component(node(pipe, "ExampleValidator"), {"statistics": statistics, "schema": schema}, root)[
+        "anomalies"
+    ]
 
 
 @pytest.fixture(scope="session")

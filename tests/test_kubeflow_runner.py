@@ -38,22 +38,48 @@ def test_missing_kfp_fails_before_compiling(monkeypatch, tmp_path, capsys):
 
 def test_dataflow_arguments_reach_every_beam_component(tmp_path):
     output = tmp_path / "job.json"
-    argv = [*cloud.CLOUD_ARGS, "--output-file", str(output), "--dataflow", "--project", cloud.PROJECT, "--region", cloud.REGION,
-            "--dataflow-temp-location", "gs://bucket/tmp", "--dataflow-max-workers", "8"]
+    argv = [
+        *cloud.CLOUD_ARGS,
+        "--output-file",
+        str(output),
+        "--dataflow",
+        "--project",
+        cloud.PROJECT,
+        "--region",
+        cloud.REGION,
+        "--dataflow-temp-location",
+        "gs://bucket/tmp",
+        "--dataflow-max-workers",
+        "8",
+    ]
     assert kr.main(argv) == 0
     executors = json.loads(output.read_text())["pipelineSpec"]["deploymentSpec"]["executors"]
     transform_args = executors["Transform_executor"]["container"]["args"]
-    for expected in ("--runner=DataflowRunner", f"--project={cloud.PROJECT}", f"--region={cloud.REGION}",
-                     "--temp_location=gs://bucket/tmp", "--max_num_workers=8",
-                     f"--sdk_container_image={cloud.IMAGE}"):
+    for expected in (
+        "--runner=DataflowRunner",
+        f"--project={cloud.PROJECT}",
+        f"--region={cloud.REGION}",
+        "--temp_location=gs://bucket/tmp",
+        "--max_num_workers=8",
+        f"--sdk_container_image={cloud.IMAGE}",
+    ):
         assert expected in transform_args
     assert not any(a.startswith("--direct_") for a in transform_args)
 
 
 def test_endpoint_deployment_swaps_in_the_vertex_pusher(tmp_path):
     output = tmp_path / "job.json"
-    argv = [*cloud.CLOUD_ARGS, "--output-file", str(output), "--project", cloud.PROJECT, "--region", cloud.REGION,
-            "--endpoint-name", "taxi-endpoint"]
+    argv = [
+        *cloud.CLOUD_ARGS,
+        "--output-file",
+        str(output),
+        "--project",
+        cloud.PROJECT,
+        "--region",
+        cloud.REGION,
+        "--endpoint-name",
+        "taxi-endpoint",
+    ]
     assert kr.main(argv) == 0
     text = output.read_text()
     assert "google_cloud_ai_platform.pusher.executor" in text
@@ -68,7 +94,10 @@ def test_endpoint_deployment_swaps_in_the_vertex_pusher(tmp_path):
         ([*cloud.CLOUD_ARGS, "--pipeline-name", "Taxi_Pipeline"], "--pipeline-name"),
         ([*cloud.CLOUD_ARGS, "--submit", "--region", cloud.REGION], "--project"),
         ([*cloud.CLOUD_ARGS, "--submit", "--project", cloud.PROJECT], "--region"),
-        ([*cloud.CLOUD_ARGS, "--dataflow", "--project", cloud.PROJECT, "--region", cloud.REGION], "--dataflow-temp-location"),
+        (
+            [*cloud.CLOUD_ARGS, "--dataflow", "--project", cloud.PROJECT, "--region", cloud.REGION],
+            "--dataflow-temp-location",
+        ),
         ([*cloud.CLOUD_ARGS, "--kfp-host", "localhost:8888"], "--kfp-host"),
         ([*cloud.CLOUD_ARGS, "--label", "oops"], "--label"),
     ],
@@ -96,7 +125,21 @@ def test_kfp_host_from_the_command_line(tmp_path, capsys):
 )
 def test_vertex_training_is_compiled_into_the_trainer(tmp_path, flags, pool_text):
     output = tmp_path / "job.json"
-    assert kr.main([*cloud.CLOUD_ARGS, "--output-file", str(output), "--project", cloud.PROJECT, "--region", cloud.REGION, *flags]) == 0
+    assert (
+        kr.main(
+            [
+                *cloud.CLOUD_ARGS,
+                "--output-file",
+                str(output),
+                "--project",
+                cloud.PROJECT,
+                "--region",
+                cloud.REGION,
+                *flags,
+            ]
+        )
+        == 0
+    )
     executors = json.loads(output.read_text())["pipelineSpec"]["deploymentSpec"]["executors"]
     trainer = json.dumps(executors["Trainer_executor"])
     assert "google_cloud_ai_platform.trainer.executor" in trainer
@@ -106,8 +149,17 @@ def test_vertex_training_is_compiled_into_the_trainer(tmp_path, flags, pool_text
 
 
 def test_unknown_accelerator_names_the_flag(capsys):
-    argv = [*cloud.CLOUD_ARGS, "--project", cloud.PROJECT, "--region", cloud.REGION, "--vertex-training", "gpu",
-            "--accelerator-type", "NVIDIA_TESLA_T5"]
+    argv = [
+        *cloud.CLOUD_ARGS,
+        "--project",
+        cloud.PROJECT,
+        "--region",
+        cloud.REGION,
+        "--vertex-training",
+        "gpu",
+        "--accelerator-type",
+        "NVIDIA_TESLA_T5",
+    ]
     assert kr.main(argv) == 2
     err = capsys.readouterr().err
     assert "--vertex-training gpu" in err and "NVIDIA_TESLA_T4" in err
@@ -115,8 +167,19 @@ def test_unknown_accelerator_names_the_flag(capsys):
 
 def test_submit_dry_run_from_the_command_line_sends_nothing(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-such-file.json"))
-    argv = [*cloud.CLOUD_ARGS, "--output-file", str(tmp_path / "job.json"), "--project", cloud.PROJECT, "--region", cloud.REGION,
-            "--submit", "--dry-run", "--label", "team=ml"]
+    argv = [
+        *cloud.CLOUD_ARGS,
+        "--output-file",
+        str(tmp_path / "job.json"),
+        "--project",
+        cloud.PROJECT,
+        "--region",
+        cloud.REGION,
+        "--submit",
+        "--dry-run",
+        "--label",
+        "team=ml",
+    ]
     assert kr.main(argv) == 0  # no credentials exist, and none were looked up
     out = capsys.readouterr().out
     assert "Dry run: Vertex AI PipelineJob taxi-big-tipper-" in out and "not sent" in out

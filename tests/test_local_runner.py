@@ -15,8 +15,15 @@ from pipeline.run_summary import format_summary, summarize_run
 from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
 
 SMALL_RUN = ["--train-steps", "40", "--epochs", "2", "--batch-size", "32", "--min-eval-auc", "0.5"]
-UPSTREAM_OF_EVALUATOR = ["CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "AnomalyGate",
-                         "Transform", "Trainer"]
+UPSTREAM_OF_EVALUATOR = [
+    "CsvExampleGen",
+    "StatisticsGen",
+    "SchemaGen",
+    "ExampleValidator",
+    "AnomalyGate",
+    "Transform",
+    "Trainer",
+]
 
 
 def _summary(output_root: str):
@@ -25,8 +32,13 @@ def _summary(output_root: str):
 
 
 def test_help_explains_the_knobs():
-    result = subprocess.run([sys.executable, "local_runner.py", "--help"], capture_output=True, text=True,
-                            check=True, cwd=os.path.dirname(os.path.abspath(local_runner.__file__)))
+    result = subprocess.run(
+        [sys.executable, "local_runner.py", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=os.path.dirname(os.path.abspath(local_runner.__file__)),
+    )
     for flag in ("--data-root", "--output-root", "--train-steps", "--epochs", "--beam-workers", "--enable-cache"):
         assert flag in result.stdout
 
@@ -41,8 +53,12 @@ def test_a_local_run_does_not_import_the_vertex_client(tmp_path):
         "local_runner.run(local_runner.config_from_args(local_runner.parse_args(['--output-root', sys.argv[1]])))\n"
         "print('imported', sorted(m for m in sys.modules if m.startswith(('tfx.v1', 'google.cloud.aiplatform'))))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
-                            cwd=os.path.dirname(os.path.abspath(local_runner.__file__)))
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=os.path.dirname(os.path.abspath(local_runner.__file__)),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "components 10" in result.stdout
     assert "imported []" in result.stdout
@@ -120,7 +136,9 @@ def test_anomalies_stop_the_run_before_transform_and_a_fixed_rerun_succeeds(
     def plant(row, i):
         return {**row, "payment_type": "Bitcoin"} if i % 10 == 0 else row
 
-    bad_dir = write_sample(tmp_path_factory.mktemp("bad_e2e"), SAMPLE_ROWS, every=EMBEDDED_ROWS // SAMPLE_ROWS, edit=plant)
+    bad_dir = write_sample(
+        tmp_path_factory.mktemp("bad_e2e"), SAMPLE_ROWS, every=EMBEDDED_ROWS // SAMPLE_ROWS, edit=plant
+    )
     output_root = str(tmp_path_factory.mktemp("anomalous"))
     common = ["--output-root", output_root, "--schema-path", schema_path, *SMALL_RUN]
 

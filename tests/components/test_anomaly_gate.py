@@ -52,9 +52,13 @@ def planted_anomalies(small_config, root, schema, tmp_path_factory):
     bad_root = os.path.join(root, "bad")
     bad_examples = run_component(node(bad, "CsvExampleGen"), {}, bad_root)["examples"]
     bad_stats = run_component(node(bad, "StatisticsGen"), {"examples": bad_examples}, bad_root)["statistics"]
-    return run_component(node(bad, "ExampleValidator"), {"statistics": bad_stats, "schema": schema}, bad_root)[
-        "anomalies"
-    ], bad, bad_root
+    return (
+        run_component(node(bad, "ExampleValidator"), {"statistics": bad_stats, "schema": schema}, bad_root)[
+            "anomalies"
+        ],
+        bad,
+        bad_root,
+    )
 
 
 def test_validator_flags_a_planted_anomaly(planted_anomalies):

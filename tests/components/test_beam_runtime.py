@@ -5,15 +5,18 @@ import pytest
 from components import beam_runtime
 
 
-@pytest.mark.parametrize("args, local", [
-    ([], True),
-    (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], True),
-    (["--runner=DirectRunner"], True),
-    (["--runner=DataflowRunner", "--project=p"], False),
-    (["--runner=DirectRunner", "--runner=FlinkRunner"], False),
-    (["--runner", "DataflowRunner"], False),
-    (["--runner", "DirectRunner"], True),
-])
+@pytest.mark.parametrize(
+    "args, local",
+    [
+        ([], True),
+        (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], True),
+        (["--runner=DirectRunner"], True),
+        (["--runner=DataflowRunner", "--project=p"], False),
+        (["--runner=DirectRunner", "--runner=FlinkRunner"], False),
+        (["--runner", "DataflowRunner"], False),
+        (["--runner", "DirectRunner"], True),
+    ],
+)
 def test_only_local_beam_runs_take_the_fast_path(args, local):
     assert beam_runtime.runs_locally(args) is local
 
@@ -31,7 +34,11 @@ def test_beam_runs_in_process_on_small_data_and_one_process_per_core_on_large(tm
 def test_pipeline_args_run_in_process_with_one_worker_and_in_processes_with_more():
     assert beam_runtime.pipeline_args(1) == [*beam_runtime.IN_PROCESS_ARGS, beam_runtime.NO_STAGING_ARG]
     assert beam_runtime.pipeline_args(3, ("--foo=1",)) == [
-        "--direct_running_mode=multi_processing", "--direct_num_workers=3", beam_runtime.NO_STAGING_ARG, "--foo=1"]
+        "--direct_running_mode=multi_processing",
+        "--direct_num_workers=3",
+        beam_runtime.NO_STAGING_ARG,
+        "--foo=1",
+    ]
     assert beam_runtime.pipeline_args(3, ("--runner", "FlinkRunner")) == ["--runner", "FlinkRunner"]
     with pytest.raises(ValueError, match="at least 1 worker"):
         beam_runtime.pipeline_args(0)
@@ -42,4 +49,5 @@ def test_the_no_staging_arg_names_this_python_and_beam():
     import sys
 
     assert beam_runtime.NO_STAGING_ARG.endswith(
-        f"python{sys.version_info.major}.{sys.version_info.minor}_sdk:{importlib.metadata.version('apache-beam')}")
+        f"python{sys.version_info.major}.{sys.version_info.minor}_sdk:{importlib.metadata.version('apache-beam')}"
+    )

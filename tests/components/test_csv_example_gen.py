@@ -48,8 +48,10 @@ def _both(config, root: Path, **example_gen_args):
     )
     if example_gen_args:
         ours = csv_example_gen.CsvExampleGen(input_base=config.data_root, **example_gen_args)
-    return (run_component(theirs, {}, str(root / "tfx"))["examples"][0],
-            run_component(ours, {}, str(root / "ours"))["examples"][0])
+    return (
+        run_component(theirs, {}, str(root / "tfx"))["examples"][0],
+        run_component(ours, {}, str(root / "ours"))["examples"][0],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +93,15 @@ def test_edge_case_cells_are_typed_and_split_as_tfx_does(small_config, tmp_path)
     assert _split_records(ours) == _split_records(theirs)
     types = csv_encoding.infer_column_types([str(data / "edge.csv")])
     assert {n: t.name for n, t in types.items()} == {
-        "id": "INT", "label": "INT", "mixed": "FLOAT", "spaced": "INT", "huge": "STRING", "empty": "UNKNOWN",
-        "text": "STRING", "negative": "FLOAT", "quoted": "STRING",
+        "id": "INT",
+        "label": "INT",
+        "mixed": "FLOAT",
+        "spaced": "INT",
+        "huge": "STRING",
+        "empty": "UNKNOWN",
+        "text": "STRING",
+        "negative": "FLOAT",
+        "quoted": "STRING",
         # int() of the UTF-8 bytes of a no-break space fails, as in tfx_bsl (of the str it would not).
         "nbsp": "STRING",
     }
@@ -113,8 +122,12 @@ def test_input_defined_splits_are_kept(small_config, tmp_path):
         lines = Path(small_config.data_root, "data.csv").read_text().splitlines()
         (data / split).mkdir(parents=True)
         (data / split / "part.csv").write_text("\n".join(lines[: rows + 1]) + "\n")
-    input_config = tfx.proto.Input(splits=[tfx.proto.Input.Split(name="train", pattern="train/*"),
-                                           tfx.proto.Input.Split(name="eval", pattern="eval/*")])
+    input_config = tfx.proto.Input(
+        splits=[
+            tfx.proto.Input.Split(name="train", pattern="train/*"),
+            tfx.proto.Input.Split(name="eval", pattern="eval/*"),
+        ]
+    )
     config = small_config.__class__(data_root=str(data), output_root=str(tmp_path / "out"))
     theirs, ours = _both(config, tmp_path, input_config=input_config, output_config=tfx.proto.Output())
     actual = _split_records(ours)
@@ -130,7 +143,7 @@ def test_worker_processes_write_one_shard_each_with_the_same_rows(small_config, 
     counts_one = csv_example_gen.convert(paths, single, [2, 3], workers=1, block_bytes=8 << 10)
     counts_two = csv_example_gen.convert(paths, several, [2, 3], workers=2, block_bytes=8 << 10)
     assert counts_one == counts_two and sum(counts_two) == 600
-    for one, two in zip(single, several):
+    for one, two in zip(single, several, strict=True):
         assert sorted(os.listdir(two)) == ["data_tfrecord-00000-of-00002.gz", "data_tfrecord-00001-of-00002.gz"]
         read = lambda d: sorted(tf.data.TFRecordDataset(glob.glob(d + "/*"), "GZIP").as_numpy_iterator())  # noqa: E731
         assert read(one) == read(two)
@@ -138,8 +151,14 @@ def test_worker_processes_write_one_shard_each_with_the_same_rows(small_config, 
 
 def test_a_failing_worker_fails_the_component_with_its_error(tmp_path):
     (tmp_path / "s").mkdir()
-    job = dict(paths=[str(tmp_path / "missing.csv")], types={"a": "INT"}, split_dirs=[str(tmp_path / "s")],
-               buckets=None, shard=0, shards=2)
+    job = dict(
+        paths=[str(tmp_path / "missing.csv")],
+        types={"a": "INT"},
+        split_dirs=[str(tmp_path / "s")],
+        buckets=None,
+        shard=0,
+        shards=2,
+    )
     with pytest.raises(RuntimeError, match=r"(?s)worker failed.*missing\.csv"):
         csv_example_gen._run_workers([job])
 
@@ -159,7 +178,9 @@ def test_files_on_other_file_systems_are_read_through_fileio(small_config):
     fileio.makedirs("ram://csv-test")
     fileio.copy(local, remote, overwrite=True)
     assert csv_encoding.column_names(remote) == csv_encoding.column_names(local)
-    assert [b.num_rows for b in csv_encoding.read_blocks(remote)] == [b.num_rows for b in csv_encoding.read_blocks(local)]
+    assert [b.num_rows for b in csv_encoding.read_blocks(remote)] == [
+        b.num_rows for b in csv_encoding.read_blocks(local)
+    ]
 
 
 def test_what_the_fast_path_lacks_goes_to_tfx_executor(small_config, tmp_path, monkeypatch):
@@ -167,10 +188,15 @@ def test_what_the_fast_path_lacks_goes_to_tfx_executor(small_config, tmp_path, m
         raise AssertionError("the fast path must not run")
 
     monkeypatch.setattr(csv_example_gen, "convert", refuse)
-    output_config = tfx.proto.Output(split_config=tfx.proto.SplitConfig(
-        splits=[tfx.proto.SplitConfig.Split(name="train", hash_buckets=2),
-                tfx.proto.SplitConfig.Split(name="eval", hash_buckets=1)],
-        partition_feature_name="company"))
+    output_config = tfx.proto.Output(
+        split_config=tfx.proto.SplitConfig(
+            splits=[
+                tfx.proto.SplitConfig.Split(name="train", hash_buckets=2),
+                tfx.proto.SplitConfig.Split(name="eval", hash_buckets=1),
+            ],
+            partition_feature_name="company",
+        )
+    )
     component = csv_example_gen.CsvExampleGen(input_base=small_config.data_root, output_config=output_config)
     examples = run_component(component, {}, str(tmp_path))["examples"][0]
     records = _split_records(examples)

@@ -62,16 +62,22 @@ def _metric_keys(evaluation) -> list:
 
 
 def _values(evaluation, model_name: str = "") -> dict[str, float]:
-    return {kv.key.name: kv.value.double_value.value
-            for record in tfma.load_metrics(evaluation[0].uri) for kv in record.metric_keys_and_values
-            if kv.key.model_name == model_name and not kv.key.is_diff}
+    return {
+        kv.key.name: kv.value.double_value.value
+        for record in tfma.load_metrics(evaluation[0].uri)
+        for kv in record.metric_keys_and_values
+        if kv.key.model_name == model_name and not kv.key.is_diff
+    }
 
 
 @pytest.fixture(scope="module")
 def against_itself(pipe, root, examples, trainer):
     model = trainer["model"]
-    return run_component(node(pipe, "Evaluator"), {"examples": examples, "model": model, "baseline_model": model},
-                         os.path.join(root, "against_itself"))
+    return run_component(
+        node(pipe, "Evaluator"),
+        {"examples": examples, "model": model, "baseline_model": model},
+        os.path.join(root, "against_itself"),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +85,11 @@ def against_a_copy(pipe, root, examples, trainer):
     """The same model under another URI: a genuine baseline as far as the Evaluator knows."""
     copy = _model(os.path.join(root, "baseline_copy"))
     shutil.copytree(trainer["model"][0].uri, copy.uri)
-    return run_component(node(pipe, "Evaluator"), {"examples": examples, "model": trainer["model"],
-                                                   "baseline_model": [copy]}, os.path.join(root, "against_copy"))
+    return run_component(
+        node(pipe, "Evaluator"),
+        {"examples": examples, "model": trainer["model"], "baseline_model": [copy]},
+        os.path.join(root, "against_copy"),
+    )
 
 
 def test_a_model_against_itself_is_evaluated_once_with_the_same_verdict(against_itself, evaluator):
@@ -118,8 +127,11 @@ def test_an_unknown_evaluator_module_is_named():
 
 def test_only_a_finished_sibling_with_the_same_key_is_found(tmp_path):
     parent = tmp_path / "Evaluator" / "evaluation"
-    for execution, content in (("1", json.dumps({"key": "other", "validated": True})), ("2", "not json"),
-                               ("4", json.dumps({"key": "abc", "validated": True}))):
+    for execution, content in (
+        ("1", json.dumps({"key": "other", "validated": True})),
+        ("2", "not json"),
+        ("4", json.dumps({"key": "abc", "validated": True})),
+    ):
         (parent / execution).mkdir(parents=True)
         (parent / execution / KEY_FILE).write_text(content)
     (parent / "3").mkdir()  # failed or unfinished: no key file
@@ -132,20 +144,29 @@ def test_only_a_finished_sibling_with_the_same_key_is_found(tmp_path):
 @pytest.fixture(scope="module")
 def first_evaluation(pipe, root, examples, trainer):
     """A first run's Evaluator: no blessed model yet, so no baseline."""
-    return run_component(node(pipe, "Evaluator"), {"examples": examples, "model": trainer["model"]},
-                         os.path.join(root, "rerun"), execution="1")
+    return run_component(
+        node(pipe, "Evaluator"),
+        {"examples": examples, "model": trainer["model"]},
+        os.path.join(root, "rerun"),
+        execution="1",
+    )
 
 
-def test_a_rerun_on_the_same_model_reuses_the_first_evaluation(pipe, root, examples, trainer, first_evaluation,
-                                                               monkeypatch):
+def test_a_rerun_on_the_same_model_reuses_the_first_evaluation(
+    pipe, root, examples, trainer, first_evaluation, monkeypatch
+):
     def no_tfma(*args, **kwargs):
         raise AssertionError("TFMA ran although an identical evaluation exists")
 
     monkeypatch.setattr(tfx_evaluator.tfma, "ExtractEvaluateAndWriteResults", no_tfma)
     model = trainer["model"]
     # The cached rerun: the model is now also the last blessed one.
-    second = run_component(node(pipe, "Evaluator"), {"examples": examples, "model": model, "baseline_model": model},
-                           os.path.join(root, "rerun"), execution="2")
+    second = run_component(
+        node(pipe, "Evaluator"),
+        {"examples": examples, "model": model, "baseline_model": model},
+        os.path.join(root, "rerun"),
+        execution="2",
+    )
     first_uri, second_uri = first_evaluation["evaluation"][0].uri, second["evaluation"][0].uri
     assert second["evaluation"][0].get_string_custom_property(REUSED_FROM) == first_uri
     assert not filecmp.dircmp(first_uri, second_uri).diff_files
@@ -161,8 +182,12 @@ def test_a_rerun_on_other_examples_evaluates_again(pipe, root, trainer, examples
     copy = _examples(os.path.join(root, "examples_copy"))
     copy.split_names = examples[0].split_names
     shutil.copytree(examples[0].uri, copy.uri)
-    third = run_component(node(pipe, "Evaluator"), {"examples": [copy], "model": trainer["model"]},
-                          os.path.join(root, "rerun"), execution="3")
+    third = run_component(
+        node(pipe, "Evaluator"),
+        {"examples": [copy], "model": trainer["model"]},
+        os.path.join(root, "rerun"),
+        execution="3",
+    )
     assert not third["evaluation"][0].get_string_custom_property(REUSED_FROM)
     assert os.path.exists(os.path.join(third["evaluation"][0].uri, KEY_FILE))
     assert _values(third["evaluation"]) == _values(first_evaluation["evaluation"])

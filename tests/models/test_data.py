@@ -30,7 +30,8 @@ def test_transform_writes_a_single_file_per_split_so_file_sharding_cannot_work(t
     output = tft.TFTransformOutput(fn_args.transform_output)
     options = data.tfxio.TensorFlowDatasetOptions(batch_size=64, num_epochs=1, shuffle=False)
     as_tfxio_makes_it = fn_args.data_accessor.tf_dataset_factory(
-        fn_args.eval_files, options, output.transformed_metadata.schema)
+        fn_args.eval_files, options, output.transformed_metadata.schema
+    )
     with pytest.raises(tf.errors.InvalidArgumentError, match="Could not apply FILE based sharding"):
         list(_worker_shard(as_tfxio_makes_it, 0))
 
@@ -41,7 +42,7 @@ def test_two_workers_split_the_eval_data_between_them_exactly(transformed, tmp_p
     seen = []
     for index in (0, 1):
         rows = []
-        for x, y in _worker_shard(_eval_dataset(transformed, fn_args), index):
+        for x, _ in _worker_shard(_eval_dataset(transformed, fn_args), index):
             rows += fingerprints({k: v.numpy() for k, v in x.items() if k != label})
         seen.append(rows)
     everything = split_fingerprints(transformed, "eval")
@@ -56,7 +57,9 @@ def _rows(dataset: tf.data.Dataset) -> list[tuple[str, int]]:
     label = features.transformed_name(features.LABEL_KEY)
     rows = []
     for x, y in dataset:
-        rows += zip(fingerprints({k: v.numpy() for k, v in x.items() if k != label}), y.numpy().ravel().tolist())
+        rows += zip(
+            fingerprints({k: v.numpy() for k, v in x.items() if k != label}), y.numpy().ravel().tolist(), strict=True
+        )
     return rows
 
 
@@ -69,10 +72,18 @@ def in_memory(transformed, tmp_path_factory):
 
 def test_eval_in_memory_gives_every_row_once_with_its_label_like_streaming(in_memory):
     fn_args, output = in_memory
-    streamed = data.input_fn(fn_args.eval_files, fn_args.data_accessor, output, 64, training=False,
-                                drop_remainder=False)
-    loaded = data.input_fn(fn_args.eval_files, fn_args.data_accessor, output, 64, training=False,
-                              drop_remainder=False, in_memory_max_bytes=2**30)
+    streamed = data.input_fn(
+        fn_args.eval_files, fn_args.data_accessor, output, 64, training=False, drop_remainder=False
+    )
+    loaded = data.input_fn(
+        fn_args.eval_files,
+        fn_args.data_accessor,
+        output,
+        64,
+        training=False,
+        drop_remainder=False,
+        in_memory_max_bytes=2**30,
+    )
     rows = _rows(loaded)
     assert sorted(rows) == sorted(_rows(streamed))
     assert len({fingerprint for fingerprint, _ in rows}) == len(rows) > 64  # a partial last batch too
@@ -87,7 +98,7 @@ def test_training_in_memory_shows_each_row_once_per_epoch_in_a_new_order(in_memo
     per_epoch = rows // batch
     dataset = data.in_memory_dataset(split, batch, training=True, drop_remainder=True, shuffle_seed=7)
     epochs = _rows(dataset.take(2 * per_epoch))
-    first, second = epochs[: per_epoch * batch], epochs[per_epoch * batch:]
+    first, second = epochs[: per_epoch * batch], epochs[per_epoch * batch :]
     everything = set(_rows(tf.data.Dataset.from_tensors((split, split[features.transformed_name(features.LABEL_KEY)]))))
     for epoch in (first, second):
         assert len(set(epoch)) == len(epoch) == per_epoch * batch

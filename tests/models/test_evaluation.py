@@ -29,7 +29,9 @@ BATCH = {
 def test_slim_extracts_keeps_what_metrics_read_and_drops_the_rest():
     slim = evaluation.slim_extracts(BATCH, set())
     assert set(slim) == {
-        tfma.constants.LABELS_KEY, tfma.constants.PREDICTIONS_KEY, tfma.constants.EXAMPLE_WEIGHTS_KEY,
+        tfma.constants.LABELS_KEY,
+        tfma.constants.PREDICTIONS_KEY,
+        tfma.constants.EXAMPLE_WEIGHTS_KEY,
         tfma.constants.ARROW_RECORD_BATCH_KEY,
     }
     assert slim[tfma.constants.PREDICTIONS_KEY] is BATCH[tfma.constants.PREDICTIONS_KEY]
@@ -48,8 +50,11 @@ def test_slim_extracts_keeps_the_features_slicing_reads():
 
 def test_slicing_columns_come_from_every_slicing_spec():
     config = tfma.EvalConfig(
-        slicing_specs=[tfma.SlicingSpec(), tfma.SlicingSpec(feature_keys=["company"]),
-                       tfma.SlicingSpec(feature_values={"payment_type": "Cash"})],
+        slicing_specs=[
+            tfma.SlicingSpec(),
+            tfma.SlicingSpec(feature_keys=["company"]),
+            tfma.SlicingSpec(feature_values={"payment_type": "Cash"}),
+        ],
         cross_slicing_specs=[tfma.CrossSlicingSpec(baseline_spec=tfma.SlicingSpec(feature_keys=["hour"]))],
     )
     assert evaluation.slicing_columns(config) == {"company", "payment_type", "hour"}
@@ -67,8 +72,11 @@ def test_the_slimming_stage_sits_just_before_tfmas_unbatching():
 
 def test_an_unknown_tfma_layout_is_refused_with_a_reason():
     config = tfma.EvalConfig()
-    without_unbatch = [e for e in tfma.default_extractors(eval_config=config)
-                       if e.stage_name != unbatch_extractor.UNBATCH_EXTRACTOR_STAGE_NAME]
+    without_unbatch = [
+        e
+        for e in tfma.default_extractors(eval_config=config)
+        if e.stage_name != unbatch_extractor.UNBATCH_EXTRACTOR_STAGE_NAME
+    ]
     with pytest.raises(ValueError, match="UnbatchExtractor|TFMA 0.47"):
         evaluation.with_slim_extracts(without_unbatch, config)
 
@@ -121,4 +129,3 @@ def test_blessing_is_the_same_with_and_without_the_custom_extractors(sliced_runs
     blessed = {name: run["blessing"][0].get_int_custom_property("blessed") for name, run in sliced_runs.items()}
     # The AUC floor applies per slice here, and a few-row payment type misses it: both refuse.
     assert blessed["slim"] == blessed["default"]
-

@@ -21,7 +21,10 @@ def test_unknown_keys_are_rejected_with_the_known_ones():
         HParams.from_custom_config({"batchsize": 3})
 
 
-@pytest.mark.parametrize("bad", [{"epochs": 0}, {"per_replica_batch_size": -1}, {"hidden_units": ()}, {"dropout": 1.0}, {"ema_momentum": 1.0}])
+@pytest.mark.parametrize(
+    "bad",
+    [{"epochs": 0}, {"per_replica_batch_size": -1}, {"hidden_units": ()}, {"dropout": 1.0}, {"ema_momentum": 1.0}],
+)
 def test_invalid_values_are_rejected(bad):
     with pytest.raises(ValueError):
         HParams(**bad)

@@ -47,4 +47,3 @@ def test_model_rejects_missing_category_sizes():
     sizes.pop(features.transformed_name("company"))
     with pytest.raises(ValueError, match="company_xf"):
         model_lib.build_keras_model(sizes)
-

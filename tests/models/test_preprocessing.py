@@ -40,12 +40,23 @@ RAW_SPEC = {
 
 def _row(i: int, **overrides) -> dict:
     row = {
-        "fare": 10.0 + i, "tips": 0.0, "trip_miles": 1.0 + i, "trip_seconds": [600 + 10 * i],
-        "trip_start_timestamp": 1400000000 + 3600 * i, "trip_start_hour": i % 24, "trip_start_day": 1 + i % 7,
-        "trip_start_month": 1 + i % 12, "payment_type": "Cash", "company": ["Flash Cab"],
-        "dropoff_census_tract": [17031081500 + i % 3], "pickup_community_area": [8], "dropoff_community_area": [32],
-        "pickup_latitude": [41.89 + 0.001 * i], "pickup_longitude": [-87.63 - 0.001 * i],
-        "dropoff_latitude": [41.88 + 0.001 * i], "dropoff_longitude": [-87.62 - 0.001 * i],
+        "fare": 10.0 + i,
+        "tips": 0.0,
+        "trip_miles": 1.0 + i,
+        "trip_seconds": [600 + 10 * i],
+        "trip_start_timestamp": 1400000000 + 3600 * i,
+        "trip_start_hour": i % 24,
+        "trip_start_day": 1 + i % 7,
+        "trip_start_month": 1 + i % 12,
+        "payment_type": "Cash",
+        "company": ["Flash Cab"],
+        "dropoff_census_tract": [17031081500 + i % 3],
+        "pickup_community_area": [8],
+        "dropoff_community_area": [32],
+        "pickup_latitude": [41.89 + 0.001 * i],
+        "pickup_longitude": [-87.63 - 0.001 * i],
+        "dropoff_latitude": [41.88 + 0.001 * i],
+        "dropoff_longitude": [-87.62 - 0.001 * i],
     }
     row.update(overrides)
     return row
@@ -55,8 +66,15 @@ ROWS = [_row(i) for i in range(20)] + [
     _row(20, tips=3.0, fare=10.0, payment_type="Credit Card"),  # 30% tip: big tipper
     _row(21, tips=1.0, fare=10.0, payment_type="Credit Card"),  # 10%: not
     _row(22, tips=0.0, fare=0.0),  # no fare, no tip: not
-    _row(23, company=[], dropoff_census_tract=[], dropoff_latitude=[], dropoff_longitude=[],
-         dropoff_community_area=[], trip_seconds=[]),  # every optional value missing
+    _row(
+        23,
+        company=[],
+        dropoff_census_tract=[],
+        dropoff_latitude=[],
+        dropoff_longitude=[],
+        dropoff_community_area=[],
+        trip_seconds=[],
+    ),  # every optional value missing
     _row(24, company=[], trip_start_hour=0),
     _row(25, trip_start_hour=23),
 ]
@@ -151,8 +169,12 @@ def test_one_pass_imputed_z_scores_equal_tft_z_scores_of_the_imputed_values(tmp_
     tft.scale_to_z_score (which needs that mean first)."""
     from models import preprocessing
 
-    keys = {"trip_seconds": preprocessing._log1p, "fare": preprocessing._log1p, "dropoff_latitude": tf.identity,
-            "trip_start_timestamp": tf.identity}
+    keys = {
+        "trip_seconds": preprocessing._log1p,
+        "fare": preprocessing._log1p,
+        "dropoff_latitude": tf.identity,
+        "trip_start_timestamp": tf.identity,
+    }
 
     def reference(x, transform):
         value = transform(tf.cast(preprocessing._dense(x, 0), tf.float64))

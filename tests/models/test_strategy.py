@@ -9,7 +9,9 @@ import tensorflow as tf
 
 from models import strategy as S
 
-TWO_WORKERS = json.dumps({"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}})
+TWO_WORKERS = json.dumps(
+    {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}}
+)
 ONE_WORKER = json.dumps({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}})
 
 
@@ -124,8 +126,12 @@ def test_worker_info_finds_the_chief_as_tf_distribute_does(tf_config, expected):
 def test_worker_info_agrees_with_tf_distribute_on_who_is_chief():
     from tensorflow.python.distribute import multi_worker_util
 
-    for cluster, task_type, index in [(WORKERS, "worker", 0), (WORKERS, "worker", 1),
-                                      (WITH_CHIEF, "chief", 0), (WITH_CHIEF, "worker", 0)]:
+    for cluster, task_type, index in [
+        (WORKERS, "worker", 0),
+        (WORKERS, "worker", 1),
+        (WITH_CHIEF, "chief", 0),
+        (WITH_CHIEF, "worker", 0),
+    ]:
         expected = multi_worker_util.is_chief(tf.train.ClusterSpec(cluster), task_type, index)
         assert S.worker_info(_tf_config(cluster, task_type, index)).is_chief == expected, (cluster, task_type, index)
 

@@ -26,8 +26,11 @@ def test_the_rule_is_added_once():
 
 
 def test_without_the_rule_keras_internals_would_be_converted(monkeypatch):
-    without = tuple(rule for rule in config.CONVERSION_RULES
-                    if not (isinstance(rule, config.DoNotConvert) and rule.matches(PACKAGE)))
+    without = tuple(
+        rule
+        for rule in config.CONVERSION_RULES
+        if not (isinstance(rule, config.DoNotConvert) and rule.matches(PACKAGE))
+    )
     monkeypatch.setattr(config, "CONVERSION_RULES", without)
     assert not conversion.is_allowlisted(keras.layers.Dense.call)  # what TensorFlow 2.16 does alone
     assert keep_autograph_out_of_tf_keras() and conversion.is_allowlisted(keras.layers.Dense.call)

@@ -118,9 +118,14 @@ def test_run_fn_on_tpu_refuses_local_paths_before_touching_the_tpu(transformed, 
 
 @pytest.mark.parametrize(
     ("custom_config", "env", "source"),
-    [({"strategy": "gpu"}, {}, "custom_config 'strategy'"), ({}, {"TRAINING_STRATEGY": "parameter_server"}, "TRAINING_STRATEGY")],
+    [
+        ({"strategy": "gpu"}, {}, "custom_config 'strategy'"),
+        ({}, {"TRAINING_STRATEGY": "parameter_server"}, "TRAINING_STRATEGY"),
+    ],
 )
-def test_run_fn_rejects_an_unknown_strategy_with_the_allowed_list(transformed, tmp_path, clean_env, custom_config, env, source):
+def test_run_fn_rejects_an_unknown_strategy_with_the_allowed_list(
+    transformed, tmp_path, clean_env, custom_config, env, source
+):
     for name, value in env.items():
         clean_env.setenv(name, value)
     fn_args = fn_args_for(transformed, tmp_path, custom_config)
@@ -167,7 +172,11 @@ def _launch(spec: Path, log: Path, tf_config: dict | None = None) -> subprocess.
     with open(log, "w") as sink:
         return subprocess.Popen(
             [sys.executable, "-m", "tests.support.trainer_entry", str(spec)],
-            cwd=REPO_ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
 
@@ -177,8 +186,10 @@ def _wait(processes: list[subprocess.Popen], logs: list[Path], timeout: float = 
     try:
         return [p.wait(timeout=max(1.0, deadline - time.monotonic())) for p in processes]
     except subprocess.TimeoutExpired:
-        pytest.fail(f"worker process(es) still running after {timeout:.0f} s; logs:\n"
-                    + "\n".join(f"--- {log}\n{log.read_text()[-3000:]}" for log in logs))
+        pytest.fail(
+            f"worker process(es) still running after {timeout:.0f} s; logs:\n"
+            + "\n".join(f"--- {log}\n{log.read_text()[-3000:]}" for log in logs)
+        )
     finally:
         for p in processes:
             if p.poll() is None:

@@ -37,7 +37,9 @@ def test_compiled_tasks_and_edges_are_exactly_the_local_dag(compiled_job):
     tasks = job["pipelineSpec"]["root"]["dag"]["tasks"]
     compiled_nodes = {_node_of(t, node_ids) for t in tasks}
     compiled_edges = {
-        (_node_of(dep, node_ids), _node_of(t, node_ids)) for t, spec in tasks.items() for dep in spec.get("dependentTasks", [])
+        (_node_of(dep, node_ids), _node_of(t, node_ids))
+        for t, spec in tasks.items()
+        for dep in spec.get("dependentTasks", [])
     }
     assert compiled_nodes == node_ids
     assert compiled_edges == local_edges

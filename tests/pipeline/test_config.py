@@ -33,8 +33,7 @@ def test_a_runner_given_takes_only_the_extra_args(extra):
 def test_beam_runs_in_process_with_one_worker_and_multiprocess_with_more():
     assert "--direct_running_mode=in_memory" in PipelineConfig().beam_pipeline_args
     args = PipelineConfig(beam_workers=2, extra_beam_args=("--foo=1",)).beam_pipeline_args
-    assert args == ["--direct_running_mode=multi_processing", "--direct_num_workers=2",
-                    NO_STAGING_ARG, "--foo=1"]
+    assert args == ["--direct_running_mode=multi_processing", "--direct_num_workers=2", NO_STAGING_ARG, "--foo=1"]
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -51,8 +50,9 @@ def test_local_beam_args_keep_tfx_from_packaging_itself_for_remote_workers(worke
     assert dependency_utils.make_beam_dependency_flags(args) == args
     # A remote runner still gets the package its workers install.
     with pytest.raises(AssertionError, match="package itself"):
-        dependency_utils.make_beam_dependency_flags(PipelineConfig(extra_beam_args=("--runner=DataflowRunner",))
-                                                    .beam_pipeline_args)
+        dependency_utils.make_beam_dependency_flags(
+            PipelineConfig(extra_beam_args=("--runner=DataflowRunner",)).beam_pipeline_args
+        )
 
 
 def test_a_transform_with_statistics_runs_in_process_and_only_when_workers_would_start():

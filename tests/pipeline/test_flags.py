@@ -20,13 +20,32 @@ def test_no_flags_give_the_configuration_defaults():
 
 
 def test_each_flag_reaches_its_field():
-    argv = ["--pipeline-name", "taxi-dev", "--data-pattern", "2026-*.csv", "--train-steps", "120", "--epochs", "3",
-            "--batch-size", "64", "--min-eval-auc", "0.8", "--transform-statistics", "--enable-cache"]
+    argv = [
+        "--pipeline-name",
+        "taxi-dev",
+        "--data-pattern",
+        "2026-*.csv",
+        "--train-steps",
+        "120",
+        "--epochs",
+        "3",
+        "--batch-size",
+        "64",
+        "--min-eval-auc",
+        "0.8",
+        "--transform-statistics",
+        "--enable-cache",
+    ]
     config = PipelineConfig(**pipeline_config_kwargs(_parse(argv)))
     defaults = PipelineConfig()
     assert config == dataclasses.replace(
-        defaults, pipeline_name="taxi-dev", data_pattern="2026-*.csv", train_steps=120, min_eval_auc=0.8,
-        transform_statistics=True, enable_cache=True,
+        defaults,
+        pipeline_name="taxi-dev",
+        data_pattern="2026-*.csv",
+        train_steps=120,
+        min_eval_auc=0.8,
+        transform_statistics=True,
+        enable_cache=True,
         hparams=dataclasses.replace(defaults.hparams, epochs=3, per_replica_batch_size=64),
     )
 

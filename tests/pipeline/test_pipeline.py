@@ -32,8 +32,16 @@ def _upstream(component) -> set[str]:
 
 def test_every_component_is_in_the_dag(pipe):
     assert set(_ids(pipe)) == {
-        "CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "AnomalyGate",
-        "Transform", "Trainer", "latest_blessed_model_resolver", "Evaluator", "Pusher",
+        "CsvExampleGen",
+        "StatisticsGen",
+        "SchemaGen",
+        "ExampleValidator",
+        "AnomalyGate",
+        "Transform",
+        "Trainer",
+        "latest_blessed_model_resolver",
+        "Evaluator",
+        "Pusher",
     }
 
 
@@ -108,5 +116,6 @@ def test_with_worker_processes_a_transform_with_statistics_alone_runs_in_process
         assert (modes[node].direct_running_mode, modes[node].direct_num_workers) == ("multi_processing", 2)
     # Without Transform's statistics, or with one worker: no per-component override.
     for config in (PipelineConfig(beam_workers=2), PipelineConfig(transform_statistics=True)):
-        assert all(args == list(config.beam_pipeline_args)
-                   for args in _compiled_beam_args(create_pipeline(config)).values())
+        assert all(
+            args == list(config.beam_pipeline_args) for args in _compiled_beam_args(create_pipeline(config)).values()
+        )

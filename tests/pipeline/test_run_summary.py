@@ -28,9 +28,11 @@ class _Store:
 
     def _type(self, kind: str, name: str) -> int:
         if (kind, name) not in self._types:
-            put = {"context": (self.store.put_context_type, mlmd.ContextType),
-                   "execution": (self.store.put_execution_type, mlmd.ExecutionType),
-                   "artifact": (self.store.put_artifact_type, mlmd.ArtifactType)}[kind]
+            put = {
+                "context": (self.store.put_context_type, mlmd.ContextType),
+                "execution": (self.store.put_execution_type, mlmd.ExecutionType),
+                "artifact": (self.store.put_artifact_type, mlmd.ArtifactType),
+            }[kind]
             self._types[kind, name] = put[0](put[1](name=name))
         return self._types[kind, name]
 
@@ -40,8 +42,9 @@ class _Store:
             self.store.put_parent_contexts([mlmd.ParentContext(child_id=context_id, parent_id=parent)])
         return context_id
 
-    def execution(self, run: int, node_id: str, state, outputs: dict[str, mlmd.Artifact] = (),
-                  inputs: dict[str, int] = ()) -> int:
+    def execution(
+        self, run: int, node_id: str, state, outputs: dict[str, mlmd.Artifact] = (), inputs: dict[str, int] = ()
+    ) -> int:
         if node_id not in self._nodes:
             self._nodes[node_id] = self.context("node", f"{PIPELINE}.{node_id}")
         execution = Execution(type_id=self._type("execution", node_id), last_known_state=state)
@@ -83,13 +86,21 @@ def recorded(tmp_path):
     s.execution(first, "CsvExampleGen", Execution.FAILED)
     second = s.context("pipeline_run", "run-2", parent=pipeline)
     s.execution(second, "CsvExampleGen", Execution.CACHED)
-    (model,) = s.execution(second, "Trainer", Execution.COMPLETE,
-                           outputs={"model": _artifact("/out/Trainer/model/7")})
+    (model,) = s.execution(second, "Trainer", Execution.COMPLETE, outputs={"model": _artifact("/out/Trainer/model/7")})
     (baseline,) = s.execution(first, "Trainer", Execution.COMPLETE, outputs={"model": _artifact("/out/m/1")})
-    s.execution(second, "Evaluator", Execution.COMPLETE, outputs={"blessing": _artifact("/out/b", blessed=1)},
-                inputs={"model": model, "baseline_model": baseline})
-    s.execution(second, "Pusher", Execution.COMPLETE,
-                outputs={"pushed_model": _artifact("/out/p", pushed=1, pushed_destination="/serving/123")})
+    s.execution(
+        second,
+        "Evaluator",
+        Execution.COMPLETE,
+        outputs={"blessing": _artifact("/out/b", blessed=1)},
+        inputs={"model": model, "baseline_model": baseline},
+    )
+    s.execution(
+        second,
+        "Pusher",
+        Execution.COMPLETE,
+        outputs={"pushed_model": _artifact("/out/p", pushed=1, pushed_destination="/serving/123")},
+    )
     return s
 
 
@@ -97,15 +108,18 @@ def test_the_latest_run_is_read_with_states_verdict_and_destination(recorded):
     summary = summarize_run(recorded.config, PIPELINE)
     assert summary.run_id == "run-2"
     assert [(c.node_id, c.state) for c in summary.components] == [
-        ("CsvExampleGen", "cached"), ("Trainer", "complete"), ("Evaluator", "complete"), ("Pusher", "complete")]
+        ("CsvExampleGen", "cached"),
+        ("Trainer", "complete"),
+        ("Evaluator", "complete"),
+        ("Pusher", "complete"),
+    ]
     assert summary.blessed and summary.had_baseline and not summary.baseline_is_candidate
     assert summary.pushed_to == "/serving/123"
 
 
 def test_an_earlier_run_by_name(recorded):
     summary = summarize_run(recorded.config, PIPELINE, run_id="run-1")
-    assert [(c.node_id, c.state) for c in summary.components] == [("CsvExampleGen", "FAILED"),
-                                                                   ("Trainer", "complete")]
+    assert [(c.node_id, c.state) for c in summary.components] == [("CsvExampleGen", "FAILED"), ("Trainer", "complete")]
     assert summary.blessed is None and summary.pushed_to is None
 
 
@@ -135,8 +149,16 @@ def test_the_table_lists_components_and_the_total():
 
 
 def test_a_blessed_model_says_against_what_and_where_it_went():
-    text = format_summary(_summary(metrics={"auc": 0.94567, "example_count": 5000.0}, blessed=True,
-                                   had_baseline=True, pushed_to="/serving/1", tensorboard_dir="/runs/7"), 0.9)
+    text = format_summary(
+        _summary(
+            metrics={"auc": 0.94567, "example_count": 5000.0},
+            blessed=True,
+            had_baseline=True,
+            pushed_to="/serving/1",
+            tensorboard_dir="/runs/7",
+        ),
+        0.9,
+    )
     assert "Eval metrics: auc 0.9457, example_count 5000" in text
     assert "Model: BLESSED: AUC 0.9457 >= floor 0.90 and no worse than the last blessed model" in text
     assert "Pushed to: /serving/1" in text and "TensorBoard: tensorboard --logdir /runs/7" in text
@@ -145,13 +167,19 @@ def test_a_blessed_model_says_against_what_and_where_it_went():
 
 
 def test_a_cached_rerun_says_the_baseline_was_the_model_itself():
-    text = format_summary(_summary(metrics={"auc": 0.95}, blessed=True, had_baseline=True,
-                                   baseline_is_candidate=True, evaluation_reused_from="/out/Evaluator/3"))
+    text = format_summary(
+        _summary(
+            metrics={"auc": 0.95},
+            blessed=True,
+            had_baseline=True,
+            baseline_is_candidate=True,
+            evaluation_reused_from="/out/Evaluator/3",
+        )
+    )
     assert "the last blessed model itself, reused from the cache: its evaluation too, from /out/Evaluator/3" in text
 
 
 def test_an_unblessed_model_gives_the_failed_thresholds_and_pushes_nothing():
-    text = format_summary(_summary(metrics={"auc": 0.7}, blessed=False,
-                                   validation_failures=["auc: 0.7 is below 0.9"]))
+    text = format_summary(_summary(metrics={"auc": 0.7}, blessed=False, validation_failures=["auc: 0.7 is below 0.9"]))
     assert "Model: NOT blessed: auc: 0.7 is below 0.9" in text
     assert "Pushed to: nothing pushed (the model was not blessed)" in text

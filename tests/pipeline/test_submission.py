@@ -23,12 +23,17 @@ def test_vertex_submission_sends_the_compiled_job(compiled_job, monkeypatch, cac
     with StandInServer(_vertex_routes()) as server:
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)
         job_submission = submission.Submission(
-            project=cloud.PROJECT, region=cloud.REGION, pipeline_root=job["runtimeConfig"]["gcsOutputDirectory"],
-            display_name="taxi-big-tipper", service_account=cloud.SERVICE_ACCOUNT,
-            labels={"team": "ml", "stage": "dev"}, enable_caching=caching,
+            project=cloud.PROJECT,
+            region=cloud.REGION,
+            pipeline_root=job["runtimeConfig"]["gcsOutputDirectory"],
+            display_name="taxi-big-tipper",
+            service_account=cloud.SERVICE_ACCOUNT,
+            labels={"team": "ml", "stage": "dev"},
+            enable_caching=caching,
         )
-        sent = submission.submit_to_vertex(str(job_file), job_submission, api_endpoint=server.url,
-                                   credentials=AnonymousCredentials())
+        sent = submission.submit_to_vertex(
+            str(job_file), job_submission, api_endpoint=server.url, credentials=AnonymousCredentials()
+        )
     (request,) = server.find("POST", "/pipelineJobs")
     body = request.body
     assert request.query["pipelineJobId"][0].startswith("taxi-big-tipper-")
@@ -48,10 +53,15 @@ def test_vertex_dry_run_sends_nothing(compiled_job, monkeypatch):
     job_file, _ = compiled_job
     with StandInServer(_vertex_routes()) as server:
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)
-        job_submission = submission.Submission(project=cloud.PROJECT, region=cloud.REGION, pipeline_root=f"{cloud.OUTPUT_ROOT}/p",
-                                   display_name="taxi-big-tipper")
-        job = submission.submit_to_vertex(str(job_file), job_submission, dry_run=True, api_endpoint=server.url,
-                                  credentials=AnonymousCredentials())
+        job_submission = submission.Submission(
+            project=cloud.PROJECT,
+            region=cloud.REGION,
+            pipeline_root=f"{cloud.OUTPUT_ROOT}/p",
+            display_name="taxi-big-tipper",
+        )
+        job = submission.submit_to_vertex(
+            str(job_file), job_submission, dry_run=True, api_endpoint=server.url, credentials=AnonymousCredentials()
+        )
     assert server.requests == []
     assert job.job_id.startswith("taxi-big-tipper-")
 
@@ -59,8 +69,14 @@ def test_vertex_dry_run_sends_nothing(compiled_job, monkeypatch):
 def test_kfp_submission_sends_the_compiled_pipeline_spec(compiled_job):
     job_file, job = compiled_job
     with StandInServer(kfp_routes()) as server:
-        result = submission.submit_to_kfp(str(job_file), server.url, "Default", "taxi-big-tipper",
-                                  "gs://bucket/tfx/pipelines/taxi-big-tipper", enable_caching=False)
+        result = submission.submit_to_kfp(
+            str(job_file),
+            server.url,
+            "Default",
+            "taxi-big-tipper",
+            "gs://bucket/tfx/pipelines/taxi-big-tipper",
+            enable_caching=False,
+        )
     (request,) = server.find("POST", "/apis/v2beta1/runs")
     assert result.run_id == "run-123"
     assert request.body["experiment_id"] == "exp-1" and request.body["display_name"] == "taxi-big-tipper"

@@ -33,29 +33,43 @@ def _expected(worker_pool_specs: list[dict]) -> dict:
 def test_one_gpu_machine():
     trainer, config = _trainer_config(VertexTraining.gpu("p", "us-central1", IMAGE))
     assert isinstance(trainer, tfx.extensions.google_cloud_ai_platform.Trainer)
-    assert config == _expected([{
-        "machine_spec": {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1},
-        "replica_count": 1,
-        "container_spec": {"image_uri": IMAGE},
-    }])
+    assert config == _expected(
+        [
+            {
+                "machine_spec": {
+                    "machine_type": "n1-standard-8",
+                    "accelerator_type": "NVIDIA_TESLA_T4",
+                    "accelerator_count": 1,
+                },
+                "replica_count": 1,
+                "container_spec": {"image_uri": IMAGE},
+            }
+        ]
+    )
 
 
 def test_several_workers_are_a_chief_plus_workers():
     _, config = _trainer_config(VertexTraining.multi_worker("p", "us-central1", IMAGE, replicas=4))
     machine = {"machine_type": "n1-standard-8"}
-    assert config == _expected([
-        {"machine_spec": machine, "replica_count": 1, "container_spec": {"image_uri": IMAGE}},
-        {"machine_spec": machine, "replica_count": 3, "container_spec": {"image_uri": IMAGE}},
-    ])
+    assert config == _expected(
+        [
+            {"machine_spec": machine, "replica_count": 1, "container_spec": {"image_uri": IMAGE}},
+            {"machine_spec": machine, "replica_count": 3, "container_spec": {"image_uri": IMAGE}},
+        ]
+    )
 
 
 def test_tpu_vm_sets_tpu_name_local_for_the_strategy_choice():
     _, config = _trainer_config(VertexTraining.tpu("p", "us-central1", IMAGE, "TPU_V2", 8))
-    assert config == _expected([{
-        "machine_spec": {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V2", "accelerator_count": 8},
-        "replica_count": 1,
-        "container_spec": {"image_uri": IMAGE, "env": [{"name": "TPU_NAME", "value": "local"}]},
-    }])
+    assert config == _expected(
+        [
+            {
+                "machine_spec": {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V2", "accelerator_count": 8},
+                "replica_count": 1,
+                "container_spec": {"image_uri": IMAGE, "env": [{"name": "TPU_NAME", "value": "local"}]},
+            }
+        ]
+    )
 
 
 def test_run_fn_accepts_the_combined_custom_config():

@@ -37,8 +37,9 @@ def node(pipeline, node_id: str):
     raise KeyError(f"{node_id} not in {[c.id for c in pipeline.components]}")
 
 
-def run_component(component, inputs: Artifacts, root: str, beam_args: list[str] | None = None,
-                  execution: str = "") -> Artifacts:
+def run_component(
+    component, inputs: Artifacts, root: str, beam_args: list[str] | None = None, execution: str = ""
+) -> Artifacts:
     """Runs ``component``'s executor with ``inputs``; returns its output artifacts.
 
     Outputs go to ``root/<component id>/<output key>[/<execution>]``: with ``execution``,
@@ -55,7 +56,8 @@ def run_component(component, inputs: Artifacts, root: str, beam_args: list[str] 
     if issubclass(executor_class, base_beam_executor.BaseBeamExecutor):
         context = base_beam_executor.BaseBeamExecutor.Context(
             beam_pipeline_args=beam_args or PipelineConfig().beam_pipeline_args,
-            tmp_dir=tmp_dir, unique_id=component.id,
+            tmp_dir=tmp_dir,
+            unique_id=component.id,
         )
     else:
         context = base_executor.BaseExecutor.Context(tmp_dir=tmp_dir, unique_id=component.id)

@@ -7,8 +7,15 @@ import tensorflow as tf
 from models import features
 
 _STRINGS = ("payment_type", "company")
-_FLOATS = ("fare", "trip_miles", "pickup_latitude", "pickup_longitude", "dropoff_latitude", "dropoff_longitude",
-           features.TIPS)
+_FLOATS = (
+    "fare",
+    "trip_miles",
+    "pickup_latitude",
+    "pickup_longitude",
+    "dropoff_latitude",
+    "dropoff_longitude",
+    features.TIPS,
+)
 
 
 def raw_example(row: dict, keep_label_source: bool = False) -> bytes:
@@ -24,4 +31,3 @@ def raw_example(row: dict, keep_label_source: bool = False) -> bytes:
         else:
             feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(float(value))]))
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
-

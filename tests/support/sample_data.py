@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,9 +15,7 @@ SAMPLE_ROWS = 600
 EMBEDDED_ROWS = 15002
 
 
-def write_sample(
-    target_dir: Path, rows: int, every: int = 1, edit: Callable[[dict, int], dict] | None = None
-) -> Path:
+def write_sample(target_dir: Path, rows: int, every: int = 1, edit: Callable[[dict, int], dict] | None = None) -> Path:
     """Writes every ``every``-th row of the embedded CSV, at most ``rows`` of them, to
     ``target_dir/data.csv``, optionally passing each row dict (and its index among the
     written rows) through ``edit``; returns ``target_dir``."""
@@ -37,4 +36,4 @@ def write_sample(
 def embedded_rows(count: int) -> list[dict]:
     """The first ``count`` rows of the embedded CSV, as ``csv.DictReader`` reads them."""
     with open(EMBEDDED_CSV, newline="") as f:
-        return [row for _, row in zip(range(count), csv.DictReader(f))]
+        return list(itertools.islice(csv.DictReader(f), count))

@@ -6,8 +6,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 
@@ -63,7 +64,7 @@ class StandInServer:
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
-    def __enter__(self) -> "StandInServer":
+    def __enter__(self) -> StandInServer:
         self._thread.start()
         return self
 
@@ -77,6 +78,7 @@ class StandInServer:
 
 def vertex_routes(project: str, region: str, bucket: str) -> dict[tuple[str, str], Route]:
     """Vertex AI's pipelineJobs.create and the Cloud Storage calls its client makes first."""
+
     def create_job(request):
         job = dict(request.body)
         job["name"] = f"projects/{project}/locations/{region}/pipelineJobs/{request.query['pipelineJobId'][0]}"
@@ -99,7 +101,11 @@ def kfp_routes() -> dict[tuple[str, str], Route]:
     return {
         ("GET", "/apis/v2beta1/healthz"): lambda r: (200, {"multi_user": False}),
         ("GET", "/apis/v2beta1/experiments"): lambda r: (
-            200, {"experiments": [{"experiment_id": "exp-1", "display_name": "Default"}], "total_size": 1}),
+            200,
+            {"experiments": [{"experiment_id": "exp-1", "display_name": "Default"}], "total_size": 1},
+        ),
         ("POST", "/apis/v2beta1/runs"): lambda r: (
-            200, {"run_id": "run-123", "display_name": r.body["display_name"], "experiment_id": "exp-1"}),
+            200,
+            {"run_id": "run-123", "display_name": r.body["display_name"], "experiment_id": "exp-1"},
+        ),
     }

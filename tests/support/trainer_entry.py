@@ -83,8 +83,11 @@ def run_fn(fn_args) -> None:
         strategy = real_create(choice, *args, **kwargs)
         resolver = getattr(strategy, "cluster_resolver", None)
         cluster = resolver.cluster_spec().as_dict() if resolver is not None else {}
-        public = [n for n in ("MultiWorkerMirroredStrategy", "MirroredStrategy", "TPUStrategy")
-                  if isinstance(strategy, getattr(tf.distribute, n))]
+        public = [
+            n
+            for n in ("MultiWorkerMirroredStrategy", "MirroredStrategy", "TPUStrategy")
+            if isinstance(strategy, getattr(tf.distribute, n))
+        ]
         report.update(
             strategy=public[0] if public else type(strategy).__name__,
             choice=choice.kind,
@@ -98,7 +101,9 @@ def run_fn(fn_args) -> None:
 
     def record(kind: str):
         def tap(*columns):
-            report[kind].append({"epoch": state["epoch"], "examples": fingerprints(dict(zip(keys, columns)))})
+            report[kind].append(
+                {"epoch": state["epoch"], "examples": fingerprints(dict(zip(keys, columns, strict=True)))}
+            )
             return 0
 
         return tap
@@ -155,7 +160,10 @@ def run_fn(fn_args) -> None:
         trainer.run_fn(fn_args, extra_callbacks=[Recorder()])
     finally:
         strategy_lib.create_strategy, model_lib.build_keras_model, tempfile.mkdtemp = (
-            real_create, real_build, real_mkdtemp)
+            real_create,
+            real_build,
+            real_mkdtemp,
+        )
         report["scratch_dirs_left"] = [d for d in report["scratch_dirs"] if os.path.exists(d)]
         write_report()
 
