@@ -118,7 +118,8 @@ def run_measured(python_args: Sequence[str], cwd: Path, log_path: Path) -> dict[
             time.sleep(POLL_SECONDS)
     wall = time.monotonic() - start
     if process.returncode != 0:
-        tail = "".join(open(log_path).readlines()[-30:])
+        with open(log_path) as log:
+            tail = "".join(log.readlines()[-30:])
         raise RuntimeError(f"{python_args[0]} failed (exit {process.returncode}); log {log_path}:\n{tail}")
     rusage = json.loads(rusage_file.read_text())
     return {
