@@ -131,3 +131,19 @@ def compiled_job(tmp_path_factory) -> tuple[Path, dict]:
     job = compile_pipeline(config, cloud.IMAGE, str(output))
     assert json.loads(output.read_text()) == job
     return output, job
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Releases the model Beam keeps alive after the last in-process Evaluator run, while
+    TensorFlow is still intact.
+
+    Beam's ``apache_beam.utils.shared`` holds the last object acquired through it (TFMA loads
+    the SavedModel so) until another is acquired. Left to interpreter exit, it is freed only
+    when Python clears that module's globals, which under pytest comes after TensorFlow's
+    ``atomic_function`` module (imported later, so cleared earlier) has lost its own: each
+    ``AtomicFunction.__del__`` then printed "TypeError: 'NoneType' object is not
+    subscriptable" after a green run. Acquiring nothing under a new handle drops that
+    reference, as tensorflow_transform does to clear Beam's keep-alives."""
+    from apache_beam.utils import shared
+
+    shared.Shared().acquire(lambda: None)
