@@ -169,11 +169,11 @@ def latest_components(output_root: Path) -> list[ComponentRun]:
 def components_in(metadata_path: str, pipeline_name: str) -> list[ComponentRun]:
     """The components of the latest run of ``pipeline_name`` in an ML Metadata SQLite file."""
     _quiet_tensorflow()
-    from tfx import v1 as tfx
+    from tfx.orchestration import metadata
 
     from pipeline.run_summary import summarize_run
 
-    connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(metadata_path)
+    connection = metadata.sqlite_metadata_connection_config(metadata_path)
     return summarize_run(connection, pipeline_name).components
 
 
@@ -190,7 +190,7 @@ def _latest_dir(pattern: str) -> str:
 
 
 def trainer_input_benchmark(output_root: Path, batch_size: int, steps: int) -> dict[str, float]:
-    """Training steps/s of the project's model fed by ``models.trainer.input_fn`` exactly as
+    """Training steps/s of the project's model fed by ``models.data.input_fn`` exactly as
     ``run_fn`` calls it (in memory when the split fits, ``HParams.in_memory_max_mb``), fed
     by the same function forced to stream from the files, and fed from batches already in
     memory.
@@ -207,8 +207,8 @@ def trainer_input_benchmark(output_root: Path, batch_size: int, steps: int) -> d
     import tensorflow_transform as tft
     from tfx_bsl.public import tfxio
 
+    from models import data, trainer
     from models import model as model_lib
-    from models import trainer
     from models.hparams import HParams
 
     root = output_root / "pipelines" / PIPELINE_NAME / "Transform"
@@ -223,7 +223,7 @@ def trainer_input_benchmark(output_root: Path, batch_size: int, steps: int) -> d
     hparams = HParams(per_replica_batch_size=batch_size)
 
     def dataset(max_bytes: int) -> tf.data.Dataset:
-        return trainer.input_fn(
+        return data.input_fn(
             train_files, data_accessor, tft_output, batch_size, training=True, in_memory_max_bytes=max_bytes
         )
 

@@ -172,7 +172,7 @@ def markdown(results: dict[str, Any]) -> str:
         "resolver, Evaluator and Pusher rerun because the first run's blessed model is now the baseline (the "
         "reused model itself, so the Evaluator copies its first evaluation of it). 3rd "
         "run: nothing changed since the 2nd (cached: components ML Metadata records as cached). "
-        "input/in-memory: training steps/s fed by `models.trainer.input_fn` as run_fn calls it, over steps/s "
+        "input/in-memory: training steps/s fed by `models.data.input_fn` as run_fn calls it, over steps/s "
         f"on {CACHED_BATCHES} batches cached in memory; streamed: the same with the in-memory load switched off; "
         "load s: parsing the train split into memory. Data: resampled and perturbed from data/taxi.csv "
         "(see bench/generate.py).",

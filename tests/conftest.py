@@ -11,7 +11,6 @@ import pytest
 from pipeline.config import PipelineConfig
 from pipeline.pipeline import create_pipeline
 from tests.support import cloud
-from tests.support.cloud import refuse_non_loopback
 from tests.support.harness import node, run_component
 from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
 
@@ -118,7 +117,7 @@ def evaluator(pipe, root, examples, trainer):
 @pytest.fixture
 def loopback_only(monkeypatch):
     """Any Python socket connecting anywhere but this machine fails the test."""
-    refuse_non_loopback(monkeypatch)
+    cloud.refuse_non_loopback(monkeypatch)
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,8 @@ IMAGE = "gcr.io/my-proj/taxi:1"
 SERVICE_ACCOUNT = f"pipelines@{PROJECT}.iam.gserviceaccount.com"
 # The flags kubeflow_runner.py requires, with the settings above.
 CLOUD_ARGS = ["--output-root", OUTPUT_ROOT, "--data-root", DATA_ROOT, "--image", IMAGE]
+# The project and region that --submit, --dataflow, --endpoint-name and --vertex-training need.
+PROJECT_ARGS = ["--project", PROJECT, "--region", REGION]
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
