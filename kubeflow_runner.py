@@ -24,7 +24,9 @@ from pipeline.flags import add_pipeline_flags, pipeline_config_kwargs
 from pipeline.submission import Submission, anonymous_credentials, submit_to_kfp, submit_to_vertex
 from pipeline.vertex_training import KINDS, VertexTraining
 
-DEFAULT_OUTPUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "outputs", "compiled")
+PROJECT_DIR = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_OUTPUT_DIR = os.path.join(PROJECT_DIR, "outputs", "compiled")
+DEFAULT_REHEARSAL_ROOT = os.path.join(PROJECT_DIR, "outputs", "rehearsal")
 
 
 class SettingsError(ValueError):
@@ -106,6 +108,26 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     submit.add_argument("--kfp-host", help="Submit to this Kubeflow Pipelines v2 endpoint instead of Vertex.")
     submit.add_argument("--kfp-experiment", default="Default", help="KFP experiment to run in.")
+
+    rehearsal = parser.add_argument_group("rehearsal: run the compiled job on this machine as Vertex AI would")
+    rehearsal.add_argument(
+        "--rehearse",
+        action="store_true",
+        help="Execute the compiled job here, task by task as Vertex AI Pipelines does, instead of submitting it.",
+    )
+    rehearsal.add_argument(
+        "--rehearsal-root",
+        default=DEFAULT_REHEARSAL_ROOT,
+        help="Where the rehearsal keeps gs:// data, its metadata store, the staged image and task logs.",
+    )
+    rehearsal.add_argument(
+        "--rehearse-gcs",
+        action="append",
+        default=[],
+        metavar="gs://BUCKET/PREFIX=DIR",
+        help="Read and write this gs:// prefix in a local directory (repeatable); other gs:// paths "
+        "live under <rehearsal-root>/gcs/<bucket>/.",
+    )
     return parser.parse_args(argv)
 
 
@@ -137,6 +159,8 @@ def validate(args: argparse.Namespace) -> None:
         _require_gcs("--schema-path", args.schema_path)
     if args.submit and args.kfp_host:
         raise SettingsError("--submit (Vertex AI) and --kfp-host (Kubeflow) are exclusive: choose one")
+    if args.rehearse and (args.submit or args.kfp_host):
+        raise SettingsError("--rehearse runs the job here; --submit/--kfp-host send it: choose one")
     if args.dry_run and not (args.submit or args.kfp_host):
         raise SettingsError("--dry-run only makes sense with --submit or --kfp-host")
     for needed, why in (
@@ -223,6 +247,41 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         raise SettingsError(f"{flag}: {err}") from err
 
 
+def rehearse(args: argparse.Namespace, config: PipelineConfig, job_file: str) -> int:
+    """Runs the compiled job here as Vertex would; prints its summary; 0 when every task succeeded."""
+    from pipeline.rehearsal.job import JobError, PathMap
+    from pipeline.rehearsal.runner import Settings, log_tail
+    from pipeline.rehearsal.runner import rehearse as run_rehearsal
+    from pipeline.rehearsal.summary import summarize
+    from pipeline.run_summary import format_summary
+
+    try:
+        settings = Settings(
+            root=os.path.abspath(args.rehearsal_root),
+            paths=PathMap.parse(os.path.join(args.rehearsal_root, "gcs"), args.rehearse_gcs),
+            dockerfile=os.path.join(PROJECT_DIR, "Dockerfile"),
+            context_dir=PROJECT_DIR,
+            project=args.project or "rehearsal",
+            region=args.region or "local",
+            enable_caching=args.enable_cache,
+        )
+        print(f"Rehearsing {job_file}; gs:// paths under {settings.paths.local(config.output_root)} and so on")
+        result = run_rehearsal(job_file, settings)
+    except JobError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print("\n" + format_summary(summarize(result), config.min_eval_auc))
+    print(f"Task logs: {result.logs_dir}")
+    if failed := result.failed:
+        print(
+            f"\nThe rehearsal FAILED at task {failed.name} (exit code {failed.exit_code}); nothing downstream ran. "
+            f"Last lines of its log ({failed.log}):\n{log_tail(failed.log)}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # Google client libraries warn at import about future Python support; noise here.
     warnings.filterwarnings("ignore", category=FutureWarning)
@@ -255,6 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"Dry run: Vertex AI PipelineJob {job.job_id} built for {args.project}/{args.region}, not sent.")
         else:
             print(f"Submitted to Vertex AI Pipelines: {job._dashboard_uri()}")
+    elif args.rehearse:
+        return rehearse(args, config, output_file)
     elif args.kfp_host:
         result = submit_to_kfp(
             output_file,

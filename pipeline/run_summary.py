@@ -76,7 +76,8 @@ def _outputs(store, execution_ids: list[int]) -> dict[int, list]:
     return found
 
 
-def _evaluation(summary: RunSummary, evaluation_uri: str) -> None:
+def read_evaluation(summary: RunSummary, evaluation_uri: str) -> None:
+    """The candidate's overall metrics and any failed thresholds, from an evaluation artifact."""
     import tensorflow_model_analysis as tfma
 
     for slice_metrics in tfma.load_metrics(evaluation_uri):
@@ -138,7 +139,7 @@ def summarize_run(
                     a for key, a in keyed if key == "model"
                 }
             elif key == "evaluation":
-                _evaluation(summary, artifact.uri)
+                read_evaluation(summary, artifact.uri)
                 summary.evaluation_reused_from = props[REUSED_FROM].string_value if REUSED_FROM in props else None
             elif key == "pushed_model" and props.get("pushed") and props["pushed"].int_value:
                 summary.pushed_to = props["pushed_destination"].string_value

@@ -1,0 +1,310 @@
+"""Executes a compiled pipeline job on this machine, task by task, as Vertex AI Pipelines
+would: DAG order, container tasks as subprocesses in the project's image layout with
+their placeholders resolved, the ExampleGen driver first, resolver queries against a
+store that persists across rehearsals, Vertex-style caching, and a failing task stopping
+the run with its log kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pipeline.rehearsal import executor_input as ei
+from pipeline.rehearsal import filters
+from pipeline.rehearsal.image import Container, Image
+from pipeline.rehearsal.job import CompiledJob, JobError, PathMap, Task
+from pipeline.rehearsal.store import ArtifactStore
+
+# Executors that call a Google Cloud API themselves: nothing here can answer them.
+CLOUD_EXECUTORS = {
+    "tfx.extensions.google_cloud_ai_platform.trainer.executor.GenericExecutor": (
+        "the Trainer runs as a Vertex AI Training job (--vertex-training)"
+    ),
+    "tfx.extensions.google_cloud_ai_platform.trainer.executor.Executor": (
+        "the Trainer runs as a Vertex AI Training job (--vertex-training)"
+    ),
+    "tfx.extensions.google_cloud_ai_platform.pusher.executor.Executor": (
+        "the Pusher deploys to a Vertex AI endpoint (--endpoint-name)"
+    ),
+}
+LOG_TAIL_LINES = 25
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Where the rehearsal keeps things, and what stands in for the cloud."""
+
+    root: str
+    paths: PathMap
+    dockerfile: str
+    context_dir: str
+    project: str = "rehearsal"
+    region: str = "local"
+    # None: each task's compiled cachingOptions; True/False: for every task, as
+    # aiplatform.PipelineJob(enable_caching=...) does.
+    enable_caching: bool | None = None
+    job_id: str | None = None
+    progress: Callable[[str], None] = print
+
+    @property
+    def store_path(self) -> str:
+        return os.path.join(self.root, "metadata", "vertex_ml_metadata.sqlite")
+
+    @property
+    def image_root(self) -> str:
+        return os.path.join(self.root, "image")
+
+
+@dataclasses.dataclass
+class TaskRun:
+    name: str
+    kind: str
+    state: str  # SUCCEEDED, CACHED, FAILED, NOT_RUN
+    seconds: float = 0.0
+    inputs: dict[str, list[dict]] = dataclasses.field(default_factory=dict)
+    outputs: dict[str, list[dict]] = dataclasses.field(default_factory=dict)
+    exit_code: int | None = None
+    log: str | None = None
+    executor_input: dict | None = None
+    started: float = 0.0
+
+
+@dataclasses.dataclass
+class Rehearsal:
+    job_id: str
+    pipeline_name: str
+    logs_dir: str
+    tasks: list[TaskRun]
+
+    @property
+    def failed(self) -> TaskRun | None:
+        return next((t for t in self.tasks if t.state == "FAILED"), None)
+
+    @property
+    def succeeded(self) -> bool:
+        return all(t.state in ("SUCCEEDED", "CACHED") for t in self.tasks)
+
+    def task(self, name: str) -> TaskRun:
+        return next(t for t in self.tasks if t.name == name)
+
+
+def refuse_cloud_only(job: CompiledJob) -> None:
+    """What only Google Cloud can run is refused up front, naming the flag that asked for it."""
+    for task in job.tasks().values():
+        if task.kind != "container":
+            continue
+        args = task.executor["container"].get("args", [])
+        class_path = args[args.index("--executor_class_path") + 1] if "--executor_class_path" in args else ""
+        if class_path in CLOUD_EXECUTORS:
+            raise JobError(
+                f"task {task.name} cannot be rehearsed: {CLOUD_EXECUTORS[class_path]}, which needs Google "
+                "Cloud. Rehearse without that flag: the same code runs in the task's container instead."
+            )
+        if any(a.startswith("--runner=") and "Dataflow" in a for a in args):
+            raise JobError(
+                f"task {task.name} cannot be rehearsed: its Beam pipeline runs on Dataflow (--dataflow). "
+                "Rehearse without --dataflow: the same Beam pipeline then runs in the task's container."
+            )
+
+
+def rehearse(job_file: str, settings: Settings) -> Rehearsal:
+    """Runs every task of the compiled job; never raises for a failing task (see ``failed``)."""
+    job = CompiledJob.load(job_file)
+    refuse_cloud_only(job)
+    order = job.task_order()
+    container = Image.from_dockerfile(settings.dockerfile).stage(settings.context_dir, settings.image_root)
+    job_id = settings.job_id or f"{job.pipeline_name}-{time.strftime('%Y%m%d%H%M%S')}"
+    logs_dir = os.path.join(settings.root, "logs", job_id)
+    os.makedirs(logs_dir, exist_ok=True)
+    job_dir = os.path.join(settings.paths.local(job.pipeline_root), settings.project, job_id)
+    store = ArtifactStore(settings.store_path, settings.project, settings.region)
+    runs: list[TaskRun] = []
+    produced: dict[str, dict[str, list[dict]]] = {}
+    try:
+        for number, task in enumerate(order, 1):
+            if any(r.state == "FAILED" for r in runs):
+                runs.append(TaskRun(task.name, task.kind, "NOT_RUN"))
+                continue
+            inputs = _input_artifacts(task, produced)
+            settings.progress(f"[{number}/{len(order)}] {task.name} ...")
+            started = time.time()
+            if task.kind == "resolver":
+                run = _resolve(task, inputs, store, job, job_id)
+            elif task.kind == "container":
+                caching = task.caching_enabled if settings.enable_caching is None else settings.enable_caching
+                run = _run_container(task, inputs, store, job, job_id, job_dir, logs_dir, settings, container, caching)
+            else:
+                raise JobError(f"task {task.name}: {task.kind} executors are not rehearsed (TFX compiles none)")
+            run.started, run.seconds = started, time.time() - started
+            runs.append(run)
+            produced[task.name] = run.outputs
+            settings.progress(f"[{number}/{len(order)}] {task.name}: {run.state.lower()} in {run.seconds:.1f} s")
+    finally:
+        store.close()
+    return Rehearsal(job_id, job.pipeline_name, logs_dir, runs)
+
+
+def _input_artifacts(task: Task, produced: Mapping[str, Mapping[str, list[dict]]]) -> dict[str, list[dict]]:
+    found = {}
+    for key, source in task.spec.get("inputs", {}).get("artifacts", {}).items():
+        if "taskOutputArtifact" not in source:
+            raise JobError(f"task {task.name}: input {key} comes from {sorted(source)}, which TFX never compiles")
+        output = source["taskOutputArtifact"]
+        found[key] = list(produced[output["producerTask"]].get(output["outputArtifactKey"], []))
+    return found
+
+
+def _resolve(task: Task, inputs, store: ArtifactStore, job: CompiledJob, job_id: str) -> TaskRun:
+    """A resolver task: each output is the query's result, newest first, ``limit`` of them
+    (1 when unset). A filter that refers to an input artifact list that is empty resolves
+    to nothing rather than failing (Vertex does not document this case; an empty result is
+    what lets the first run of a pipeline go on without a baseline)."""
+    execution = store.start_execution(job.pipeline_name, job_id, task.name)
+    query_input = ei.build({}, inputs, {}, "")
+    outputs = {}
+    for key, query in task.executor["resolver"]["outputArtifactQueries"].items():
+        try:
+            text = ei.resolve(query["filter"], query_input)
+        except ei.EmptyInputError:
+            outputs[key] = []
+            continue
+        outputs[key] = store.query(job.pipeline_name, filters.parse(text), int(query.get("limit") or 1))
+    store.finish_execution(execution, "SUCCEEDED", None, _names(outputs))
+    return TaskRun(task.name, task.kind, "SUCCEEDED", inputs=inputs, outputs=outputs)
+
+
+def cache_key(executor_input: Mapping[str, Any], task: Task) -> str:
+    """KFP's cache key (``cacheutils.GenerateCacheKey``): input artifact names, parameter
+    values, output artifact keys and types, output parameters, image, command and args
+    (as compiled, before placeholders). Vertex's own key is not public."""
+    container = task.executor["container"]
+    outputs = task.component.get("outputDefinitions", {})
+    content = {
+        "inputArtifactNames": {
+            k: [a["name"] for a in v["artifacts"]] for k, v in executor_input["inputs"].get("artifacts", {}).items()
+        },
+        "inputParameterValues": executor_input["inputs"]["parameterValues"],
+        "outputArtifactsSpec": {k: v.get("artifactType") for k, v in outputs.get("artifacts", {}).items()},
+        "outputParametersSpec": outputs.get("parameters", {}),
+        "image": container.get("image"),
+        "command": container.get("command", []),
+        "args": container.get("args", []),
+    }
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def _run_container(
+    task: Task,
+    inputs,
+    store: ArtifactStore,
+    job: CompiledJob,
+    job_id: str,
+    job_dir: str,
+    logs_dir: str,
+    settings: Settings,
+    container: Container,
+    caching: bool,
+) -> TaskRun:
+    execution = store.start_execution(job.pipeline_name, job_id, task.name)
+    task_dir = os.path.join(job_dir, f"{task.name}_{execution}")
+    outputs = {
+        key: [
+            store.new_artifact(
+                job.pipeline_name,
+                job_id,
+                task.name,
+                key,
+                spec["artifactType"],
+                lambda _, key=key: os.path.join(task_dir, key),
+            )
+        ]
+        for key, spec in task.component.get("outputDefinitions", {}).get("artifacts", {}).items()
+    }
+    parameters = ei.parameter_values(task, job.runtime_parameters, settings.paths)
+    output_file = os.path.join(task_dir, "executor_output.json")
+    invocation = ei.build(parameters, inputs, outputs, output_file)
+    log = os.path.join(logs_dir, f"{task.name}.log")
+    run = TaskRun(task.name, task.kind, "FAILED", inputs=inputs, log=log, executor_input=invocation)
+    spec = task.executor["container"]
+    os.makedirs(task_dir, exist_ok=True)
+
+    def fail(code: int) -> TaskRun:
+        store.abandon(_all_names(outputs))
+        store.finish_execution(execution, "FAILED", None, {})
+        run.exit_code = code
+        return run
+
+    with open(log, "w") as log_file:
+        driver = spec.get("lifecycle", {}).get("preCacheCheck")
+        if driver:
+            _save_json(os.path.join(logs_dir, f"{task.name}.driver_input.json"), invocation)
+            code = _execute(driver, invocation, settings.paths, container, log_file)
+            if code != 0:
+                return fail(code)
+            ei.merge_driver_output(invocation, _read_json(output_file))
+        key = cache_key(invocation, task)
+        if caching and (cached := store.cached_outputs(job.pipeline_name, key)) is not None:
+            store.abandon(_all_names(outputs))
+            store.finish_execution(execution, "CACHED", key, _names(cached))
+            log_file.write(f"Cached: reusing the outputs of an earlier execution with cache key {key}\n")
+            run.state, run.outputs = "CACHED", cached
+            return run
+        _save_json(os.path.join(logs_dir, f"{task.name}.executor_input.json"), invocation)
+        code = _execute(spec, invocation, settings.paths, container, log_file)
+    if code != 0:
+        return fail(code)
+    written = _read_json(output_file).get("artifacts", {}) if os.path.exists(output_file) else {}
+    for key, artifacts in outputs.items():
+        reported = (written.get(key) or {}).get("artifacts", [{}])
+        artifact = artifacts[0]
+        metadata = {
+            **invocation["outputs"]["artifacts"][key]["artifacts"][0]["metadata"],
+            **reported[0].get("metadata", {}),
+        }
+        store.publish(artifact["name"], metadata, reported[0].get("uri") or None)
+    published = {k: [store.artifact(a["name"]) for a in v] for k, v in outputs.items()}
+    store.finish_execution(execution, "SUCCEEDED", key, _names(published))
+    run.state, run.outputs, run.exit_code = "SUCCEEDED", published, 0
+    return run
+
+
+def _execute(spec: Mapping[str, Any], invocation: dict, paths: PathMap, container: Container, log_file) -> int:
+    """One container command: placeholders resolved, gs:// paths in the arguments mapped."""
+    argv = [paths.rewrite(ei.resolve(a, invocation)) for a in [*spec.get("command", []), *spec.get("args", [])]]
+    log_file.write(f"$ {' '.join(argv[:4])} ... ({len(argv)} arguments)\n")
+    log_file.flush()
+    process = subprocess.run(
+        argv, cwd=container.workdir, env=container.env, stdout=log_file, stderr=subprocess.STDOUT, check=False
+    )
+    log_file.write(f"exit code {process.returncode}\n")
+    return process.returncode
+
+
+def log_tail(path: str, lines: int = LOG_TAIL_LINES) -> str:
+    with open(path, errors="replace") as f:
+        return "".join(f.readlines()[-lines:])
+
+
+def _names(outputs: Mapping[str, list[dict]]) -> dict[str, list[dict]]:
+    return {k: [{"name": a["name"]} for a in v] for k, v in outputs.items()}
+
+
+def _all_names(outputs: Mapping[str, list[dict]]) -> list[str]:
+    return [a["name"] for v in outputs.values() for a in v]
+
+
+def _read_json(path: str) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def _save_json(path: str, value: Any) -> None:
+    with open(path, "w") as f:
+        json.dump(value, f, indent=1, sort_keys=True)
