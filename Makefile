@@ -14,6 +14,12 @@ PY := $(VENV)/bin/python
 RUN_ARGS ?=
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
+REHEARSE_ARGS ?=
+# TensorFlow of Vertex AI's tf2-cpu.2-15 serving image, in its own environment: the
+# rehearsal loads the pushed model with it (pipeline/rehearsal/serving.py names the same version).
+SERVING_TF := 2.15.1
+SERVING_ENV := $(TOOLS)/serving-tf$(SERVING_TF)
+SERVING_PY := $(SERVING_ENV)/bin/python
 
 # TensorFlow's environment (Keras 2, quiet C++ logs) is set by models/__init__.py, which
 # every entry point imports before TensorFlow.
@@ -21,16 +27,16 @@ BENCH_ARGS ?=
 # files importing TFX takes several times longer.
 export UV_COMPILE_BYTECODE := 1
 
-.PHONY: run test test-fast lint format bench setup lock clean
+.PHONY: run test test-fast lint format bench rehearse serving-env setup lock clean
 
 run: $(STAMP)
 	$(PY) local_runner.py $(RUN_ARGS)
 
-test: $(STAMP)
+test: $(STAMP) $(SERVING_PY)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Everything but the end-to-end pipeline runs.
-test-fast: $(STAMP)
+test-fast: $(STAMP) $(SERVING_PY)
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # Lint and format check (ruff, configured in pyproject.toml); `make format` fixes what it can.
@@ -45,6 +51,20 @@ format: $(STAMP)
 # Benchmark at several data sizes (python -m bench --help); writes outputs/bench/results.{json,md}.
 bench: $(STAMP)
 	$(PY) -m bench $(BENCH_ARGS)
+
+# The compiled Vertex AI job, executed here task by task as Vertex would, on the embedded
+# data (gs://taxi-rehearsal/data is read from data/); then the pushed model answers a
+# Vertex-style JSON request in TensorFlow $(SERVING_TF). `python kubeflow_runner.py --help`.
+rehearse: $(STAMP) $(SERVING_PY)
+	$(PY) kubeflow_runner.py --rehearse --image taxi-pipeline:rehearsal \
+		--output-root gs://taxi-rehearsal/outputs --data-root gs://taxi-rehearsal/data \
+		--rehearse-gcs gs://taxi-rehearsal/data=data --serving-python $(SERVING_PY) $(REHEARSE_ARGS)
+
+serving-env: $(SERVING_PY)
+
+$(SERVING_PY): | $(UV)
+	$(UV) venv --quiet --python $(PYTHON) $(SERVING_ENV)
+	$(UV) pip install --quiet --python $(SERVING_PY) tensorflow-cpu==$(SERVING_TF)
 
 setup: $(STAMP)
 

@@ -21,12 +21,14 @@ from collections.abc import Sequence
 from pipeline.compiler import TFX_BASE_IMAGE, KfpMissingError, compile_pipeline, require_kfp
 from pipeline.config import DEFAULT_SERVING_IMAGE, PipelineConfig, VertexEndpoint
 from pipeline.flags import add_pipeline_flags, pipeline_config_kwargs
+from pipeline.rehearsal.serving import SERVING_TF_VERSION
 from pipeline.submission import Submission, anonymous_credentials, submit_to_kfp, submit_to_vertex
 from pipeline.vertex_training import KINDS, VertexTraining
 
 PROJECT_DIR = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUTPUT_DIR = os.path.join(PROJECT_DIR, "outputs", "compiled")
 DEFAULT_REHEARSAL_ROOT = os.path.join(PROJECT_DIR, "outputs", "rehearsal")
+DEFAULT_SERVING_PYTHON = os.path.join(PROJECT_DIR, ".tools", f"serving-tf{SERVING_TF_VERSION}", "bin", "python")
 
 
 class SettingsError(ValueError):
@@ -127,6 +129,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="gs://BUCKET/PREFIX=DIR",
         help="Read and write this gs:// prefix in a local directory (repeatable); other gs:// paths "
         "live under <rehearsal-root>/gcs/<bucket>/.",
+    )
+    rehearsal.add_argument(
+        "--serving-python",
+        default=DEFAULT_SERVING_PYTHON,
+        help="Python of a TensorFlow 2.15 environment (Vertex's tf2-cpu.2-15) that answers a request with "
+        "the pushed model at the end of the rehearsal (make serving-env installs it).",
     )
     return parser.parse_args(argv)
 
@@ -270,7 +278,8 @@ def rehearse(args: argparse.Namespace, config: PipelineConfig, job_file: str) ->
     except JobError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print("\n" + format_summary(summarize(result), config.min_eval_auc))
+    summary = summarize(result)
+    print("\n" + format_summary(summary, config.min_eval_auc))
     print(f"Task logs: {result.logs_dir}")
     if failed := result.failed:
         print(
@@ -279,6 +288,35 @@ def rehearse(args: argparse.Namespace, config: PipelineConfig, job_file: str) ->
             file=sys.stderr,
         )
         return 1
+    if summary.pushed_to:
+        return rehearse_serving(args, config, settings, result, summary.pushed_to)
+    return 0
+
+
+def rehearse_serving(args: argparse.Namespace, config: PipelineConfig, settings, result, pushed_to: str) -> int:
+    """The pushed model answers a Vertex-style request built from the first data rows."""
+    import glob
+
+    from pipeline.rehearsal.serving import ServingError, check_served_model
+
+    if not os.path.exists(args.serving_python):
+        print(
+            f"Served model: NOT rehearsed: no TensorFlow {SERVING_TF_VERSION} environment at {args.serving_python} "
+            "(make serving-env installs one; --serving-python points elsewhere)."
+        )
+        return 0
+    data_files = sorted(glob.glob(os.path.join(settings.paths.local(config.data_root), config.data_pattern)))
+    transform_graph = result.task("Transform").outputs["transform_graph"][0]["uri"]
+    try:
+        check = check_served_model(pushed_to, transform_graph, data_files[0], args.serving_python)
+    except ServingError as err:
+        print(f"\nThe served model FAILED its rehearsal: {err}", file=sys.stderr)
+        return 1
+    rows = len(check.request["instances"])
+    print(
+        f'Served model: answered {{"instances": [...{rows} CSV rows...]}} through serving_raw in TensorFlow '
+        f"{check.tensorflow}, as serving_default does (largest difference {check.largest_difference:.1e})."
+    )
     return 0
 
 

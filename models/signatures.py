@@ -4,6 +4,12 @@
   Transform graph is inside), ``probability`` and ``big_tipper`` (0/1) out.
 - ``transform_features``: serialized raw examples in, transformed features out
   (label included).
+- ``serving_raw``: the raw columns by name, each a string as it reads in the CSV (``""``
+  for a missing value), ``probability`` and ``big_tipper`` out: what a JSON request to
+  an endpoint carries (``{"instances": [{"fare": "12.5", "company": "", ...}]}``), so a
+  client needs no protobuf library. Strings, because a JSON request cannot leave out a
+  named input nor say "missing" for a number; numbers are parsed inside the graph.
+  Same Transform graph and model as ``serving_default``, so the same probabilities.
 - ``label``: serialized raw examples in, the label out, from ``preprocessing.label``
   (the function ``preprocessing_fn`` uses) without the rest of the Transform graph. The
   Evaluator gets its labels from it: through ``transform_features`` it would run the
@@ -19,6 +25,7 @@ import tf_keras as keras
 from models import features, preprocessing
 
 SERVING_SIGNATURE = "serving_default"
+RAW_SIGNATURE = "serving_raw"
 TRANSFORM_SIGNATURE = "transform_features"
 LABEL_SIGNATURE = "label"
 PREDICTION_KEY = "probability"
@@ -45,6 +52,18 @@ def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutp
             CLASS_KEY: tf.cast(probability > DECISION_THRESHOLD, tf.int64),
         }
 
+    raw_columns = sorted(serving_spec)
+
+    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name=key) for key in raw_columns])
+    def serve_raw_columns(*columns):
+        raw = {key: _from_strings(key, text, serving_spec[key]) for key, text in zip(raw_columns, columns, strict=True)}
+        transformed = model.tft_layer(raw)
+        probability = model({k: transformed[k] for k in model_inputs})
+        return {
+            PREDICTION_KEY: probability,
+            CLASS_KEY: tf.cast(probability > DECISION_THRESHOLD, tf.int64),
+        }
+
     @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
     def transform_features(serialized):
         return model.tft_layer(tf.io.parse_example(serialized, raw_spec))
@@ -53,7 +72,32 @@ def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutp
     def label(serialized):
         return preprocessing.label(tf.io.parse_example(serialized, label_spec))
 
-    return {SERVING_SIGNATURE: serve_tf_examples, TRANSFORM_SIGNATURE: transform_features, LABEL_SIGNATURE: label}
+    return {
+        SERVING_SIGNATURE: serve_tf_examples,
+        RAW_SIGNATURE: serve_raw_columns,
+        TRANSFORM_SIGNATURE: transform_features,
+        LABEL_SIGNATURE: label,
+    }
+
+
+def _from_strings(key: str, text: tf.Tensor, spec) -> tf.Tensor | tf.SparseTensor:
+    """One column of CSV text as ``tf.io.parse_example`` would give it from a tf.Example:
+    dense for a required column (a missing value fails the request, naming the column),
+    sparse for a column that may be missing."""
+    present = tf.strings.length(text) > 0
+    values = text if spec.dtype == tf.string else tf.strings.to_number(tf.where(present, text, "0"), spec.dtype)
+    if isinstance(spec, tf.io.FixedLenFeature):
+        check = tf.debugging.assert_equal(
+            tf.reduce_all(present), True, message=f"column {key!r} is required and was empty"
+        )
+        with tf.control_dependencies([check]):
+            return tf.reshape(values, [-1, *spec.shape])
+    rows = tf.where(present)[:, 0]
+    return tf.SparseTensor(
+        indices=tf.stack([rows, tf.zeros_like(rows)], axis=1),
+        values=tf.gather(values, rows),
+        dense_shape=tf.stack([tf.shape(text, out_type=tf.int64)[0], tf.constant(1, tf.int64)]),
+    )
 
 
 def export_serving_model(model: keras.Model, tf_transform_output: tft.TFTransformOutput, export_dir: str) -> None:

@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -120,9 +121,7 @@ def rehearse(job_file: str, settings: Settings) -> Rehearsal:
     refuse_cloud_only(job)
     order = job.task_order()
     container = Image.from_dockerfile(settings.dockerfile).stage(settings.context_dir, settings.image_root)
-    job_id = settings.job_id or f"{job.pipeline_name}-{time.strftime('%Y%m%d%H%M%S')}"
-    logs_dir = os.path.join(settings.root, "logs", job_id)
-    os.makedirs(logs_dir, exist_ok=True)
+    job_id, logs_dir = _new_job(settings, job.pipeline_name)
     job_dir = os.path.join(settings.paths.local(job.pipeline_root), settings.project, job_id)
     store = ArtifactStore(settings.store_path, settings.project, settings.region)
     runs: list[TaskRun] = []
@@ -149,6 +148,20 @@ def rehearse(job_file: str, settings: Settings) -> Rehearsal:
     finally:
         store.close()
     return Rehearsal(job_id, job.pipeline_name, logs_dir, runs)
+
+
+def _new_job(settings: Settings, pipeline_name: str) -> tuple[str, str]:
+    """A job id as aiplatform.PipelineJob makes one (name-timestamp), unique here, and its log folder."""
+    base = settings.job_id or f"{pipeline_name}-{time.strftime('%Y%m%d%H%M%S')}"
+    for attempt in range(1, 1000):
+        job_id = base if attempt == 1 else f"{base}-{attempt}"
+        logs_dir = os.path.join(settings.root, "logs", job_id)
+        try:
+            os.makedirs(logs_dir)
+            return job_id, logs_dir
+        except FileExistsError:
+            continue
+    raise JobError(f"no free job id like {base} under {settings.root}/logs")
 
 
 def _input_artifacts(task: Task, produced: Mapping[str, Mapping[str, list[dict]]]) -> dict[str, list[dict]]:
@@ -254,6 +267,7 @@ def _run_container(
             store.abandon(_all_names(outputs))
             store.finish_execution(execution, "CACHED", key, _names(cached))
             log_file.write(f"Cached: reusing the outputs of an earlier execution with cache key {key}\n")
+            shutil.rmtree(task_dir, ignore_errors=True)
             run.state, run.outputs = "CACHED", cached
             return run
         _save_json(os.path.join(logs_dir, f"{task.name}.executor_input.json"), invocation)

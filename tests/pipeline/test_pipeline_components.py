@@ -77,7 +77,7 @@ def test_transform_writes_every_transformed_feature(transform):
 def test_trainer_exports_serving_and_eval_signatures(trainer):
     serving_dir = path_utils.serving_model_path(trainer["model"][0].uri)
     loaded = tf.saved_model.load(serving_dir)
-    assert set(loaded.signatures) == {"serving_default", "transform_features", "label"}
+    assert set(loaded.signatures) == {"serving_default", "serving_raw", "transform_features", "label"}
     inputs = loaded.signatures["serving_default"].structured_input_signature[1]
     assert list(inputs) == ["examples"] and inputs["examples"].dtype == tf.string
     assert set(loaded.signatures["serving_default"].structured_outputs) == {"probability", "big_tipper"}
@@ -100,6 +100,31 @@ def test_exported_model_reloads_with_keras_and_predicts_what_serving_predicts(tr
     rebuilt = model({name: transformed[name] for name in model.input}).numpy()
     assert rebuilt.shape == (50, 1)
     assert abs(rebuilt - served["probability"].numpy()).max() < 1e-6
+
+
+def test_raw_columns_signature_answers_csv_text_as_serving_default_answers_examples(trainer):
+    """What a JSON request carries (each column by name, as CSV text, "" when missing) gives
+    the probabilities serving_default gives for the same rows as tf.Examples."""
+    rows = embedded_rows(200)
+    assert any(row["company"] == "" for row in rows) and any(row["dropoff_latitude"] == "" for row in rows)
+    loaded = tf.saved_model.load(path_utils.serving_model_path(trainer["model"][0].uri))
+    raw = loaded.signatures["serving_raw"]
+    columns = sorted(raw.structured_input_signature[1])
+    assert features.TIPS not in columns and "fare" in columns and "payment_type" in columns
+    answered = raw(**{c: tf.constant([row[c] for row in rows]) for c in columns})
+    served = loaded.signatures["serving_default"](examples=tf.constant([raw_example(r) for r in rows]))
+    assert answered["probability"].shape == (200, 1)
+    assert abs(answered["probability"].numpy() - served["probability"].numpy()).max() < 1e-6
+    assert (answered["big_tipper"].numpy() == served["big_tipper"].numpy()).all()
+
+
+def test_raw_columns_signature_names_an_empty_required_column(trainer):
+    loaded = tf.saved_model.load(path_utils.serving_model_path(trainer["model"][0].uri))
+    raw = loaded.signatures["serving_raw"]
+    row = embedded_rows(1)[0]
+    columns = sorted(raw.structured_input_signature[1])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"column .{1,2}fare.{1,2} is required"):
+        raw(**{c: tf.constant(["" if c == "fare" else row[c]]) for c in columns})
 
 
 def test_label_signature_gives_the_labels_transform_gives(trainer):

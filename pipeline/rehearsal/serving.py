@@ -1,0 +1,100 @@
+"""The served model, rehearsed: the model the rehearsal pushed answers a Vertex AI
+``{"instances": [...]}`` request built from CSV rows through its raw-columns signature,
+loaded by the TensorFlow version of Vertex AI's prebuilt serving image, and must give
+the probabilities ``serving_default`` gives for the same rows as tf.Examples.
+
+That TensorFlow lives in its own environment (``make serving-env``): the project's is
+newer, and the point is to load the model where Vertex would.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import dataclasses
+import json
+import os
+import subprocess
+from collections.abc import Mapping
+
+# Vertex AI's us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15 (pipeline.config.DEFAULT_SERVING_IMAGE).
+SERVING_TF_VERSION = "2.15.1"
+CHECK_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_check.py")
+
+
+class ServingError(RuntimeError):
+    """The pushed model did not answer as Vertex would need it to; the message says how."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingCheck:
+    tensorflow: str
+    request: dict
+    response: dict
+    serving_default: list[float]
+    largest_difference: float
+
+
+def instances_from_csv(path: str, count: int, drop: tuple[str, ...]) -> list[dict[str, str]]:
+    """The first ``count`` rows as JSON instances: every column by name, as text."""
+    with open(path, newline="") as f:
+        rows = [row for _, row in zip(range(count), csv.DictReader(f), strict=False)]
+    return [{k: v for k, v in row.items() if k not in drop} for row in rows]
+
+
+def tf_example(row: Mapping[str, str], raw_spec: Mapping) -> bytes:
+    """A CSV row as the serialized tf.Example ``serving_default`` takes (empty cells left out)."""
+    import tensorflow as tf
+
+    feature = {}
+    for key, spec in raw_spec.items():
+        value = row.get(key, "")
+        if value == "":
+            continue
+        if spec.dtype == tf.string:
+            feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+        elif spec.dtype.is_floating:
+            feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
+        else:
+            feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(float(value))]))
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def check_served_model(
+    model_dir: str, transform_graph_dir: str, csv_path: str, serving_python: str, rows: int = 8
+) -> ServingCheck:
+    """Runs the request through the raw-columns signature with ``serving_python``'s
+    TensorFlow and compares with ``serving_default``; raises ``ServingError`` on a mismatch."""
+    import tensorflow_transform as tft
+
+    from models import features, signatures
+
+    raw_spec = tft.TFTransformOutput(transform_graph_dir).raw_feature_spec()
+    instances = instances_from_csv(csv_path, rows, drop=(features.TIPS,))
+    request = {"instances": instances}
+    given = {
+        "model_dir": model_dir,
+        "signature": signatures.RAW_SIGNATURE,
+        "prediction_key": signatures.PREDICTION_KEY,
+        "request": request,
+        "examples_b64": [base64.b64encode(tf_example(row, raw_spec)).decode() for row in instances],
+    }
+    process = subprocess.run(
+        [serving_python, CHECK_SCRIPT],
+        input=json.dumps(given),
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TF_CPP_MIN_LOG_LEVEL": "2"},
+        check=False,
+    )
+    if process.returncode != 0:
+        raise ServingError(f"the model did not answer the request in the serving runtime:\n{process.stderr[-3000:]}")
+    answered = json.loads(process.stdout)
+    probabilities = [p[signatures.PREDICTION_KEY][0] for p in answered["response"]["predictions"]]
+    default = [p[0] for p in answered["serving_default"]]
+    difference = max(abs(a - b) for a, b in zip(probabilities, default, strict=True))
+    if difference > 1e-5:
+        raise ServingError(
+            f"{signatures.RAW_SIGNATURE} and serving_default disagree by up to {difference:.2e} on the same rows"
+        )
+    return ServingCheck(answered["tensorflow"], request, answered["response"], default, difference)

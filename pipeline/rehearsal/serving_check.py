@@ -1,0 +1,49 @@
+"""Answers a Vertex AI prediction request with a pushed model, in whatever TensorFlow runs
+this script: the rehearsal runs it with TensorFlow 2.15, the version of Vertex AI's
+``tf2-cpu.2-15`` serving image, to prove the model loads and serves there.
+
+Reads JSON from stdin: ``model_dir``, ``request`` (``{"instances": [...]}``, the rows for
+the raw-columns signature) and ``examples_b64`` (the same rows as serialized tf.Examples).
+Answers as TensorFlow Serving's REST API does (``{"predictions": [{output: value}, ...]}``)
+for the raw-columns signature, and gives ``serving_default``'s probabilities for the same
+rows. Imports nothing but TensorFlow: it runs outside the project's environment.
+"""
+
+import base64
+import json
+import sys
+
+import tensorflow as tf
+
+
+def answer(signature, instances: list) -> dict:
+    """TF Serving's row format: every instance names every input; outputs per instance."""
+    _, inputs = signature.structured_input_signature
+    for i, instance in enumerate(instances):
+        if missing := sorted(set(inputs) - set(instance)):
+            raise ValueError(f"instance {i} does not have the named input(s) {missing}")
+    columns = {
+        name: tf.constant([instance[name] for instance in instances], spec.dtype) for name, spec in inputs.items()
+    }
+    outputs = {k: v.numpy().tolist() for k, v in signature(**columns).items()}
+    return {"predictions": [{k: v[i] for k, v in outputs.items()} for i in range(len(instances))]}
+
+
+def main() -> None:
+    given = json.load(sys.stdin)
+    model = tf.saved_model.load(given["model_dir"])
+    serialized = tf.constant([base64.b64decode(e) for e in given["examples_b64"]])
+    default = model.signatures["serving_default"](examples=serialized)
+    json.dump(
+        {
+            "tensorflow": tf.__version__,
+            "signatures": sorted(model.signatures.keys()),
+            "response": answer(model.signatures[given["signature"]], given["request"]["instances"]),
+            "serving_default": default[given["prediction_key"]].numpy().tolist(),
+        },
+        sys.stdout,
+    )
+
+
+if __name__ == "__main__":
+    main()
