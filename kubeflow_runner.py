@@ -278,6 +278,9 @@ def rehearse(args: argparse.Namespace, config: PipelineConfig, job_file: str) ->
     except JobError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")  # TFMA's deprecation notices while reading the evaluation
     summary = summarize(result)
     print("\n" + format_summary(summary, config.min_eval_auc))
     print(f"Task logs: {result.logs_dir}")

@@ -111,6 +111,18 @@ def evaluator(pipe, root, examples, trainer):
     return run_component(node(pipe, "Evaluator"), {"examples": examples, "model": trainer["model"]}, root)
 
 
+@pytest.fixture(scope="session")
+def full_local_run(tmp_path_factory):
+    """``local_runner.py`` with its defaults on the embedded data: the summary of the run."""
+    import local_runner
+    from pipeline.run_summary import summarize_run
+
+    output_root = str(tmp_path_factory.mktemp("full_local_run"))
+    assert local_runner.main(["--output-root", output_root]) == 0
+    config = PipelineConfig(output_root=output_root)
+    return summarize_run(local_runner.metadata_config(config), config.pipeline_name)
+
+
 # Compiling and submitting for Kubeflow / Vertex (tests/support/cloud.py).
 
 

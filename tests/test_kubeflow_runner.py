@@ -94,6 +94,8 @@ def test_endpoint_deployment_swaps_in_the_vertex_pusher(tmp_path):
         ),
         ([*cloud.CLOUD_ARGS, "--kfp-host", "localhost:8888"], "--kfp-host"),
         ([*cloud.CLOUD_ARGS, "--label", "oops"], "--label"),
+        ([*cloud.CLOUD_ARGS, "--rehearse", "--submit", *cloud.PROJECT_ARGS], "--rehearse"),
+        ([*cloud.CLOUD_ARGS, "--rehearse", "--rehearse-gcs", "data"], "gs://bucket/prefix=LOCAL_DIR"),
     ],
 )
 def test_bad_settings_fail_before_anything_is_sent_naming_the_flag(argv, flag, capsys):
@@ -168,3 +170,19 @@ def test_submit_dry_run_from_the_command_line_sends_nothing(tmp_path, capsys, mo
     assert kr.main(argv) == 0  # no credentials exist, and none were looked up
     out = capsys.readouterr().out
     assert "Dry run: Vertex AI PipelineJob taxi-big-tipper-" in out and "not sent" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--dataflow", "--dataflow-temp-location", f"{cloud.OUTPUT_ROOT}/tmp"], "--dataflow"),
+        (["--endpoint-name", "taxi-endpoint"], "--endpoint-name"),
+        (["--vertex-training", "gpu"], "--vertex-training"),
+    ],
+)
+def test_what_only_google_cloud_can_run_is_not_rehearsed_and_says_which_flag(tmp_path, capsys, flags, named):
+    argv = [*cloud.CLOUD_ARGS, *cloud.PROJECT_ARGS, "--rehearse", "--rehearsal-root", str(tmp_path), *flags]
+    assert kr.main([*argv, "--output-file", str(tmp_path / "job.json")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be rehearsed" in err and named in err
+    assert not (tmp_path / "logs").exists()  # refused before any task ran

@@ -156,11 +156,10 @@ def test_anomalies_stop_the_run_before_transform_and_a_fixed_rerun_succeeds(
 
 
 @pytest.mark.slow
-def test_default_data_meets_the_quality_targets(tmp_path):
+def test_default_data_meets_the_quality_targets(full_local_run):
     """The shipped defaults on the embedded data: eval AUC >= 0.93 and accuracy >= 0.88,
     as computed by the pipeline's own Evaluator (the majority class scores 0.78)."""
-    assert local_runner.main(["--output-root", str(tmp_path)]) == 0
-    summary = _summary(str(tmp_path))
+    summary = full_local_run
     assert summary.metrics["auc"] >= 0.93, summary.metrics
     assert summary.metrics["binary_accuracy"] >= 0.88, summary.metrics
     assert summary.metrics["example_count"] > 4000

@@ -36,6 +36,8 @@ CLOUD_EXECUTORS = {
     ),
 }
 LOG_TAIL_LINES = 25
+# The rehearsal's record of itself, in its log folder.
+RECORD_FILE = "rehearsal.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +97,27 @@ class Rehearsal:
     def task(self, name: str) -> TaskRun:
         return next(t for t in self.tasks if t.name == name)
 
+    def record(self) -> dict:
+        """What ran, how, and with which artifacts (written beside the task logs)."""
+        return {
+            "job_id": self.job_id,
+            "pipeline": self.pipeline_name,
+            "tasks": [
+                {
+                    "name": t.name,
+                    "kind": t.kind,
+                    "state": t.state,
+                    "seconds": round(t.seconds, 3),
+                    "exit_code": t.exit_code,
+                    "inputs": {k: [a["name"] for a in v] for k, v in t.inputs.items()},
+                    "outputs": {
+                        k: [{f: a[f] for f in ("name", "uri", "metadata")} for a in v] for k, v in t.outputs.items()
+                    },
+                }
+                for t in self.tasks
+            ],
+        }
+
 
 def refuse_cloud_only(job: CompiledJob) -> None:
     """What only Google Cloud can run is refused up front, naming the flag that asked for it."""
@@ -147,7 +170,9 @@ def rehearse(job_file: str, settings: Settings) -> Rehearsal:
             settings.progress(f"[{number}/{len(order)}] {task.name}: {run.state.lower()} in {run.seconds:.1f} s")
     finally:
         store.close()
-    return Rehearsal(job_id, job.pipeline_name, logs_dir, runs)
+    rehearsal = Rehearsal(job_id, job.pipeline_name, logs_dir, runs)
+    _save_json(os.path.join(logs_dir, RECORD_FILE), rehearsal.record())
+    return rehearsal
 
 
 def _new_job(settings: Settings, pipeline_name: str) -> tuple[str, str]:
@@ -275,14 +300,10 @@ def _run_container(
     if code != 0:
         return fail(code)
     written = _read_json(output_file).get("artifacts", {}) if os.path.exists(output_file) else {}
-    for key, artifacts in outputs.items():
-        reported = (written.get(key) or {}).get("artifacts", [{}])
-        artifact = artifacts[0]
-        metadata = {
-            **invocation["outputs"]["artifacts"][key]["artifacts"][0]["metadata"],
-            **reported[0].get("metadata", {}),
-        }
-        store.publish(artifact["name"], metadata, reported[0].get("uri") or None)
+    for output_key, (artifact,) in outputs.items():
+        reported = (written.get(output_key) or {}).get("artifacts", [{}])[0]
+        given = invocation["outputs"]["artifacts"][output_key]["artifacts"][0]["metadata"]
+        store.publish(artifact["name"], {**given, **reported.get("metadata", {})}, reported.get("uri") or None)
     published = {k: [store.artifact(a["name"]) for a in v] for k, v in outputs.items()}
     store.finish_execution(execution, "SUCCEEDED", key, _names(published))
     run.state, run.outputs, run.exit_code = "SUCCEEDED", published, 0

@@ -1,0 +1,213 @@
+"""The shipped pipeline's compiled job, rehearsed through the command line users run:
+to a pushed model, against the first rehearsal's blessed model, fully cached, stopped by
+bad data at the gate, and on the full data as good as a local run."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import pytest
+from google.protobuf import json_format
+from kfp.pipeline_spec import pipeline_spec_pb2
+
+import kubeflow_runner
+from pipeline.rehearsal.runner import RECORD_FILE
+from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
+
+BUCKET = "gs://rehearsal-test"
+SMALL_RUN = ["--train-steps", "40", "--epochs", "2", "--batch-size", "32", "--min-eval-auc", "0.5"]
+CONTAINER_TASKS = {
+    "CsvExampleGen",
+    "StatisticsGen",
+    "SchemaGen",
+    "ExampleValidator",
+    "AnomalyGate",
+    "Transform",
+    "Trainer",
+    "Evaluator",
+    "Pusher",
+}
+RESOLVER = "latest_blessed_model_resolver-model-resolver"
+
+
+def _argv(root, data_dir, *extra) -> list[str]:
+    return [
+        "--rehearse",
+        "--image",
+        "taxi-pipeline:test",
+        "--output-root",
+        f"{BUCKET}/out",
+        "--data-root",
+        f"{BUCKET}/data",
+        "--rehearse-gcs",
+        f"{BUCKET}/data={data_dir}",
+        "--rehearsal-root",
+        str(root),
+        "--output-file",
+        str(root / "job.json"),
+        *extra,
+    ]
+
+
+def _records(root) -> list[dict]:
+    """Each rehearsal's record, oldest first."""
+    found = [json.loads(open(p).read()) for p in glob.glob(str(root / "logs" / "*" / RECORD_FILE))]
+    return sorted(found, key=lambda r: r["job_id"])
+
+
+def _tasks(record: dict) -> dict[str, dict]:
+    return {t["name"]: t for t in record["tasks"]}
+
+
+@pytest.fixture(scope="module")
+def rehearsals(sample_dir, tmp_path_factory):
+    """Four rehearsals in one store: fresh, fresh again, then twice with caching on."""
+    root = tmp_path_factory.mktemp("rehearsal")
+    codes = []
+    for caching in ("--enable-cache", "--no-enable-cache", "--enable-cache", "--enable-cache"):
+        codes.append(kubeflow_runner.main(_argv(root, sample_dir, *SMALL_RUN, caching)))
+    records = _records(root)
+    assert len(records) == 4
+    return root, codes, records
+
+
+@pytest.mark.slow
+def test_the_compiled_job_rehearses_to_a_pushed_model(rehearsals):
+    root, codes, records = rehearsals
+    assert codes == [0, 0, 0, 0]
+    first = _tasks(records[0])
+    assert {n for n, t in first.items() if t["kind"] == "container"} == CONTAINER_TASKS
+    assert all(t["state"] == "SUCCEEDED" for t in first.values())
+    pushed = first["Pusher"]["outputs"]["pushed_model"][0]["metadata"]
+    assert pushed["pushed"] == 1.0
+    assert pushed["pushed_destination"].startswith(str(root / "gcs" / "rehearsal-test" / "out" / "serving_model"))
+    assert os.path.exists(os.path.join(pushed["pushed_destination"], "saved_model.pb"))
+    # Vertex's layout: <pipeline root>/<project>/<job id>/<task>_<id>/<output key>
+    examples_uri = first["CsvExampleGen"]["outputs"]["examples"][0]["uri"]
+    assert examples_uri.startswith(str(root / "gcs" / "rehearsal-test" / "out" / "pipelines" / "taxi-big-tipper"))
+    assert f"/rehearsal/{records[0]['job_id']}/CsvExampleGen_" in examples_uri
+    # The driver's span and fingerprint travelled on the artifact to its consumers.
+    assert "input_fingerprint" in first["CsvExampleGen"]["outputs"]["examples"][0]["metadata"]
+
+
+@pytest.mark.slow
+def test_the_served_model_answered_a_vertex_request_in_tensorflow_2_15(rehearsals, sample_dir):
+    _, _, records = rehearsals
+    assert os.path.exists(kubeflow_runner.DEFAULT_SERVING_PYTHON), "make test installs it (make serving-env)"
+    from pipeline.rehearsal.serving import SERVING_TF_VERSION, check_served_model
+
+    first = _tasks(records[0])
+    check = check_served_model(
+        first["Pusher"]["outputs"]["pushed_model"][0]["metadata"]["pushed_destination"],
+        first["Transform"]["outputs"]["transform_graph"][0]["uri"],
+        str(sample_dir / "data.csv"),
+        kubeflow_runner.DEFAULT_SERVING_PYTHON,
+    )
+    assert check.tensorflow == SERVING_TF_VERSION
+    predictions = check.response["predictions"]
+    assert len(predictions) == len(check.request["instances"]) == 8
+    assert set(check.request["instances"][0]) >= {"fare", "payment_type", "company"}
+    assert all(isinstance(v, str) for v in check.request["instances"][0].values())
+    assert all(0.0 <= p["probability"][0] <= 1.0 for p in predictions)
+    assert check.largest_difference <= 1e-5
+
+
+@pytest.mark.slow
+def test_a_second_rehearsal_evaluates_against_the_first_ones_blessed_model(rehearsals):
+    _, _, records = rehearsals
+    first, second = _tasks(records[0]), _tasks(records[1])
+    assert first["Evaluator"]["inputs"]["baseline_model"] == []
+    first_model = first["Trainer"]["outputs"]["model"][0]["name"]
+    assert first["Evaluator"]["outputs"]["blessing"][0]["metadata"]["blessed"] == 1.0
+    assert second[RESOLVER]["outputs"]["model"][0]["name"] == first_model
+    assert second["Evaluator"]["inputs"]["baseline_model"] == [first_model]
+    assert second["Evaluator"]["inputs"]["model"] != [first_model]  # a new model, trained again
+
+
+@pytest.mark.slow
+def test_an_unchanged_rerun_executes_no_task(rehearsals):
+    root, _, records = rehearsals
+    third, fourth = _tasks(records[2]), _tasks(records[3])
+    # Upstream of the Evaluator nothing changed since the second rehearsal.
+    assert {n for n, t in third.items() if t["state"] == "SUCCEEDED" and t["kind"] == "container"} <= {
+        "Evaluator",
+        "Pusher",
+    }
+    assert {n: t["state"] for n, t in fourth.items() if t["kind"] == "container"} == dict.fromkeys(
+        CONTAINER_TASKS, "CACHED"
+    )
+    # Only ExampleGen's driver ran (it is the pre-cache check that fingerprints the data).
+    ran = os.listdir(root / "logs" / records[3]["job_id"])
+    assert [f for f in ran if f.endswith("executor_input.json")] == []
+    assert "CsvExampleGen.driver_input.json" in ran
+
+
+@pytest.mark.slow
+def test_every_executor_input_built_parses_as_kfp_executor_input(rehearsals):
+    root, _, _ = rehearsals
+    files = glob.glob(str(root / "logs" / "*" / "*_input.json"))
+    assert len(files) >= 2 * len(CONTAINER_TASKS)
+    for path in files:
+        with open(path) as f:
+            proto = json_format.Parse(f.read(), pipeline_spec_pb2.ExecutorInput())  # unknown fields fail
+        assert proto.outputs.output_file.endswith("/executor_output.json"), path
+        for artifacts in list(proto.inputs.artifacts.values()) + list(proto.outputs.artifacts.values()):
+            for artifact in artifacts.artifacts:
+                assert "/metadataStores/default/artifacts/" in artifact.name and artifact.uri, path
+                assert artifact.type.instance_schema.startswith("title: tfx."), path
+
+
+@pytest.mark.slow
+def test_a_planted_anomaly_stops_the_rehearsal_at_the_gate_naming_it(rehearsals, tmp_path_factory, capsys):
+    _, _, records = rehearsals
+    schema_dir = _tasks(records[0])["SchemaGen"]["outputs"]["schema"][0]["uri"]
+
+    def plant(row, i):
+        return {**row, "payment_type": "Bitcoin"} if i % 10 == 0 else row
+
+    bad_dir = write_sample(tmp_path_factory.mktemp("bad"), SAMPLE_ROWS, every=EMBEDDED_ROWS // SAMPLE_ROWS, edit=plant)
+    root = tmp_path_factory.mktemp("anomalous")
+    capsys.readouterr()
+    code = kubeflow_runner.main(
+        _argv(
+            root,
+            bad_dir,
+            "--schema-path",
+            f"{BUCKET}/schema/schema.pbtxt",
+            "--rehearse-gcs",
+            f"{BUCKET}/schema={schema_dir}",
+            *SMALL_RUN,
+        )
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "FAILED at task AnomalyGate" in err and "payment_type" in err and "Bitcoin" in err
+    (record,) = _records(root)
+    tasks = _tasks(record)
+    assert tasks["AnomalyGate"]["state"] == "FAILED" and tasks["AnomalyGate"]["exit_code"] != 0
+    assert {n for n, t in tasks.items() if t["state"] == "NOT_RUN"} >= {"Transform", "Trainer", "Evaluator", "Pusher"}
+    assert tasks["ImportSchemaGen"]["state"] == "SUCCEEDED"
+    logs = root / "logs" / record["job_id"]
+    assert {"CsvExampleGen.log", "ExampleValidator.log", "AnomalyGate.log"} <= set(os.listdir(logs))
+    assert not glob.glob(str(root / "gcs" / "rehearsal-test" / "out" / "serving_model" / "*" / "*"))
+
+
+@pytest.mark.slow
+def test_on_the_full_data_the_rehearsed_model_scores_as_the_local_run_does(full_local_run, tmp_path, capsys):
+    """Same data, same code, trained in a task's container rather than in-process: the eval
+    AUC agrees within run-to-run noise (training is not bit-for-bit deterministic)."""
+    from pipeline.config import DEFAULT_DATA_ROOT
+
+    assert kubeflow_runner.main(_argv(tmp_path, DEFAULT_DATA_ROOT)) == 0
+    out = capsys.readouterr().out
+    (record,) = _records(tmp_path)
+    evaluation = _tasks(record)["Evaluator"]["outputs"]["evaluation"][0]["uri"]
+    from pipeline.run_summary import RunSummary, read_evaluation
+
+    rehearsed = RunSummary(run_id="", components=[])
+    read_evaluation(rehearsed, evaluation)
+    assert f"auc {rehearsed.metrics['auc']:.4f}" in out
+    assert rehearsed.metrics["example_count"] == full_local_run.metrics["example_count"]
+    assert abs(rehearsed.metrics["auc"] - full_local_run.metrics["auc"]) <= 0.01, (rehearsed.metrics, full_local_run)
