@@ -13,6 +13,7 @@ anything is sent.
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import sys
 import warnings
@@ -257,8 +258,8 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
 
 def rehearse(args: argparse.Namespace, config: PipelineConfig, job_file: str) -> int:
     """Runs the compiled job here as Vertex would; prints its summary; 0 when every task succeeded."""
-    from pipeline.rehearsal.job import JobError, PathMap
-    from pipeline.rehearsal.runner import Settings, log_tail
+    from pipeline.rehearsal.job import CompiledJob, JobError, PathMap
+    from pipeline.rehearsal.runner import Settings, log_tail, refuse_cloud_only
     from pipeline.rehearsal.runner import rehearse as run_rehearsal
     from pipeline.rehearsal.summary import summarize
     from pipeline.run_summary import format_summary
@@ -273,7 +274,16 @@ def rehearse(args: argparse.Namespace, config: PipelineConfig, job_file: str) ->
             region=args.region or "local",
             enable_caching=args.enable_cache,
         )
-        print(f"Rehearsing {job_file}; gs:// paths under {settings.paths.local(config.output_root)} and so on")
+        refuse_cloud_only(CompiledJob.load(job_file))
+        local_data = settings.paths.local(config.data_root)
+        if not glob.glob(os.path.join(local_data, config.data_pattern)):
+            raise JobError(
+                f"the rehearsal reads --data-root {config.data_root} from {local_data}, which holds no "
+                f"{config.data_pattern}: copy the data there, or map the prefix onto a local folder with "
+                f"--rehearse-gcs {config.data_root}=DIR"
+            )
+        print(f"Rehearsing {job_file}: {config.data_root} is read from {local_data},")
+        print(f"  {config.output_root} written to {settings.paths.local(config.output_root)}")
         result = run_rehearsal(job_file, settings)
     except JobError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -298,8 +308,6 @@ def rehearse(args: argparse.Namespace, config: PipelineConfig, job_file: str) ->
 
 def rehearse_serving(args: argparse.Namespace, config: PipelineConfig, settings, result, pushed_to: str) -> int:
     """The pushed model answers a Vertex-style request built from the first data rows."""
-    import glob
-
     from pipeline.rehearsal.serving import ServingError, check_served_model
 
     if not os.path.exists(args.serving_python):

@@ -186,3 +186,18 @@ def test_what_only_google_cloud_can_run_is_not_rehearsed_and_says_which_flag(tmp
     err = capsys.readouterr().err
     assert "cannot be rehearsed" in err and named in err
     assert not (tmp_path / "logs").exists()  # refused before any task ran
+
+
+def test_a_rehearsal_without_local_data_says_where_it_looked_and_how_to_map_it(tmp_path, capsys):
+    argv = [
+        *cloud.CLOUD_ARGS,
+        "--rehearse",
+        "--rehearsal-root",
+        str(tmp_path),
+        "--output-file",
+        str(tmp_path / "j.json"),
+    ]
+    assert kr.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"reads --data-root {cloud.DATA_ROOT} from {tmp_path}/gcs/{cloud.BUCKET}/data" in err
+    assert f"--rehearse-gcs {cloud.DATA_ROOT}=DIR" in err
