@@ -92,10 +92,30 @@ def _open(path: str, mode: str) -> Any:
     return _Readable(source) if "r" in mode else source
 
 
+class CsvFileError(ValueError):
+    """A data file that cannot be read as CSV; the message names the file and the fix."""
+
+
+def _not_text(path: str, where: str, detail: str) -> CsvFileError:
+    return CsvFileError(
+        f"{path} is not UTF-8 text ({detail} in its {where}): CSV files are read as UTF-8. Re-save it as "
+        "UTF-8 (e.g. iconv -f latin1 -t utf-8), or move it out of the data directory or narrow --data-pattern."
+    )
+
+
 def column_names(path: str) -> list[str]:
     """The header as CsvExampleGen reads it (``tfx.utils.io_utils.load_csv_column_names``)."""
     with _open(path, "rb") as source:
-        return source.readline().decode("utf-8").strip().split(",")
+        header = source.readline()
+        start = header + source.read(8192)
+    if b"\0" in start:
+        raise CsvFileError(
+            f"{path} is a binary file, not CSV: move it out of the data directory or narrow --data-pattern."
+        )
+    try:
+        return header.decode("utf-8").strip().split(",")
+    except UnicodeDecodeError as error:
+        raise _not_text(path, "header", f"byte 0x{header[error.start]:02x} at offset {error.start}") from None
 
 
 def read_blocks(path: str, block_bytes: int = BLOCK_BYTES) -> Iterator[pa.RecordBatch]:
@@ -118,7 +138,9 @@ def read_blocks(path: str, block_bytes: int = BLOCK_BYTES) -> Iterator[pa.Record
                 if block.num_rows:
                     yield block
         except pa.ArrowInvalid as error:
-            raise ValueError(
+            if "UTF8" in str(error):
+                raise _not_text(path, "rows", "invalid UTF-8 bytes") from error
+            raise CsvFileError(
                 f"{path} is not a well-formed CSV file ({error}). Every row needs the header's "
                 f"{len(names)} columns and quotes must be balanced."
             ) from error

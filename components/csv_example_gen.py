@@ -11,7 +11,10 @@ path does not cover (``partition_feature_name``, Parquet or non-tf.Example paylo
 Kept from CsvExampleGen, and compared record by record in the tests: column types, empty
 cells, the split of every row (same hash of the same bytes), file names
 (``Split-<name>/data_tfrecord-<shard>-of-<shards>.gz``) and the artifact's
-``split_names``, ``payload_format`` and ``file_format``.
+``split_names``, ``payload_format`` and ``file_format``. Deliberately not kept: where
+CsvExampleGen writes empty splits (a header-only file, rows that all hash into one split)
+or fails with a bare decode error, this one stops with a line naming the file and the fix,
+so no data never reaches Transform.
 """
 
 from __future__ import annotations
@@ -140,16 +143,40 @@ def convert(
     return [sum(counts) for counts in zip(*_run_workers(jobs), strict=True)]
 
 
+class NoDataError(ValueError):
+    """No data rows reached a split; the message says where they were looked for and why."""
+
+
 def _glob_csv(pattern: str) -> list[str]:
-    """The files of one input split, with CsvExampleGen's errors."""
+    """The files of one input split; a missing file or a differing header is named."""
     paths = sorted(fileio.glob(pattern))
     if not paths:
-        raise RuntimeError(f"Split pattern {pattern} does not match any files.")
+        raise NoDataError(
+            f"No file matches {pattern}: put the CSV file(s) in {os.path.dirname(pattern)}, or set --data-pattern."
+        )
     names = csv_encoding.column_names(paths[0])
     for path in paths[1:]:
-        if csv_encoding.column_names(path) != names:
-            raise RuntimeError(f"Files in same split {pattern} have different header.")
+        other = csv_encoding.column_names(path)
+        if other != names:
+            differ = sorted(set(names) ^ set(other)) or ["the same columns in another order"]
+            raise csv_encoding.CsvFileError(
+                f"{path} and {paths[0]} have different headers ({', '.join(differ)}): "
+                "every CSV file of a split must have one header."
+            )
     return paths
+
+
+def check_rows(paths: Sequence[str], split_names: Sequence[str], counts: Sequence[int]) -> None:
+    """Stops a run with no rows, or with a split left empty, here rather than in Transform."""
+    if sum(counts) == 0:
+        raise NoDataError(f"{', '.join(paths)}: a header but no data rows. Add rows, or point --data-root at the data.")
+    for name, count in zip(split_names, counts, strict=True):
+        if count == 0:
+            raise NoDataError(
+                f"Split '{name}' got none of the {sum(counts)} rows of {', '.join(paths)} "
+                f"(rows per split: {dict(zip(split_names, counts, strict=True))}): rows are split by hash, "
+                "so a handful of rows can all land in one split. Add rows (a few hundred at least)."
+            )
 
 
 class Executor(tfx_csv_executor.Executor):
@@ -188,11 +215,13 @@ class Executor(tfx_csv_executor.Executor):
             buckets = list(np.cumsum([s.hash_buckets for s in output_config.split_config.splits]))
             paths = _glob_csv(os.path.join(input_base, input_config.splits[0].pattern))
             counts = convert(paths, [artifact_utils.get_split_uri(examples, n) for n in split_names], buckets, workers)
+            check_rows(paths, split_names, counts)
         else:
             counts = []
             for split, name in zip(input_config.splits, split_names, strict=True):
                 paths = _glob_csv(os.path.join(input_base, split.pattern))
                 counts += convert(paths, [artifact_utils.get_split_uri(examples, name)], None, workers)
+                check_rows(paths, [name], counts[-1:])
         logging.info("Examples per split: %s", dict(zip(split_names, counts, strict=True)))
         # As TFX's executor records them (file format only when one was asked for).
         if standard_component_specs.OUTPUT_DATA_FORMAT_KEY in exec_properties:

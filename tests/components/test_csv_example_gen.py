@@ -89,7 +89,9 @@ def test_edge_case_cells_are_typed_and_split_as_tfx_does(small_config, tmp_path)
     data.mkdir()
     (data / "edge.csv").write_text(EDGE_CASE_CSV, encoding="utf-8")
     config = small_config.__class__(data_root=str(data), output_root=str(tmp_path / "out"))
-    theirs, ours = _both(config, tmp_path)
+    # One split: hashed into two, five rows could leave one empty, which stops the run.
+    one_split = tfx.proto.Input(splits=[tfx.proto.Input.Split(name="train", pattern="edge.csv")])
+    theirs, ours = _both(config, tmp_path, input_config=one_split, output_config=tfx.proto.Output())
     assert _split_records(ours) == _split_records(theirs)
     types = csv_encoding.infer_column_types([str(data / "edge.csv")])
     assert {n: t.name for n, t in types.items()} == {
@@ -107,13 +109,57 @@ def test_edge_case_cells_are_typed_and_split_as_tfx_does(small_config, tmp_path)
     }
 
 
-def test_a_header_only_file_gives_empty_splits_as_tfx_does(small_config, tmp_path):
+def _data_dir(tmp_path, small_config, rows: int, name: str = "part.csv") -> Path:
     data = tmp_path / "data"
-    data.mkdir()
-    (data / "empty.csv").write_text(Path(small_config.data_root, "data.csv").read_text().splitlines()[0] + "\n")
+    data.mkdir(exist_ok=True)
+    lines = Path(small_config.data_root, "data.csv").read_text().splitlines()
+    (data / name).write_text("\n".join(lines[: rows + 1]) + "\n")
+    return data
+
+
+def _ours(small_config, data: Path, tmp_path):
     config = small_config.__class__(data_root=str(data), output_root=str(tmp_path / "out"))
-    theirs, ours = _both(config, tmp_path)
-    assert _split_records(ours) == _split_records(theirs) == {"train": [], "eval": []}
+    return run_component(node(create_pipeline(config), "CsvExampleGen"), {}, str(tmp_path / "ours"))
+
+
+def test_a_header_only_file_stops_here_where_tfx_writes_empty_splits(small_config, tmp_path):
+    data = _data_dir(tmp_path, small_config, rows=0, name="empty.csv")
+    with pytest.raises(csv_example_gen.NoDataError, match=r"empty\.csv: a header but no data rows"):
+        _ours(small_config, data, tmp_path)
+
+
+def test_a_split_left_empty_is_named_with_the_rows_per_split(small_config, tmp_path):
+    data = _data_dir(tmp_path, small_config, rows=1)
+    with pytest.raises(csv_example_gen.NoDataError, match=r"Split '(train|eval)' got none of the 1 rows"):
+        _ours(small_config, data, tmp_path)
+
+
+def test_no_matching_file_names_the_pattern_and_the_flag(small_config, tmp_path):
+    (tmp_path / "data").mkdir()
+    with pytest.raises(csv_example_gen.NoDataError, match=r"No file matches .*data/\*\.csv.*--data-pattern"):
+        _ours(small_config, tmp_path / "data", tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", r"image\.csv is a binary file, not CSV"),
+        ("fare,company\n1.5,Zürich Taxi\n".encode("latin-1"), r"image\.csv is not UTF-8 text .* rows"),
+        ("fare,compañía\n1.5,x\n".encode("latin-1"), r"image\.csv is not UTF-8 text \(byte 0xf1 at offset 10"),
+    ],
+)
+def test_an_unreadable_file_is_named_with_what_to_do(tmp_path, content, message):
+    path = tmp_path / "image.csv"
+    path.write_bytes(content)
+    with pytest.raises(csv_encoding.CsvFileError, match=message):
+        list(csv_encoding.read_blocks(str(path)))
+
+
+def test_files_with_different_headers_are_both_named_with_the_columns(tmp_path):
+    (tmp_path / "a.csv").write_text("fare,tips\n1,2\n")
+    (tmp_path / "b.csv").write_text("fare,tip\n1,2\n")
+    with pytest.raises(csv_encoding.CsvFileError, match=r"b\.csv and .*a\.csv have different headers \(tip, tips\)"):
+        csv_example_gen._glob_csv(str(tmp_path / "*.csv"))
 
 
 def test_input_defined_splits_are_kept(small_config, tmp_path):
