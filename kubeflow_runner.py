@@ -276,7 +276,7 @@ def rehearse(args: argparse.Namespace, config: PipelineConfig, job_file: str) ->
         )
         refuse_cloud_only(CompiledJob.load(job_file))
         local_data = settings.paths.local(config.data_root)
-        if not glob.glob(os.path.join(local_data, config.data_pattern)):
+        if not _local_data_files(local_data, config):
             raise JobError(
                 f"the rehearsal reads --data-root {config.data_root} from {local_data}, which holds no "
                 f"{config.data_pattern}: copy the data there, or map the prefix onto a local folder with "
@@ -302,24 +302,28 @@ def rehearse(args: argparse.Namespace, config: PipelineConfig, job_file: str) ->
         )
         return 1
     if summary.pushed_to:
-        return rehearse_serving(args, config, settings, result, summary.pushed_to)
+        data_file = _local_data_files(local_data, config)[0]
+        transform_graph = result.task("Transform").outputs["transform_graph"][0]["uri"]
+        return rehearse_serving(args.serving_python, summary.pushed_to, transform_graph, data_file)
     return 0
 
 
-def rehearse_serving(args: argparse.Namespace, config: PipelineConfig, settings, result, pushed_to: str) -> int:
+def _local_data_files(local_data: str, config: PipelineConfig) -> list[str]:
+    return sorted(glob.glob(os.path.join(local_data, config.data_pattern)))
+
+
+def rehearse_serving(serving_python: str, pushed_to: str, transform_graph: str, data_file: str) -> int:
     """The pushed model answers a Vertex-style request built from the first data rows."""
     from pipeline.rehearsal.serving import ServingError, check_served_model
 
-    if not os.path.exists(args.serving_python):
+    if not os.path.exists(serving_python):
         print(
-            f"Served model: NOT rehearsed: no TensorFlow {SERVING_TF_VERSION} environment at {args.serving_python} "
+            f"Served model: NOT rehearsed: no TensorFlow {SERVING_TF_VERSION} environment at {serving_python} "
             "(make serving-env installs one; --serving-python points elsewhere)."
         )
         return 0
-    data_files = sorted(glob.glob(os.path.join(settings.paths.local(config.data_root), config.data_pattern)))
-    transform_graph = result.task("Transform").outputs["transform_graph"][0]["uri"]
     try:
-        check = check_served_model(pushed_to, transform_graph, data_files[0], args.serving_python)
+        check = check_served_model(pushed_to, transform_graph, data_file, serving_python)
     except ServingError as err:
         print(f"\nThe served model FAILED its rehearsal: {err}", file=sys.stderr)
         return 1
