@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Sequence
 
 from pipeline.compiler import TFX_BASE_IMAGE, KfpMissingError, compile_pipeline, require_kfp
-from pipeline.config import DEFAULT_SERVING_IMAGE, PipelineConfig, VertexEndpoint
+from pipeline.config import CONTRACT_FILE, DEFAULT_SERVING_IMAGE, PipelineConfig, VertexEndpoint
 from pipeline.flags import add_pipeline_flags, pipeline_config_kwargs
 from pipeline.rehearsal.serving import SERVING_TF_VERSION
 from pipeline.submission import Submission, anonymous_credentials, submit_to_kfp, submit_to_vertex
@@ -237,7 +237,9 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         return PipelineConfig(
             data_root=args.data_root,
             output_root=args.output_root,
-            schema_path=args.schema_path,
+            schema_path=None
+            if args.infer_schema
+            else args.schema_path or f"{args.data_root.rstrip('/')}/{CONTRACT_FILE}",
             extra_beam_args=dataflow_args(args),
             vertex_endpoint=VertexEndpoint(
                 project=args.project,

@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Sequence
 
 from components.beam_runtime import MULTI_PROCESS_MIN_MB, workers_for_data
-from pipeline.config import PipelineConfig
+from pipeline.config import CONTRACT_FILE, PipelineConfig
 from pipeline.flags import DEFAULTS, add_pipeline_flags, pipeline_config_kwargs
 
 
@@ -49,6 +49,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def contract_path(args: argparse.Namespace, data_root: str) -> str | None:
+    """--schema-path, else the contract beside the data if there is one, else None (infer)."""
+    if args.schema_path:
+        return os.path.abspath(args.schema_path)
+    beside = os.path.join(data_root, CONTRACT_FILE)
+    if args.infer_schema or not os.path.exists(beside):
+        return None
+    return beside
+
+
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     data_root = os.path.abspath(args.data_root)
     if args.beam_workers < 0:
@@ -56,7 +66,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     return PipelineConfig(
         data_root=data_root,
         output_root=os.path.abspath(args.output_root),
-        schema_path=os.path.abspath(args.schema_path) if args.schema_path else None,
+        schema_path=contract_path(args, data_root),
         beam_workers=args.beam_workers or workers_for_data(data_root, args.data_pattern),
         **pipeline_config_kwargs(args),
     )
@@ -112,6 +122,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     _configure_logging(args.verbose)
+    if config.schema_path:
+        print(f"Data contract: {config.schema_path}")
+    else:
+        print(
+            f"No data contract ({CONTRACT_FILE} in --data-root, or --schema-path): the schema is inferred from "
+            "this very data, which catches little. Draft one: python -m pipeline.contract --data-root DIR"
+        )
     from pipeline.run_summary import format_summary, summarize_run
 
     failure = None

@@ -22,6 +22,9 @@ DEFAULT_OUTPUT_ROOT = str(REPO_ROOT / "outputs")
 # configuration compiles everywhere.
 PIPELINE_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,127}")
 
+# The data contract's file name: a curated schema beside the data (data/schema.pbtxt).
+CONTRACT_FILE = "schema.pbtxt"
+
 PREPROCESSING_FN = "models.preprocessing.preprocessing_fn"
 RUN_FN = "models.trainer.run_fn"
 # The Evaluator's user code (TFX looks up custom_extractors in it).
@@ -63,7 +66,8 @@ class PipelineConfig:
     # It only feeds the training logs (TensorBoard); the Evaluator judges the model on the
     # whole eval split. Capped, it stays cheap however large the data grows.
     eval_steps: int | None = 100
-    # A curated schema (schema.pbtxt) to validate against; None infers one with SchemaGen.
+    # The data contract (a curated schema.pbtxt) to validate against; None infers one with
+    # SchemaGen. The runners default it to the contract beside the data.
     schema_path: str | None = None
     # 1: Beam runs in-process (fastest on small data); >1: that many worker processes.
     beam_workers: int = 1

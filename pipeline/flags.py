@@ -10,7 +10,7 @@ import argparse
 import dataclasses
 from typing import Any
 
-from pipeline.config import PipelineConfig
+from pipeline.config import CONTRACT_FILE, PipelineConfig
 
 DEFAULTS = PipelineConfig()
 
@@ -40,8 +40,17 @@ def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
         default=DEFAULTS.hparams.per_replica_batch_size,
         help="Per-replica batch size; the global batch is this times the replica count.",
     )
-    parser.add_argument(
-        "--schema-path", default=None, help="A curated schema.pbtxt to validate the data against (default: infer one)."
+    contract = parser.add_mutually_exclusive_group()
+    contract.add_argument(
+        "--schema-path",
+        default=None,
+        help=f"The data contract (a curated schema.pbtxt) to validate the data against (default: "
+        f"{CONTRACT_FILE} in --data-root).",
+    )
+    contract.add_argument(
+        "--infer-schema",
+        action="store_true",
+        help="No contract: infer the schema from the data itself (catches little; for a first look at new data).",
     )
     parser.add_argument(
         "--min-eval-auc",

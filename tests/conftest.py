@@ -138,7 +138,8 @@ def compiled_job(tmp_path_factory) -> tuple[Path, dict]:
     from pipeline.compiler import compile_pipeline
 
     output = tmp_path_factory.mktemp("compiled") / "job.json"
-    config = PipelineConfig(data_root=cloud.DATA_ROOT, output_root=cloud.OUTPUT_ROOT)
+    # As kubeflow_runner.py compiles it by default: the data contract beside the data.
+    config = PipelineConfig(data_root=cloud.DATA_ROOT, output_root=cloud.OUTPUT_ROOT, schema_path=cloud.CONTRACT)
     job = compile_pipeline(config, cloud.IMAGE, str(output))
     assert json.loads(output.read_text()) == job
     return output, job

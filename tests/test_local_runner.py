@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 import local_runner
-from pipeline.config import PipelineConfig
+from pipeline.config import CONTRACT_FILE, DEFAULT_DATA_ROOT, PipelineConfig
 from pipeline.run_summary import format_summary, summarize_run
 from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
 
@@ -153,6 +154,26 @@ def test_anomalies_stop_the_run_before_transform_and_a_fixed_rerun_succeeds(
     assert local_runner.main(["--data-root", str(sample_dir), *common]) == 0
     fixed = _summary(output_root)
     assert fixed.run_id != stopped.run_id and fixed.blessed and fixed.pushed_to
+
+
+@pytest.mark.slow
+def test_the_contract_beside_the_data_stops_absurd_fares_that_once_were_pushed(tmp_path, capsys):
+    """10% of fares at -1,000,000,000 used to be trained on, blessed and pushed."""
+    bad = write_sample(
+        tmp_path / "data",
+        SAMPLE_ROWS,
+        every=EMBEDDED_ROWS // SAMPLE_ROWS,
+        edit=lambda row, i: {**row, "fare": "-1000000000"} if i % 10 == 0 else row,
+    )
+    shutil.copy(os.path.join(DEFAULT_DATA_ROOT, CONTRACT_FILE), bad / CONTRACT_FILE)
+    output_root = str(tmp_path / "out")
+    assert local_runner.main(["--data-root", str(bad), "--output-root", output_root, *SMALL_RUN]) == 1
+    captured = capsys.readouterr()
+    assert f"Data contract: {bad / CONTRACT_FILE}" in captured.out
+    assert "feature 'fare': Out-of-range values" in captured.err
+    states = {c.node_id: c.state for c in _summary(output_root).components}
+    assert states["ImportSchemaGen"] == "complete" and states["AnomalyGate"] == "FAILED"
+    assert "Trainer" not in states and not os.path.exists(os.path.join(output_root, "serving_model"))
 
 
 @pytest.mark.slow

@@ -30,7 +30,9 @@ def _node_of(task: str, node_ids: set[str]) -> str:
 
 def test_compiled_tasks_and_edges_are_exactly_the_local_dag(compiled_job):
     _, job = compiled_job
-    local = create_pipeline(PipelineConfig(data_root=cloud.DATA_ROOT, output_root=cloud.OUTPUT_ROOT))
+    local = create_pipeline(
+        PipelineConfig(data_root=cloud.DATA_ROOT, output_root=cloud.OUTPUT_ROOT, schema_path=cloud.CONTRACT)
+    )
     local_edges = {(up.id, c.id) for c in local.components for up in c.upstream_nodes}
     node_ids = {c.id for c in local.components}
 

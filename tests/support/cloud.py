@@ -8,6 +8,7 @@ import socket
 PROJECT, REGION = "my-proj", "us-central1"
 BUCKET = "bucket"
 DATA_ROOT, OUTPUT_ROOT = f"gs://{BUCKET}/data", f"gs://{BUCKET}/tfx"
+CONTRACT = f"{DATA_ROOT}/schema.pbtxt"
 IMAGE = "gcr.io/my-proj/taxi:1"
 SERVICE_ACCOUNT = f"pipelines@{PROJECT}.iam.gserviceaccount.com"
 # The flags kubeflow_runner.py requires, with the settings above.

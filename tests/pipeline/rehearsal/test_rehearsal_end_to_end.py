@@ -67,7 +67,8 @@ def rehearsals(sample_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("rehearsal")
     codes = []
     for caching in ("--enable-cache", "--no-enable-cache", "--enable-cache", "--enable-cache"):
-        codes.append(kubeflow_runner.main(_argv(root, sample_dir, *SMALL_RUN, caching)))
+        # The sample has no data contract beside it (the full-data rehearsal below uses data/'s).
+        codes.append(kubeflow_runner.main(_argv(root, sample_dir, *SMALL_RUN, caching, "--infer-schema")))
     records = _records(root)
     assert len(records) == 4
     return root, codes, records
@@ -203,7 +204,9 @@ def test_on_the_full_data_the_rehearsed_model_scores_as_the_local_run_does(full_
     assert kubeflow_runner.main(_argv(tmp_path, DEFAULT_DATA_ROOT)) == 0
     out = capsys.readouterr().out
     (record,) = _records(tmp_path)
-    evaluation = _tasks(record)["Evaluator"]["outputs"]["evaluation"][0]["uri"]
+    tasks = _tasks(record)
+    assert tasks["ImportSchemaGen"]["state"] == "SUCCEEDED"  # the data contract, data/schema.pbtxt
+    evaluation = tasks["Evaluator"]["outputs"]["evaluation"][0]["uri"]
     from pipeline.run_summary import RunSummary, read_evaluation
 
     rehearsed = RunSummary(run_id="", components=[])
