@@ -1,8 +1,10 @@
-"""AnomalyGate: stops the pipeline when ExampleValidator finds anomalies.
+"""AnomalyGate: stops the pipeline when the data breaks its contract.
 
 TFX's ExampleValidator records anomalies but never stops a run, so bad data would flow
 into Transform and training. This component passes the schema through only when the
-anomalies are empty; Transform and Trainer read the schema from it, so on every
+anomalies are empty and the label can be learned from (its source columns present, each
+class at least ``MIN_LABEL_CLASS_FRACTION`` of every split: a label with one class trains
+a model that only looks fine). Transform and Trainer read the schema from it, so on every
 orchestrator they run only after the data was found clean (a data dependency, which
 keeps the lineage in ML Metadata, rather than a bare ordering edge).
 """
@@ -10,7 +12,7 @@ keeps the lineage in ML Metadata, rather than a bare ordering edge).
 # No `from __future__ import annotations`: TFX reads the component's type hints at runtime.
 import os
 
-from tensorflow_metadata.proto.v0 import anomalies_pb2
+from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2
 from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact
 from tfx.dsl.component.experimental.decorators import component
 from tfx.types import artifact_utils, standard_artifacts
@@ -49,15 +51,65 @@ def describe_anomalies(anomalies_by_split: dict[str, anomalies_pb2.Anomalies]) -
     return lines
 
 
-def check_anomalies(anomalies: standard_artifacts.ExampleAnomalies) -> None:
-    """Raises ``DataAnomaliesError`` naming every anomaly, or returns when there is none."""
+def label_counts(examples: standard_artifacts.Examples, schema_file: str) -> dict[str, tuple[int, int]]:
+    """Per split: (rows labelled 1, rows), the label computed as ``preprocessing_fn`` computes
+    it, from the label's source columns only."""
+    import tensorflow as tf
+    from tensorflow_transform.tf_metadata import schema_utils
+
+    from models import features, preprocessing
+
+    spec = schema_utils.schema_as_feature_spec(io_utils.parse_pbtxt_file(schema_file, schema_pb2.Schema())).feature_spec
+    sources = {key: spec[key] for key in (features.TIPS, features.FARE)}
+    counts = {}
+    for split in artifact_utils.decode_split_names(examples.split_names):
+        files = tf.io.gfile.glob(os.path.join(artifact_utils.get_split_uri([examples], split), "*"))
+        positives = rows = 0
+        for batch in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(8192):
+            labels = preprocessing.label(tf.io.parse_example(batch, sources))
+            positives += int(tf.reduce_sum(labels[features.transformed_name(features.LABEL_KEY)]))
+            rows += int(batch.shape[0])
+        counts[split] = (positives, rows)
+    return counts
+
+
+def describe_label(examples: standard_artifacts.Examples, schema_file: str) -> list[str]:
+    """One line per split whose label cannot be learned from: a source column missing, or a
+    class under ``MIN_LABEL_CLASS_FRACTION`` of the rows."""
+    from models import features
+
+    schema = io_utils.parse_pbtxt_file(schema_file, schema_pb2.Schema())
+    known = {f.name for f in schema.feature}
+    rule = f"label '{features.LABEL_KEY}' (tips > {features.BIG_TIPPER_FRACTION:.0%} of the fare)"
+    if missing := [key for key in (features.TIPS, features.FARE) if key not in known]:
+        return [f"[all] {rule}: column(s) {', '.join(missing)} not in the data; the label cannot be computed"]
+    lines = []
+    for split, (positives, rows) in sorted(label_counts(examples, schema_file).items()):
+        smaller = min(positives, rows - positives)
+        if rows and smaller / rows < features.MIN_LABEL_CLASS_FRACTION:
+            lines.append(
+                f"[{split}] {rule}: {positives} of {rows} rows are 1 ({positives / rows:.1%}); each class needs "
+                f"at least {features.MIN_LABEL_CLASS_FRACTION:.0%} of a split to learn from. Check the tips and "
+                "fare columns (all tips 0, or tips in another unit?)"
+            )
+    return lines
+
+
+def check_data(
+    anomalies: standard_artifacts.ExampleAnomalies, examples: standard_artifacts.Examples, schema_file: str
+) -> None:
+    """Raises ``DataAnomaliesError`` naming every anomaly and a label that cannot be
+    learned, or returns when the data is clean."""
     lines = describe_anomalies(read_anomalies(anomalies))
+    # The label's source is read with the schema's types: only once the data matches them.
+    if not lines:
+        lines = describe_label(examples, schema_file)
     if lines:
         raise DataAnomaliesError(
-            "ExampleValidator found anomalies, so Transform and training did not run on this data:\n  "
+            "The data breaks its contract, so Transform and training did not run on it:\n  "
             + "\n  ".join(lines)
-            + f"\nDetails: {anomalies.uri}\nFix the data, or, if the change is intended, update the schema "
-            "(pass a curated schema with --schema-path) and run the pipeline again."
+            + f"\nDetails: {anomalies.uri}\nFix the data, or, if the change is intended, update the data "
+            "contract (schema.pbtxt beside the data, or --schema-path) and run the pipeline again."
         )
 
 
@@ -65,9 +117,11 @@ def check_anomalies(anomalies: standard_artifacts.ExampleAnomalies) -> None:
 def AnomalyGate(
     anomalies: InputArtifact[standard_artifacts.ExampleAnomalies],
     schema: InputArtifact[standard_artifacts.Schema],
+    examples: InputArtifact[standard_artifacts.Examples],
     validated_schema: OutputArtifact[standard_artifacts.Schema],
 ) -> None:
-    """Fails when the data has anomalies; otherwise passes the schema on."""
-    check_anomalies(anomalies)
+    """Fails when the data has anomalies or a label with nothing to learn; otherwise passes
+    the schema on."""
     source = io_utils.get_only_uri_in_dir(schema.uri)
+    check_data(anomalies, examples, source)
     io_utils.copy_file(source, os.path.join(validated_schema.uri, SCHEMA_FILE), overwrite=True)

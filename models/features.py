@@ -43,6 +43,9 @@ TIPS = "tips"
 FARE = "fare"
 BIG_TIPPER_FRACTION = 0.2
 LABEL_KEY = "big_tipper"
+# Part of the data contract: each class of the label must be at least this share of every
+# split, or there is nothing to learn (AnomalyGate checks it before Transform).
+MIN_LABEL_CLASS_FRACTION = 0.01
 
 # Missing string values become this token, so the vocabulary has an explicit entry.
 MISSING_TOKEN = "__MISSING__"

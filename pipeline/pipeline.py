@@ -147,7 +147,11 @@ def create_pipeline(
     example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     )
-    anomaly_gate = AnomalyGate(anomalies=example_validator.outputs["anomalies"], schema=schema_gen.outputs["schema"])
+    anomaly_gate = AnomalyGate(
+        anomalies=example_validator.outputs["anomalies"],
+        schema=schema_gen.outputs["schema"],
+        examples=example_gen.outputs["examples"],
+    )
     validated_schema = anomaly_gate.outputs["validated_schema"]
     transform = Transform(
         examples=example_gen.outputs["examples"],

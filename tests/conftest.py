@@ -72,10 +72,10 @@ def anomalies(pipe, root, statistics, schema):
 
 
 @pytest.fixture(scope="session")
-def validated_schema(pipe, root, anomalies, schema):
-    return run_component(node(pipe, "AnomalyGate"), {"anomalies": anomalies, "schema": schema}, root)[
-        "validated_schema"
-    ]
+def validated_schema(pipe, root, anomalies, schema, examples):
+    return run_component(
+        node(pipe, "AnomalyGate"), {"anomalies": anomalies, "schema": schema, "examples": examples}, root
+    )["validated_schema"]
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,13 @@ import pytest
 from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2
 from tfx.utils import io_utils
 
-from components.anomaly_gate import DataAnomaliesError, describe_anomalies, read_anomalies
+from components.anomaly_gate import (
+    DataAnomaliesError,
+    describe_anomalies,
+    describe_label,
+    label_counts,
+    read_anomalies,
+)
 from pipeline.pipeline import create_pipeline
 from tests.support.harness import node, run_component
 from tests.support.sample_data import write_sample
@@ -58,6 +64,7 @@ def planted_anomalies(small_config, root, schema, tmp_path_factory):
         ],
         bad,
         bad_root,
+        bad_examples,
     )
 
 
@@ -68,10 +75,52 @@ def test_validator_flags_a_planted_anomaly(planted_anomalies):
 
 
 def test_gate_stops_on_anomalies_naming_feature_and_fix(planted_anomalies, schema):
-    anomalies, bad, bad_root = planted_anomalies
+    anomalies, bad, bad_root, bad_examples = planted_anomalies
     with pytest.raises(DataAnomaliesError) as raised:
-        run_component(node(bad, "AnomalyGate"), {"anomalies": anomalies, "schema": schema}, bad_root)
+        run_component(
+            node(bad, "AnomalyGate"), {"anomalies": anomalies, "schema": schema, "examples": bad_examples}, bad_root
+        )
     message = str(raised.value)
     assert "feature 'payment_type'" in message and "Transform and training did not run" in message
-    assert "--schema-path" in message
+    assert "schema.pbtxt beside the data, or --schema-path" in message
     assert not os.listdir(os.path.join(bad_root, "AnomalyGate", "validated_schema"))
+
+
+def _gate_lines(small_config, tmp_path, edit=None, drop=None) -> list[str]:
+    """What the gate says of a sample (optionally edited, or without a column), its schema
+    inferred from that very sample as a run without a contract does."""
+    data = write_sample(tmp_path / "data", 300, every=50, edit=edit)
+    if drop:
+        rows = (data / "data.csv").read_text().splitlines()
+        header = rows[0].split(",")
+        at = header.index(drop)
+        (data / "data.csv").write_text(
+            "\n".join(",".join(c for i, c in enumerate(r.split(",")) if i != at) for r in rows) + "\n"
+        )
+    pipe = create_pipeline(dataclasses.replace(small_config, data_root=str(data)))
+    out = str(tmp_path / "out")
+    examples = run_component(node(pipe, "CsvExampleGen"), {}, out)["examples"]
+    statistics = run_component(node(pipe, "StatisticsGen"), {"examples": examples}, out)["statistics"]
+    schema = run_component(node(pipe, "SchemaGen"), {"statistics": statistics}, out)["schema"]
+    return describe_label(examples[0], io_utils.get_only_uri_in_dir(schema[0].uri))
+
+
+def test_the_label_of_clean_data_has_both_classes(examples, schema):
+    counts = label_counts(examples[0], io_utils.get_only_uri_in_dir(schema[0].uri))
+    assert set(counts) == {"train", "eval"}
+    assert all(0 < positives < rows for positives, rows in counts.values())
+    assert describe_label(examples[0], io_utils.get_only_uri_in_dir(schema[0].uri)) == []
+
+
+def test_a_label_with_one_class_is_named_with_what_to_check(small_config, tmp_path):
+    """Every tips 0 used to train, score AUC 0.0 and exit 0 with nothing said."""
+    lines = _gate_lines(small_config, tmp_path, edit=lambda row, i: {**row, "tips": "0.0"})
+    assert len(lines) == 2
+    assert lines[0].startswith("[eval] label 'big_tipper' (tips > 20% of the fare): 0 of ")
+    assert "each class needs at least 1% of a split" in lines[0] and "all tips 0" in lines[0]
+
+
+def test_the_labels_source_column_missing_is_named(small_config, tmp_path):
+    """With an inferred schema nothing else notices: Transform used to fail with KeyError: 'tips'."""
+    (line,) = _gate_lines(small_config, tmp_path, drop="tips")
+    assert line.startswith("[all] label 'big_tipper'") and "column(s) tips not in the data" in line
