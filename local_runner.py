@@ -6,10 +6,12 @@ python local_runner.py --help
 from __future__ import annotations
 
 import argparse
+import fcntl
 import gc
 import logging
 import os
 import sys
+import time
 import warnings
 from collections.abc import Sequence
 
@@ -103,6 +105,36 @@ def metadata_config(config: PipelineConfig):
     return metadata.sqlite_metadata_connection_config(config.metadata_path)
 
 
+class RunLockedError(RuntimeError):
+    """Another run of the same pipeline holds its output root."""
+
+
+def hold_run_lock(config: PipelineConfig):
+    """An exclusive lock beside the pipeline's metadata store, held for the whole run.
+
+    Two runs writing one store would interleave their executions and artifacts; the second
+    is refused at once instead. The kernel drops the lock when its process ends, however it
+    ends (a killed run leaves no stale lock behind).
+    """
+    path = os.path.join(os.path.dirname(config.metadata_path), "run.lock")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    handle = open(path, "a+")  # noqa: SIM115 - held open for the run, closed by the caller's `with`
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise RunLockedError(
+            f"{holder} is running {config.pipeline_name} on {config.output_root}: wait for it to finish, "
+            "or give this run another --output-root or --pipeline-name."
+        ) from None
+    handle.truncate(0)
+    handle.write(f"process {os.getpid()} (started {time.strftime('%Y-%m-%d %H:%M:%S')})")
+    handle.flush()
+    return handle
+
+
 def run(config: PipelineConfig) -> None:
     """Runs the pipeline; raises what the failing component raised."""
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
@@ -131,15 +163,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     from pipeline.run_summary import format_summary, summarize_run
 
+    try:
+        lock = hold_run_lock(config)
+    except RunLockedError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 3
     failure = None
-    try:
-        run(config)
-    except Exception as err:  # noqa: BLE001 - reported below with the summary, exit code 1
-        failure = err
-    try:
-        print("\n" + format_summary(summarize_run(metadata_config(config), config.pipeline_name), config.min_eval_auc))
-    except LookupError as err:
-        print(f"(no run summary: {err})")
+    with lock:
+        try:
+            run(config)
+        except Exception as err:  # noqa: BLE001 - reported below with the summary, exit code 1
+            failure = err
+        try:
+            summary = summarize_run(metadata_config(config), config.pipeline_name)
+            print("\n" + format_summary(summary, config.min_eval_auc))
+        except LookupError as err:
+            print(f"(no run summary: {err})")
     if failure is not None:
         print(f"\nThe run FAILED: {type(failure).__name__}: {failure}", file=sys.stderr)
         print(

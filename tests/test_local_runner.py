@@ -5,8 +5,10 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -25,6 +27,13 @@ UPSTREAM_OF_EVALUATOR = [
     "Transform",
     "Trainer",
 ]
+
+
+def _has_state(output_root: str, node_id: str, state: str) -> bool:
+    try:
+        return any(c.node_id == node_id and c.state == state for c in _summary(output_root).components)
+    except LookupError:
+        return False
 
 
 def _summary(output_root: str):
@@ -185,3 +194,49 @@ def test_default_data_meets_the_quality_targets(full_local_run):
     assert summary.metrics["binary_accuracy"] >= 0.88, summary.metrics
     assert summary.metrics["example_count"] > 4000
     assert summary.blessed and summary.pushed_to
+
+
+def test_a_second_run_on_the_same_output_root_is_refused_at_once(tmp_path, capsys):
+    config = local_runner.config_from_args(local_runner.parse_args(["--output-root", str(tmp_path)]))
+    with local_runner.hold_run_lock(config):
+        assert local_runner.main(["--output-root", str(tmp_path)]) == 3
+    err = capsys.readouterr().err
+    assert f"process {os.getpid()} (started " in err and "is running taxi-big-tipper" in err
+    assert "another --output-root" in err
+    assert not os.path.exists(config.metadata_path)  # refused before touching the store
+
+
+@pytest.mark.slow
+def test_a_run_killed_in_the_middle_of_a_component_completes_when_run_again(sample_dir, tmp_path):
+    """SIGKILL while Transform runs; the same command then reuses what finished, runs
+    Transform again into a new artifact (the half-written one is never read), completes."""
+    output_root = str(tmp_path / "out")
+    argv = ["--data-root", str(sample_dir), "--output-root", output_root, "--enable-cache", *SMALL_RUN]
+    process = subprocess.Popen(
+        [sys.executable, "local_runner.py", *argv],
+        cwd=os.path.dirname(os.path.abspath(local_runner.__file__)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in process.stderr:
+        if "Component Transform is running" in line:
+            break
+    # Killed once ML Metadata records Transform's execution as running: mid-component.
+    deadline = time.monotonic() + 120
+    while not _has_state(output_root, "Transform", "running") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    process.kill()
+    assert process.wait(timeout=120) == -signal.SIGKILL
+    killed = _summary(output_root)
+    assert {c.node_id: c.state for c in killed.components}["Transform"] == "running"
+
+    assert local_runner.main(argv) == 0
+    rerun = _summary(output_root)
+    states = {c.node_id: c.state for c in rerun.components}
+    assert all(states[n] == "cached" for n in ("CsvExampleGen", "StatisticsGen", "SchemaGen", "AnomalyGate"))
+    assert states["Transform"] == "complete" and states["Trainer"] == "complete"
+    assert rerun.blessed and rerun.pushed_to
+    # One Transform output per execution: the killed one's folder was left, not reused.
+    transform_runs = glob.glob(os.path.join(output_root, "pipelines", "*", "Transform", "transform_graph", "*"))
+    assert len(transform_runs) == 2
