@@ -82,6 +82,20 @@ def test_a_hugely_negative_fare_breaks_it(tmp_path, shipped):
     assert len(lines) == 1 and "feature 'fare'" in lines[0] and "Out-of-range" in lines[0]
 
 
+@pytest.mark.parametrize(
+    ("cell", "reason"), [("nan", "NaN"), ("inf", "Inf"), ("-inf", "Inf")]
+)
+def test_nan_and_infinity_in_a_number_column_break_it(tmp_path, shipped, cell, reason):
+    lines = _lines(_planted(tmp_path, lambda row, i: {**row, "trip_miles": cell} if i % 50 == 0 else row), shipped)
+    assert len(lines) == 1 and "feature 'trip_miles'" in lines[0] and reason in lines[0], lines
+
+
+def test_too_few_rows_break_it(tmp_path, shipped):
+    few = write_sample(tmp_path / "few", 20, every=EMBEDDED_ROWS // 20)
+    (line,) = _lines(few, shipped)
+    assert "whole dataset" in line and "has 20 examples, which is fewer than expected" in line
+
+
 def test_a_draft_for_new_data_has_types_required_columns_and_observed_ranges(tmp_path, sample_dir):
     assert contract.main(["--data-root", str(sample_dir), "--output", str(tmp_path / "draft.pbtxt")]) == 0
     text = (tmp_path / "draft.pbtxt").read_text()
