@@ -113,7 +113,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, l
     parser.add_argument(
         "--sizes",
         default="1,10",
-        help="Comma-separated multiples of the embedded data's 15,002 rows (fractions allowed).",
+        help="Comma-separated multiples of the embedded data's row count (fractions allowed).",
     )
     parser.add_argument("--seed", type=int, default=0, help="Seed of the data generator.")
     parser.add_argument("--repeats", type=int, default=1, help="Runs per size; the table shows medians.")
@@ -134,7 +134,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, l
         default=True,
         help="Also run TFX's taxi template (tfx template copy --model=taxi, every component enabled) "
         "on the same data in each repeat, for the 'vs template' ratios; with --no-template the "
-        "ratios use its figures quoted from issue 5.",
+        "ratios use its figures quoted in bench/template_reference.json.",
     )
     parser.add_argument(
         "--input-steps",

@@ -82,9 +82,7 @@ def test_a_hugely_negative_fare_breaks_it(tmp_path, shipped):
     assert len(lines) == 1 and "feature 'fare'" in lines[0] and "Out-of-range" in lines[0]
 
 
-@pytest.mark.parametrize(
-    ("cell", "reason"), [("nan", "NaN"), ("inf", "Inf"), ("-inf", "Inf")]
-)
+@pytest.mark.parametrize(("cell", "reason"), [("nan", "NaN"), ("inf", "Inf"), ("-inf", "Inf")])
 def test_nan_and_infinity_in_a_number_column_break_it(tmp_path, shipped, cell, reason):
     lines = _lines(_planted(tmp_path, lambda row, i: {**row, "trip_miles": cell} if i % 50 == 0 else row), shipped)
     assert len(lines) == 1 and "feature 'trip_miles'" in lines[0] and reason in lines[0], lines
