@@ -15,18 +15,10 @@ import pytest
 import local_runner
 from pipeline.config import CONTRACT_FILE, DEFAULT_DATA_ROOT, PipelineConfig
 from pipeline.run_summary import format_summary, summarize_run
+from tests.support.runs import EXECUTED_COMPONENTS, SMALL_RUN
 from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
 
-SMALL_RUN = ["--train-steps", "40", "--epochs", "2", "--batch-size", "32", "--min-eval-auc", "0.5"]
-UPSTREAM_OF_EVALUATOR = [
-    "CsvExampleGen",
-    "StatisticsGen",
-    "SchemaGen",
-    "ExampleValidator",
-    "AnomalyGate",
-    "Transform",
-    "Trainer",
-]
+UPSTREAM_OF_EVALUATOR = [c for c in EXECUTED_COMPONENTS if c not in ("Evaluator", "Pusher")]
 
 
 def _has_state(output_root: str, node_id: str, state: str) -> bool:

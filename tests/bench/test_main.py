@@ -14,6 +14,7 @@ import pytest
 
 from bench.__main__ import parse_args
 from pipeline.config import REPO_ROOT
+from tests.support.runs import EXECUTED_COMPONENTS
 
 FLAGS = (
     "--sizes",
@@ -71,17 +72,6 @@ NUMBERS = (
     "in_memory_load_s",
     "example_gen_rows_per_s",
 )
-COMPONENTS = (
-    "CsvExampleGen",
-    "StatisticsGen",
-    "SchemaGen",
-    "ExampleValidator",
-    "AnomalyGate",
-    "Transform",
-    "Trainer",
-    "Evaluator",
-    "Pusher",
-)
 
 
 @pytest.mark.slow
@@ -120,7 +110,7 @@ def test_harness_end_to_end_at_a_tiny_size(tmp_path):
     assert figures["rows"] == 600
     for key in NUMBERS:
         assert figures[key] > 0, key
-    for component in COMPONENTS:
+    for component in EXECUTED_COMPONENTS:
         assert component in figures["component_s"]
     assert figures["component_s"]["Transform"] > 0 and figures["component_s"]["Trainer"] > 0
     # Memory while each long component ran (at least the runner's own process).

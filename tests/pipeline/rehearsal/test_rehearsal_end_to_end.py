@@ -14,21 +14,11 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 import kubeflow_runner
 from pipeline.rehearsal.runner import RECORD_FILE
+from tests.support.runs import EXECUTED_COMPONENTS, SMALL_RUN
 from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
 
 BUCKET = "gs://rehearsal-test"
-SMALL_RUN = ["--train-steps", "40", "--epochs", "2", "--batch-size", "32", "--min-eval-auc", "0.5"]
-CONTAINER_TASKS = {
-    "CsvExampleGen",
-    "StatisticsGen",
-    "SchemaGen",
-    "ExampleValidator",
-    "AnomalyGate",
-    "Transform",
-    "Trainer",
-    "Evaluator",
-    "Pusher",
-}
+CONTAINER_TASKS = set(EXECUTED_COMPONENTS)
 RESOLVER = "latest_blessed_model_resolver-model-resolver"
 
 
