@@ -8,7 +8,10 @@ TensorBoard logs are.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
+from google.protobuf import json_format
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
@@ -96,12 +99,47 @@ def read_evaluation(summary: RunSummary, evaluation_uri: str) -> None:
             )
 
 
+def _plain(value: metadata_store_pb2.Value) -> Any:
+    """An ML Metadata property as a plain value (a struct as a dict)."""
+    kind = value.WhichOneof("value")
+    if kind == "struct_value":
+        return json_format.MessageToDict(value.struct_value)
+    return getattr(value, kind) if kind else None
+
+
+def record_output(
+    summary: RunSummary,
+    node_id: str,
+    key: str,
+    uri: str,
+    properties: Mapping[str, Any],
+    inputs_by_key: Mapping[str, set],
+) -> None:
+    """What one output artifact of a run tells the summary, from its URI and (custom)
+    properties as plain values; ``inputs_by_key`` identifies the producer's input artifacts.
+    Shared by ML Metadata runs and Vertex rehearsals."""
+    from components.evaluator import REUSED_FROM  # imports TFX and TFMA: only when reading a run
+
+    if key == "blessing":
+        summary.blessed = bool(properties["blessed"]) if "blessed" in properties else None
+        baselines = inputs_by_key.get("baseline_model", set())
+        summary.had_baseline = bool(baselines)
+        summary.baseline_is_candidate = bool(baselines) and baselines == inputs_by_key.get("model", set())
+    elif key == "evaluation":
+        read_evaluation(summary, uri)
+        summary.evaluation_reused_from = properties.get(REUSED_FROM) or None
+    elif key == "pushed_model" and properties.get("pushed"):
+        summary.pushed_to = properties["pushed_destination"]
+    elif key == "model_run" and node_id == "Trainer":
+        summary.tensorboard_dir = uri
+    elif key == "anomalies" and "blessed" in properties:
+        summary.anomalies_blessed = {split: bool(v) for split, v in properties["blessed"].items()}
+
+
 def summarize_run(
     connection_config: metadata_store_pb2.ConnectionConfig, pipeline_name: str, run_id: str | None = None
 ) -> RunSummary:
     """Reads one run (the latest by default) back from ML Metadata."""
-    from components.evaluator import REUSED_FROM  # imports TFX and TFMA: only when reading a run
-
     store = metadata_store.MetadataStore(connection_config)
     run = store.get_context_by_type_and_name("pipeline_run", run_id) if run_id else _latest_run(store, pipeline_name)
     if run is None:
@@ -120,34 +158,16 @@ def summarize_run(
 
     inputs = [e for e in store.get_events_by_execution_ids(list(node_of)) if e.type == metadata_store_pb2.Event.INPUT]
     for execution_id, outputs in _outputs(store, list(node_of)).items():
-        node_id = node_of[execution_id]
+        # One event can carry several input keys (the baseline may be the candidate itself).
+        inputs_by_key: dict[str, set] = {}
+        for event in inputs:
+            if event.execution_id == execution_id:
+                for step in event.path.steps:
+                    if step.HasField("key"):
+                        inputs_by_key.setdefault(step.key, set()).add(event.artifact_id)
         for key, artifact in outputs:
-            props = artifact.custom_properties
-            if key == "blessing":
-                summary.blessed = bool(props["blessed"].int_value) if "blessed" in props else None
-                # One event can carry several input keys (the baseline may be the candidate itself).
-                keyed = [
-                    (step.key, e.artifact_id)
-                    for e in inputs
-                    if e.execution_id == execution_id
-                    for step in e.path.steps
-                    if step.HasField("key")
-                ]
-                baselines = {a for key, a in keyed if key == "baseline_model"}
-                summary.had_baseline = bool(baselines)
-                summary.baseline_is_candidate = bool(baselines) and baselines == {
-                    a for key, a in keyed if key == "model"
-                }
-            elif key == "evaluation":
-                read_evaluation(summary, artifact.uri)
-                summary.evaluation_reused_from = props[REUSED_FROM].string_value if REUSED_FROM in props else None
-            elif key == "pushed_model" and props.get("pushed") and props["pushed"].int_value:
-                summary.pushed_to = props["pushed_destination"].string_value
-            elif key == "model_run" and node_id == "Trainer":
-                summary.tensorboard_dir = artifact.uri
-            elif key == "anomalies" and "blessed" in props:
-                fields = props["blessed"].struct_value.fields
-                summary.anomalies_blessed = {split: bool(v.number_value) for split, v in fields.items()}
+            props = {k: _plain(v) for k, v in artifact.custom_properties.items()}
+            record_output(summary, node_of[execution_id], key, artifact.uri, props, inputs_by_key)
     return summary
 
 
