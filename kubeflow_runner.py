@@ -278,7 +278,8 @@ def rehearse(args: argparse.Namespace, config: PipelineConfig, job_file: str) ->
         )
         refuse_cloud_only(CompiledJob.load(job_file))
         local_data = settings.paths.local(config.data_root)
-        if not _local_data_files(local_data, config):
+        data_files = sorted(glob.glob(os.path.join(local_data, config.data_pattern)))
+        if not data_files:
             raise JobError(
                 f"the rehearsal reads --data-root {config.data_root} from {local_data}, which holds no "
                 f"{config.data_pattern}: copy the data there, or map the prefix onto a local folder with "
@@ -304,14 +305,9 @@ def rehearse(args: argparse.Namespace, config: PipelineConfig, job_file: str) ->
         )
         return 1
     if summary.pushed_to:
-        data_file = _local_data_files(local_data, config)[0]
         transform_graph = result.task("Transform").outputs["transform_graph"][0]["uri"]
-        return rehearse_serving(args.serving_python, summary.pushed_to, transform_graph, data_file)
+        return rehearse_serving(args.serving_python, summary.pushed_to, transform_graph, data_files[0])
     return 0
-
-
-def _local_data_files(local_data: str, config: PipelineConfig) -> list[str]:
-    return sorted(glob.glob(os.path.join(local_data, config.data_pattern)))
 
 
 def rehearse_serving(serving_python: str, pushed_to: str, transform_graph: str, data_file: str) -> int:

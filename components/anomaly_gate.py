@@ -51,7 +51,7 @@ def describe_anomalies(anomalies_by_split: dict[str, anomalies_pb2.Anomalies]) -
     return lines
 
 
-def label_counts(examples: standard_artifacts.Examples, schema_file: str) -> dict[str, tuple[int, int]]:
+def label_counts(examples: standard_artifacts.Examples, schema: schema_pb2.Schema) -> dict[str, tuple[int, int]]:
     """Per split: (rows labelled 1, rows), the label computed as ``preprocessing_fn`` computes
     it, from the label's source columns only."""
     import tensorflow as tf
@@ -59,7 +59,7 @@ def label_counts(examples: standard_artifacts.Examples, schema_file: str) -> dic
 
     from models import features, preprocessing
 
-    spec = schema_utils.schema_as_feature_spec(io_utils.parse_pbtxt_file(schema_file, schema_pb2.Schema())).feature_spec
+    spec = schema_utils.schema_as_feature_spec(schema).feature_spec
     sources = {key: spec[key] for key in (features.TIPS, features.FARE)}
     counts = {}
     for split in artifact_utils.decode_split_names(examples.split_names):
@@ -84,7 +84,7 @@ def describe_label(examples: standard_artifacts.Examples, schema_file: str) -> l
     if missing := [key for key in (features.TIPS, features.FARE) if key not in known]:
         return [f"[all] {rule}: column(s) {', '.join(missing)} not in the data; the label cannot be computed"]
     lines = []
-    for split, (positives, rows) in sorted(label_counts(examples, schema_file).items()):
+    for split, (positives, rows) in sorted(label_counts(examples, schema).items()):
         smaller = min(positives, rows - positives)
         if rows and smaller / rows < features.MIN_LABEL_CLASS_FRACTION:
             lines.append(

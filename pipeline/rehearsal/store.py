@@ -94,10 +94,9 @@ class ArtifactStore:
             (pipeline, cache_key),
         )
         for row in rows:
-            outputs = json.loads(row["outputs"])
-            names = [a["name"] for artifacts in outputs.values() for a in artifacts]
-            if all(self.artifact(n) and self.artifact(n)["state"] == "LIVE" for n in names):
-                return {k: [self.artifact(a["name"]) for a in v] for k, v in outputs.items()}
+            found = {k: [self.artifact(a["name"]) for a in v] for k, v in json.loads(row["outputs"]).items()}
+            if all(a and a["state"] == "LIVE" for artifacts in found.values() for a in artifacts):
+                return found
         return None
 
     # Artifacts

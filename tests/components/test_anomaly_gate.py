@@ -106,7 +106,7 @@ def _gate_lines(small_config, tmp_path, edit=None, drop=None) -> list[str]:
 
 
 def test_the_label_of_clean_data_has_both_classes(examples, schema):
-    counts = label_counts(examples[0], io_utils.get_only_uri_in_dir(schema[0].uri))
+    counts = label_counts(examples[0], _schema_proto(schema))
     assert set(counts) == {"train", "eval"}
     assert all(0 < positives < rows for positives, rows in counts.values())
     assert describe_label(examples[0], io_utils.get_only_uri_in_dir(schema[0].uri)) == []
