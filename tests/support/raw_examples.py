@@ -5,6 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from models import features
+from pipeline.rehearsal.serving import tf_example
 
 _STRINGS = ("payment_type", "company")
 _FLOATS = (
@@ -18,16 +19,12 @@ _FLOATS = (
 )
 
 
+def _dtype(key: str) -> tf.dtypes.DType:
+    return tf.string if key in _STRINGS else tf.float32 if key in _FLOATS else tf.int64
+
+
 def raw_example(row: dict, keep_label_source: bool = False) -> bytes:
-    """Typed values; empty cells left out, and the label's source (tips) unless kept."""
-    feature = {}
-    for key, value in row.items():
-        if value == "" or (key == features.TIPS and not keep_label_source):
-            continue
-        if key in _STRINGS:
-            feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
-        elif key in _FLOATS:
-            feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
-        else:
-            feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(float(value))]))
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+    """Typed values; empty cells left out, and the label's source (tips) unless kept. Encoded
+    by the rehearsal's serving client (``pipeline.rehearsal.serving.tf_example``)."""
+    kept = [key for key in row if key != features.TIPS or keep_label_source]
+    return tf_example(row, {key: tf.io.FixedLenFeature([], _dtype(key)) for key in kept})
