@@ -12,6 +12,10 @@ configuration and code, no baseline), so that evaluation is copied rather than r
 and the blessing is derived from its validation result exactly as TFX derives it. The
 evaluation artifact records where it was copied from (``reused_evaluation_from``).
 A different baseline is compared as usual.
+
+It also keeps the statistics of the data it was given (an optional ``statistics`` input)
+inside its blessing: the next run's DriftGate compares its data with them
+(``components.drift_gate`` says why the blessing carries them).
 """
 
 from __future__ import annotations
@@ -31,8 +35,11 @@ from tfx.components.evaluator import constants
 from tfx.components.evaluator import executor as tfx_evaluator
 from tfx.components.util import udf_utils
 from tfx.dsl.components.base import executor_spec
-from tfx.types import artifact_utils, standard_component_specs
+from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
+from tfx.types.component_spec import ChannelParameter
 from tfx.utils import io_utils
+
+from components.drift import STATISTICS_DIR
 
 MODEL = standard_component_specs.MODEL_KEY
 BASELINE = standard_component_specs.BASELINE_MODEL_KEY
@@ -43,6 +50,7 @@ BLESSING = standard_component_specs.BLESSING_KEY
 # execution with the same inputs can find it among its siblings.
 KEY_FILE = "evaluation_key.json"
 REUSED_FROM = "reused_evaluation_from"
+STATISTICS = "statistics"
 
 
 def is_self_comparison(input_dict: dict) -> bool:
@@ -127,8 +135,20 @@ def _bless(input_dict: dict, output_dict: dict, exec_properties: dict[str, Any],
     logging.info("Blessing result %s written to %s.", ok, blessing.uri)
 
 
+def keep_statistics(input_dict: dict, output_dict: dict) -> None:
+    """Copies the examples' statistics into the blessing (see the module docstring)."""
+    if input_dict.get(STATISTICS) and output_dict.get(BLESSING):
+        statistics = artifact_utils.get_single_instance(input_dict[STATISTICS])
+        blessing = artifact_utils.get_single_instance(output_dict[BLESSING])
+        io_utils.copy_dir(statistics.uri, os.path.join(blessing.uri, STATISTICS_DIR))
+
+
 class Executor(tfx_evaluator.Executor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:
+        self._evaluate(input_dict, output_dict, exec_properties)
+        keep_statistics(input_dict, output_dict)
+
+    def _evaluate(self, input_dict, output_dict, exec_properties) -> None:
         if is_self_comparison(input_dict):
             logging.info(
                 "The baseline is the candidate model itself (%s): evaluating it once, on the absolute "
@@ -161,7 +181,28 @@ class Executor(tfx_evaluator.Executor):
         )
 
 
-class Evaluator(tfx_component.Evaluator):
-    """Drop-in for ``tfx.components.Evaluator`` (same spec, inputs and outputs)."""
+class EvaluatorSpec(standard_component_specs.EvaluatorSpec):
+    """TFX's Evaluator spec plus the statistics to keep with the blessing."""
 
+    INPUTS = {
+        **standard_component_specs.EvaluatorSpec.INPUTS,
+        STATISTICS: ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
+    }
+
+
+class Evaluator(tfx_component.Evaluator):
+    """Drop-in for ``tfx.components.Evaluator`` (same inputs and outputs, plus ``statistics``)."""
+
+    SPEC_CLASS = EvaluatorSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
+
+    def _validate_spec(self, spec) -> None:
+        # TFX's __init__ validates the spec it builds (TFX's class), which __init__ below
+        # then extends with ``statistics``.
+        if not isinstance(spec, standard_component_specs.EvaluatorSpec):
+            raise ValueError(f"Evaluator expects an EvaluatorSpec, got {spec!r}")
+
+    def __init__(self, *, statistics=None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        spec = self.spec
+        self.spec = EvaluatorSpec(**spec.exec_properties, **spec.inputs, **spec.outputs, statistics=statistics)

@@ -69,6 +69,8 @@ class PipelineConfig:
     # The data contract (a curated schema.pbtxt) to validate against; None infers one with
     # SchemaGen. The runners default it to the contract beside the data.
     schema_path: str | None = None
+    # Train on data that drifted beyond the contract's thresholds (DriftGate records it).
+    accept_drift: bool = False
     # 1: Beam runs in-process (fastest on small data); >1: that many worker processes.
     beam_workers: int = 1
     # Transform's own statistics (TFX's default): pre-transform statistics of the train

@@ -53,6 +53,13 @@ def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
         help="No contract: infer the schema from the data itself (catches little; for a first look at new data).",
     )
     parser.add_argument(
+        "--accept-drift",
+        action="store_true",
+        default=DEFAULTS.accept_drift,
+        help="Train on data that drifted beyond the contract's thresholds from the last blessed model's data "
+        "(the drift is recorded in the run summary).",
+    )
+    parser.add_argument(
         "--min-eval-auc",
         type=float,
         default=DEFAULTS.min_eval_auc,
@@ -81,5 +88,6 @@ def pipeline_config_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         enable_cache=args.enable_cache,
         transform_statistics=args.transform_statistics,
         min_eval_auc=args.min_eval_auc,
+        accept_drift=args.accept_drift,
         hparams=dataclasses.replace(DEFAULTS.hparams, epochs=args.epochs, per_replica_batch_size=args.batch_size),
     )

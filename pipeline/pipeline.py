@@ -1,7 +1,8 @@
 """The one pipeline definition, run locally and compiled for Kubeflow/Vertex unchanged.
 
-ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> AnomalyGate -> Transform
--> Trainer -> (latest blessed model) -> Evaluator -> Pusher.
+ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> AnomalyGate -> DriftGate
+(against the latest blessed model's data) -> Transform -> Trainer -> Evaluator (against the
+latest blessed model) -> Pusher.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tfx.types.channel import Channel
 
 from components.anomaly_gate import AnomalyGate
 from components.csv_example_gen import CsvExampleGen
+from components.drift_gate import DriftGate
 from components.evaluator import Evaluator
 from models import features, signatures
 from pipeline.config import EVALUATOR_MODULE, PREPROCESSING_FN, RUN_FN, PipelineConfig
@@ -153,6 +155,17 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
     )
     validated_schema = anomaly_gate.outputs["validated_schema"]
+    model_resolver = Resolver(
+        strategy_class=LatestBlessedModelStrategy,
+        model=Channel(type=standard_artifacts.Model),
+        model_blessing=Channel(type=standard_artifacts.ModelBlessing),
+    ).with_id("latest_blessed_model_resolver")
+    drift_gate = DriftGate(
+        statistics=statistics_gen.outputs["statistics"],
+        schema=validated_schema,
+        baseline=model_resolver.outputs["model_blessing"],
+        accept_drift=config.accept_drift,
+    )
     transform = Transform(
         examples=example_gen.outputs["examples"],
         schema=validated_schema,
@@ -164,6 +177,8 @@ def create_pipeline(
         # writing it is a large share of Transform's time on small data.
         disable_analyzer_cache=True,
     )
+    # An ordering edge: components/drift_gate.py says why not a data dependency.
+    transform.add_upstream_node(drift_gate)
     trainer = _trainer(
         config,
         run_fn=RUN_FN,
@@ -173,17 +188,14 @@ def create_pipeline(
         train_args=trainer_pb2.TrainArgs(splits=[TRAIN_SPLIT], num_steps=config.train_steps),
         eval_args=trainer_pb2.EvalArgs(splits=[EVAL_SPLIT], num_steps=config.eval_steps),
     )
-    model_resolver = Resolver(
-        strategy_class=LatestBlessedModelStrategy,
-        model=Channel(type=standard_artifacts.Model),
-        model_blessing=Channel(type=standard_artifacts.ModelBlessing),
-    ).with_id("latest_blessed_model_resolver")
     # TFX's Evaluator, minus evaluating a model against itself on cached reruns.
     evaluator = Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=model_resolver.outputs["model"],
         example_splits=[EVAL_SPLIT],
+        # Kept with the blessing: the next run's DriftGate baseline.
+        statistics=statistics_gen.outputs["statistics"],
         eval_config=eval_config(config),
         # TFMA's extractors minus per-example data its metrics never read (same results).
         module_path=EVALUATOR_MODULE,
@@ -195,9 +207,10 @@ def create_pipeline(
         schema_gen,
         example_validator,
         anomaly_gate,
+        model_resolver,
+        drift_gate,
         transform,
         trainer,
-        model_resolver,
         evaluator,
         pusher,
     ]

@@ -8,6 +8,7 @@ TensorBoard logs are.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,6 +52,8 @@ class RunSummary:
     pushed_to: str | None = None
     tensorboard_dir: str | None = None
     anomalies_blessed: dict[str, bool] = dataclasses.field(default_factory=dict)
+    # DriftGate's report (components/drift_gate.py): baseline, accepted, measurements.
+    drift: dict | None = None
 
     def component(self, node_id: str) -> ComponentRun | None:
         return next((c for c in self.components if c.node_id == node_id), None)
@@ -132,6 +135,8 @@ def record_output(
         summary.pushed_to = properties["pushed_destination"]
     elif key == "model_run" and node_id == "Trainer":
         summary.tensorboard_dir = uri
+    elif key == "drift_report" and properties.get("drift_report"):
+        summary.drift = json.loads(properties["drift_report"])
     elif key == "anomalies" and "blessed" in properties:
         summary.anomalies_blessed = {split: bool(v) for split, v in properties["blessed"].items()}
 
@@ -171,6 +176,25 @@ def summarize_run(
     return summary
 
 
+def format_drift(drift: dict) -> str:
+    """One line: whether drift was checked, against what, and what was accepted."""
+    if not drift.get("baseline"):
+        return "Drift: not checked (no blessed model with kept statistics yet, or no thresholds in the contract)"
+    breaches = [d for d in drift["drift"] if d["breached"]]
+    if drift.get("accepted"):
+        shown = "; ".join(
+            f"[{d['split']}] {d['feature']} {d['measure']} {d['value']:.4f} > {d['threshold']:g}" for d in breaches
+        )
+        return f"Drift: ACCEPTED with --accept-drift: {shown}"
+    if not drift["drift"]:
+        return "Drift: nothing to compare (no split in common with the baseline)"
+    top = max(drift["drift"], key=lambda d: d["value"] / d["threshold"] if d["threshold"] else 0.0)
+    return (
+        f"Drift: within the contract against the last blessed model's data (closest: [{top['split']}] "
+        f"{top['feature']} {top['measure']} {top['value']:.4f} of {top['threshold']:g})"
+    )
+
+
 def format_summary(summary: RunSummary, min_eval_auc: float | None = None) -> str:
     """A plain-text table and verdict for the terminal."""
     width = max([len(c.node_id) for c in summary.components] + [9])
@@ -183,6 +207,8 @@ def format_summary(summary: RunSummary, min_eval_auc: float | None = None) -> st
             f"{k} {v:.4f}" if k != "example_count" else f"{k} {int(v)}" for k, v in sorted(summary.metrics.items())
         )
         lines.append(f"Eval metrics: {shown}")
+    if summary.drift is not None:
+        lines.append(format_drift(summary.drift))
     if summary.blessed is None:
         lines.append("Model: not evaluated in this run")
     elif summary.blessed:

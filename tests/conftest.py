@@ -107,8 +107,10 @@ def transformed(transform, validated_schema) -> dict:
 
 
 @pytest.fixture(scope="session")
-def evaluator(pipe, root, examples, trainer):
-    return run_component(node(pipe, "Evaluator"), {"examples": examples, "model": trainer["model"]}, root)
+def evaluator(pipe, root, examples, trainer, statistics):
+    return run_component(
+        node(pipe, "Evaluator"), {"examples": examples, "model": trainer["model"], "statistics": statistics}, root
+    )
 
 
 @pytest.fixture(scope="session")

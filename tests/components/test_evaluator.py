@@ -14,6 +14,7 @@ import tensorflow_model_analysis as tfma
 from tfx.components.evaluator import executor as tfx_evaluator
 from tfx.types import standard_artifacts
 
+from components.drift import STATISTICS_DIR, read_statistics_dir
 from components.evaluator import (
     BASELINE,
     EXAMPLES,
@@ -101,6 +102,12 @@ def test_a_model_against_itself_is_evaluated_once_with_the_same_verdict(against_
     assert tfma.load_validation_result(against_itself["evaluation"][0].uri).validation_ok
 
 
+def test_the_blessing_keeps_the_statistics_of_the_data_for_the_next_drift_check(evaluator, statistics):
+    kept = os.path.join(evaluator["blessing"][0].uri, STATISTICS_DIR)
+    assert sorted(os.listdir(kept)) == sorted(os.listdir(statistics[0].uri))
+    assert read_statistics_dir(kept) == read_statistics_dir(statistics[0].uri)
+
+
 def test_a_different_baseline_is_still_compared(against_a_copy, evaluator):
     keys = _metric_keys(against_a_copy["evaluation"])
     assert any(key.is_diff and key.name == "auc" for key in keys)  # candidate minus baseline
@@ -153,7 +160,7 @@ def first_evaluation(pipe, root, examples, trainer):
 
 
 def test_a_rerun_on_the_same_model_reuses_the_first_evaluation(
-    pipe, root, examples, trainer, first_evaluation, monkeypatch
+    pipe, root, examples, trainer, first_evaluation, statistics, monkeypatch
 ):
     def no_tfma(*args, **kwargs):
         raise AssertionError("TFMA ran although an identical evaluation exists")
@@ -163,7 +170,7 @@ def test_a_rerun_on_the_same_model_reuses_the_first_evaluation(
     # The cached rerun: the model is now also the last blessed one.
     second = run_component(
         node(pipe, "Evaluator"),
-        {"examples": examples, "model": model, "baseline_model": model},
+        {"examples": examples, "model": model, "baseline_model": model, "statistics": statistics},
         os.path.join(root, "rerun"),
         execution="2",
     )
@@ -174,7 +181,9 @@ def test_a_rerun_on_the_same_model_reuses_the_first_evaluation(
     assert _values(second["evaluation"]) == _values(first_evaluation["evaluation"])
     first_blessing, blessing = first_evaluation["blessing"][0], second["blessing"][0]
     assert blessing.get_int_custom_property("blessed") == first_blessing.get_int_custom_property("blessed") == 1
-    assert sorted(os.listdir(blessing.uri)) == sorted(os.listdir(first_blessing.uri)) == ["BLESSED"]
+    # The statistics are kept on this path too (the first run was given none).
+    assert sorted(os.listdir(first_blessing.uri)) == ["BLESSED"]
+    assert sorted(os.listdir(blessing.uri)) == ["BLESSED", STATISTICS_DIR]
     assert blessing.get_string_custom_property("current_model") == model[0].uri
 
 

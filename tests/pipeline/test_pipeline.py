@@ -37,6 +37,7 @@ def test_every_component_is_in_the_dag(pipe):
         "SchemaGen",
         "ExampleValidator",
         "AnomalyGate",
+        "DriftGate",
         "Transform",
         "Trainer",
         "latest_blessed_model_resolver",
@@ -53,9 +54,25 @@ def test_transform_and_trainer_wait_for_the_anomaly_gate(pipe):
     assert "SchemaGen" not in _upstream(ids["Transform"])
 
 
+def test_transform_waits_for_the_drift_gate_without_taking_its_output(pipe):
+    ids = _ids(pipe)
+    assert _upstream(ids["DriftGate"]) == {"StatisticsGen", "AnomalyGate", "latest_blessed_model_resolver"}
+    assert ids["DriftGate"].inputs["baseline"].output_key == "model_blessing"
+    assert "DriftGate" in _upstream(ids["Transform"])
+    # An ordering edge only: a new baseline must not invalidate Transform's cache.
+    assert all(channel.producer_component_id != "DriftGate" for channel in ids["Transform"].inputs.values())
+
+
+def test_drift_is_accepted_only_when_asked(pipe):
+    assert _ids(pipe)["DriftGate"].exec_properties["accept_drift"] is False
+    accepting = create_pipeline(PipelineConfig(accept_drift=True))
+    assert _ids(accepting)["DriftGate"].exec_properties["accept_drift"] is True
+
+
 def test_evaluator_compares_against_the_latest_blessed_model(pipe):
     ids = _ids(pipe)
-    assert _upstream(ids["Evaluator"]) == {"CsvExampleGen", "Trainer", "latest_blessed_model_resolver"}
+    assert _upstream(ids["Evaluator"]) == {"CsvExampleGen", "Trainer", "latest_blessed_model_resolver", "StatisticsGen"}
+    assert ids["Evaluator"].inputs["statistics"].producer_component_id == "StatisticsGen"
     assert _upstream(ids["Pusher"]) == {"Trainer", "Evaluator"}
 
 

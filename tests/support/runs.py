@@ -12,6 +12,7 @@ EXECUTED_COMPONENTS = (
     "SchemaGen",
     "ExampleValidator",
     "AnomalyGate",
+    "DriftGate",
     "Transform",
     "Trainer",
     "Evaluator",

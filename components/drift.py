@@ -1,0 +1,152 @@
+"""Drift between this run's data and the data the last blessed model learned from.
+
+TFDV does the comparing, with the comparators the data contract sets per column
+(``drift_comparator`` in schema.pbtxt): L-infinity distance between the value shares of a
+text column, Jensen-Shannon divergence between the histograms of a numeric one. One step is
+ours: TFDV's own numeric histograms have ten equal-width buckets from each dataset's minimum
+to its maximum, so a single extreme trip (1,710 miles in one half of the embedded data, 191 in
+the other) moves every boundary, and two random halves of the same file differ by a
+divergence of 0.70. Before TFDV compares them, both numeric histograms are laid on the same
+buckets: the baseline's interior quantile boundaries, open-ended at both sides, each
+dataset's quantile histogram spread onto them. Extremes then fall in the outer buckets,
+where they belong, and the divergence measures the distribution (docs/pipeline.md has the
+figures).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+
+import numpy as np
+from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2, statistics_pb2
+
+# Inside a ModelBlessing: the statistics of the data the blessed model was trained and
+# evaluated on (components/evaluator.py writes them), the next run's baseline.
+STATISTICS_DIR = "statistics"
+STATS_FILE = "FeatureStats.pb"
+SPLIT_PREFIX = "Split-"
+
+_Histogram = statistics_pb2.Histogram
+_MEASURES = {
+    anomalies_pb2.DriftSkewInfo.Measurement.L_INFTY: "L-infinity distance",
+    anomalies_pb2.DriftSkewInfo.Measurement.JENSEN_SHANNON_DIVERGENCE: "Jensen-Shannon divergence",
+    anomalies_pb2.DriftSkewInfo.Measurement.NORMALIZED_ABSOLUTE_DIFFERENCE: "normalized absolute difference",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Drift:
+    """One comparator's verdict on one column of one split."""
+
+    split: str
+    feature: str
+    measure: str
+    value: float
+    threshold: float
+
+    @property
+    def breached(self) -> bool:
+        return self.value > self.threshold
+
+    def line(self) -> str:
+        where = f"[{self.split}] feature '{self.feature}'"
+        return f"{where}: {self.measure} {self.value:.4f} (contract allows {self.threshold:g})"
+
+
+def has_comparators(schema: schema_pb2.Schema) -> bool:
+    """True when the contract sets a drift threshold for at least one column."""
+    return any(feature.HasField("drift_comparator") for feature in schema.feature)
+
+
+def read_statistics_dir(uri: str) -> dict[str, statistics_pb2.DatasetFeatureStatisticsList]:
+    """Per split, the statistics StatisticsGen wrote under ``uri`` (Split-<name>/FeatureStats.pb)."""
+    import tensorflow as tf
+
+    found = {}
+    for path in sorted(tf.io.gfile.glob(os.path.join(uri, SPLIT_PREFIX + "*", STATS_FILE))):
+        split = os.path.basename(os.path.dirname(path))[len(SPLIT_PREFIX) :]
+        with tf.io.gfile.GFile(path, "rb") as f:
+            found[split] = statistics_pb2.DatasetFeatureStatisticsList.FromString(f.read())
+    return found
+
+
+def _quantiles(feature: statistics_pb2.FeatureNameStatistics) -> statistics_pb2.Histogram | None:
+    if not feature.HasField("num_stats"):
+        return None
+    return next((h for h in feature.num_stats.histograms if h.type == _Histogram.QUANTILES and h.buckets), None)
+
+
+def spread(quantiles: statistics_pb2.Histogram, boundaries: np.ndarray) -> np.ndarray:
+    """Counts of a quantile histogram in the buckets (-inf, b0), [b0, b1), ..., [bk, inf): a
+    bucket's count spread evenly over its range, a zero-width bucket (a repeated value) into
+    the bucket holding its value."""
+    edges = np.concatenate([[-np.inf], boundaries, [np.inf]])
+    counts = np.zeros(len(edges) - 1)
+    for bucket in quantiles.buckets:
+        low, high, count = bucket.low_value, bucket.high_value, bucket.sample_count
+        if high <= low:
+            counts[np.searchsorted(boundaries, low, side="right")] += count
+            continue
+        overlap = np.clip(np.minimum(high, edges[1:]) - np.maximum(low, edges[:-1]), 0.0, None)
+        counts += count * overlap / (high - low)
+    return counts
+
+
+def _standard_histogram(counts: np.ndarray, boundaries: np.ndarray) -> statistics_pb2.Histogram:
+    # TFDV needs finite bucket limits; the outer buckets are closed one unit beyond the
+    # boundaries, the same for both datasets, so the comparison is unchanged.
+    limits = np.concatenate([[boundaries[0] - 1.0], boundaries, [boundaries[-1] + 1.0]])
+    histogram = _Histogram(type=_Histogram.STANDARD)
+    for low, high, count in zip(limits[:-1], limits[1:], counts, strict=True):
+        histogram.buckets.add(low_value=float(low), high_value=float(high), sample_count=float(count))
+    return histogram
+
+
+def _replace_standard(feature: statistics_pb2.FeatureNameStatistics, histogram: statistics_pb2.Histogram) -> None:
+    kept = [h for h in feature.num_stats.histograms if h.type != _Histogram.STANDARD]
+    del feature.num_stats.histograms[:]
+    feature.num_stats.histograms.extend([*kept, histogram])
+
+
+def on_common_buckets(
+    current: statistics_pb2.DatasetFeatureStatisticsList, baseline: statistics_pb2.DatasetFeatureStatisticsList
+) -> tuple[statistics_pb2.DatasetFeatureStatisticsList, statistics_pb2.DatasetFeatureStatisticsList]:
+    """Copies of both statistics whose numeric columns' standard histograms share buckets
+    (the baseline's interior quantile boundaries), for TFDV's Jensen-Shannon comparator."""
+    current, baseline = copy.deepcopy(current), copy.deepcopy(baseline)
+    base_features = {tuple(f.path.step) or (f.name,): f for f in baseline.datasets[0].features}
+    for feature in current.datasets[0].features:
+        base_feature = base_features.get(tuple(feature.path.step) or (feature.name,))
+        if base_feature is None:
+            continue
+        current_quantiles, base_quantiles = _quantiles(feature), _quantiles(base_feature)
+        if current_quantiles is None or base_quantiles is None:
+            continue
+        boundaries = np.unique([b.high_value for b in base_quantiles.buckets[:-1]])
+        if boundaries.size == 0:
+            continue
+        for target, quantiles in ((feature, current_quantiles), (base_feature, base_quantiles)):
+            _replace_standard(target, _standard_histogram(spread(quantiles, boundaries), boundaries))
+    return current, baseline
+
+
+def measure(
+    current: statistics_pb2.DatasetFeatureStatisticsList,
+    baseline: statistics_pb2.DatasetFeatureStatisticsList,
+    schema: schema_pb2.Schema,
+    split: str,
+) -> tuple[list[Drift], anomalies_pb2.Anomalies]:
+    """Every comparator the contract sets, measured by TFDV between one split and the same
+    split of the baseline; also TFDV's anomalies proto, kept as the gate's output."""
+    import tensorflow_data_validation as tfdv
+
+    current, baseline = on_common_buckets(current, baseline)
+    anomalies = tfdv.validate_statistics(current, schema, previous_statistics=baseline)
+    drifts = [
+        Drift(split, ".".join(info.path.step), _MEASURES.get(m.type, "distance"), m.value, m.threshold)
+        for info in anomalies.drift_skew_info
+        for m in info.drift_measurements
+    ]
+    return sorted(drifts, key=lambda d: (d.feature, d.measure)), anomalies

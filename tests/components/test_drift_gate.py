@@ -1,0 +1,127 @@
+"""DriftGate: this run's data against the data of the last blessed model, with the
+contract's thresholds; a breach stops the run naming the columns and distances, unless the
+drift is accepted, which the gate records."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+
+import pytest
+from tfx.types import standard_artifacts
+
+from components.drift_gate import ANOMALIES_FILE, DRIFT_PROPERTY, DataDriftError
+from pipeline.config import CONTRACT_FILE, DEFAULT_DATA_ROOT
+from pipeline.pipeline import create_pipeline
+from tests.support.harness import node, run_component
+from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
+
+
+@pytest.fixture(scope="module")
+def contract(tmp_path_factory) -> list:
+    """The embedded data's contract, as ImportSchemaGen hands it on."""
+    artifact = standard_artifacts.Schema()
+    artifact.uri = str(tmp_path_factory.mktemp("contract"))
+    shutil.copy(os.path.join(DEFAULT_DATA_ROOT, CONTRACT_FILE), artifact.uri)
+    return [artifact]
+
+
+def _statistics_of(small_config, root: str, data_dir) -> list:
+    pipe = create_pipeline(dataclasses.replace(small_config, data_root=str(data_dir)))
+    examples = run_component(node(pipe, "CsvExampleGen"), {}, root)["examples"]
+    return run_component(node(pipe, "StatisticsGen"), {"examples": examples}, root)["statistics"]
+
+
+def _sample(tmp_path_factory, name: str, edit) -> object:
+    return write_sample(tmp_path_factory.mktemp(name), SAMPLE_ROWS, every=EMBEDDED_ROWS // SAMPLE_ROWS, edit=edit)
+
+
+@pytest.fixture(scope="module")
+def drifted(small_config, root, tmp_path_factory) -> list:
+    """The sample with fares in cents and no cash payments: clean data, the wrong data."""
+
+    def edit(row, i):
+        cash = row["payment_type"] == "Cash"
+        return {
+            **row,
+            "fare": f"{float(row['fare']) * 100:.0f}",
+            "payment_type": "Credit Card" if cash else row["payment_type"],
+        }
+
+    return _statistics_of(small_config, os.path.join(root, "drifted"), _sample(tmp_path_factory, "drifted", edit))
+
+
+def _gate(pipe, root: str, statistics, contract, baseline=None, accept: bool = False) -> dict:
+    gate = node(create_pipeline(dataclasses.replace(pipe, accept_drift=accept)), "DriftGate")
+    inputs = {"statistics": statistics, "schema": contract}
+    if baseline is not None:
+        inputs["baseline"] = baseline
+    return run_component(gate, inputs, root)
+
+
+def _report(outputs) -> dict:
+    return json.loads(outputs["drift_report"][0].get_string_custom_property(DRIFT_PROPERTY))
+
+
+def test_the_first_run_has_no_baseline_and_passes(small_config, root, statistics, contract):
+    report = _report(_gate(small_config, os.path.join(root, "gate_first"), statistics, contract))
+    assert report == {"baseline": None, "accepted": False, "drift": []}
+
+
+def test_the_same_data_as_the_blessed_run_passes_with_every_distance_recorded(
+    small_config, root, statistics, contract, evaluator
+):
+    outputs = _gate(small_config, os.path.join(root, "gate_same"), statistics, contract, evaluator["blessing"])
+    report = _report(outputs)
+    assert report["baseline"] == evaluator["blessing"][0].uri and not report["accepted"]
+    measured = {(d["split"], d["feature"]) for d in report["drift"]}
+    compared = [f.name for f in _contract_features(contract) if f.HasField("drift_comparator")]
+    assert measured == {(split, feature) for split in ("train", "eval") for feature in compared}
+    assert all(d["value"] == pytest.approx(0.0, abs=1e-9) and not d["breached"] for d in report["drift"])
+    uri = outputs["drift_report"][0].uri
+    assert sorted(os.listdir(uri)) == ["Split-eval", "Split-train"]
+    assert os.path.exists(os.path.join(uri, "Split-train", ANOMALIES_FILE))
+
+
+def _contract_features(contract):
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    from tfx.utils import io_utils
+
+    path = os.path.join(contract[0].uri, CONTRACT_FILE)
+    return io_utils.parse_pbtxt_file(path, schema_pb2.Schema()).feature
+
+
+def test_drift_stops_the_run_naming_columns_distances_and_the_way_out(small_config, root, drifted, contract, evaluator):
+    with pytest.raises(DataDriftError) as raised:
+        _gate(small_config, os.path.join(root, "gate_drifted"), drifted, contract, evaluator["blessing"])
+    message = str(raised.value)
+    for split in ("train", "eval"):
+        assert f"[{split}] feature 'fare': Jensen-Shannon divergence " in message
+        assert f"[{split}] feature 'payment_type': L-infinity distance " in message
+    assert "(contract allows 0.05)" in message and "(contract allows 0.2)" in message
+    assert "trip_miles" not in message  # unchanged columns are not blamed
+    assert evaluator["blessing"][0].uri in message and "--accept-drift" in message
+
+
+def test_accepted_drift_passes_and_is_recorded(small_config, root, drifted, contract, evaluator):
+    outputs = _gate(small_config, os.path.join(root, "gate_accepted"), drifted, contract, evaluator["blessing"], True)
+    report = _report(outputs)
+    assert report["accepted"]
+    breached = {(d["split"], d["feature"]) for d in report["drift"] if d["breached"]}
+    assert breached == {(s, f) for s in ("train", "eval") for f in ("fare", "payment_type")}
+
+
+def test_accepting_without_drift_records_nothing_accepted(small_config, root, statistics, contract, evaluator):
+    outputs = _gate(
+        small_config, os.path.join(root, "gate_accept_clean"), statistics, contract, evaluator["blessing"], True
+    )
+    assert not _report(outputs)["accepted"]
+
+
+def test_an_inferred_schema_has_no_thresholds_and_checks_nothing(small_config, root, statistics, schema, evaluator):
+    report = _report(
+        _gate(small_config, os.path.join(root, "gate_inferred"), statistics, schema, evaluator["blessing"])
+    )
+    assert report == {"baseline": None, "accepted": False, "drift": []}
