@@ -116,7 +116,10 @@ def test_second_run_reuses_cached_results_and_compares_with_the_baseline(cached_
     output_root, first, second = cached_runs
     assert second.run_id != first.run_id
     states = {c.node_id: c.state for c in second.components}
-    assert all(states[node] == "cached" for node in UPSTREAM_OF_EVALUATOR), states
+    assert all(states[node] == "cached" for node in UPSTREAM_OF_EVALUATOR if node != "DriftGate"), states
+    # DriftGate's baseline is new (the first run's blessing), so it ran again; Transform,
+    # which only waits for it, did not (components/drift_gate.py).
+    assert states["DriftGate"] == "complete" and second.drift == {"baseline": None, "accepted": False, "drift": []}
     # The Evaluator's inputs changed (there is now a blessed baseline), so it ran again; the
     # baseline is the reused model itself, which the first run already evaluated on the same
     # examples with the same configuration: that evaluation is copied (components/evaluator.py).
@@ -196,6 +199,43 @@ def test_a_second_run_on_the_same_output_root_is_refused_at_once(tmp_path, capsy
     assert f"process {os.getpid()} (started " in err and "is running taxi-big-tipper" in err
     assert "another --output-root" in err
     assert not os.path.exists(config.metadata_path)  # refused before touching the store
+
+
+@pytest.mark.slow
+def test_drift_from_the_blessed_run_stops_the_next_run_until_it_is_accepted(tmp_path, capsys):
+    def sample(name: str, edit=None):
+        data = write_sample(tmp_path / name, SAMPLE_ROWS, every=EMBEDDED_ROWS // SAMPLE_ROWS, edit=edit)
+        shutil.copy(os.path.join(DEFAULT_DATA_ROOT, CONTRACT_FILE), data / CONTRACT_FILE)
+        return str(data)
+
+    clean = sample("clean")
+    def cents(row, i):
+        # Fares and tips alike (the label, their ratio, stays learnable): only drift shows it.
+        return {**row, "fare": f"{float(row['fare']) * 100:.2f}", "tips": f"{float(row['tips']) * 100:.2f}"}
+
+    in_cents = sample("cents", cents)
+    output_root = str(tmp_path / "out")
+    common = ["--output-root", output_root, "--enable-cache", *SMALL_RUN]
+    assert local_runner.main(["--data-root", clean, *common]) == 0
+    first = _summary(output_root)
+    assert first.blessed and first.drift["baseline"] is None
+    pushed = sorted(os.listdir(os.path.dirname(first.pushed_to)))
+
+    assert local_runner.main(["--data-root", in_cents, *common]) == 1
+    err = capsys.readouterr().err
+    assert "DataDriftError" in err and "[train] feature 'fare': Jensen-Shannon divergence" in err
+    assert "[eval] feature 'tips': Jensen-Shannon divergence" in err
+    assert "--accept-drift" in err and "payment_type" not in err
+    stopped = _summary(output_root)
+    states = {c.node_id: c.state for c in stopped.components}
+    assert states["AnomalyGate"] == "complete" and states["DriftGate"] == "FAILED" and "Transform" not in states
+    assert sorted(os.listdir(os.path.dirname(first.pushed_to))) == pushed
+
+    assert local_runner.main(["--data-root", in_cents, *common, "--accept-drift"]) == 0
+    out = capsys.readouterr().out
+    assert "Drift: ACCEPTED with --accept-drift: [eval] fare Jensen-Shannon divergence" in out
+    accepted = _summary(output_root)
+    assert accepted.drift["accepted"] and {c.node_id: c.state for c in accepted.components}["Transform"] == "complete"
 
 
 @pytest.mark.slow

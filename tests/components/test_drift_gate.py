@@ -46,7 +46,7 @@ def drifted(small_config, root, tmp_path_factory) -> list:
         cash = row["payment_type"] == "Cash"
         return {
             **row,
-            "fare": f"{float(row['fare']) * 100:.0f}",
+            "fare": f"{float(row['fare']) * 100:.2f}",
             "payment_type": "Credit Card" if cash else row["payment_type"],
         }
 

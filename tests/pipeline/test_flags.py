@@ -35,6 +35,7 @@ def test_each_flag_reaches_its_field():
         "0.8",
         "--transform-statistics",
         "--enable-cache",
+        "--accept-drift",
     ]
     config = PipelineConfig(**pipeline_config_kwargs(_parse(argv)))
     defaults = PipelineConfig()
@@ -46,6 +47,7 @@ def test_each_flag_reaches_its_field():
         min_eval_auc=0.8,
         transform_statistics=True,
         enable_cache=True,
+        accept_drift=True,
         hparams=dataclasses.replace(defaults.hparams, epochs=3, per_replica_batch_size=64),
     )
 

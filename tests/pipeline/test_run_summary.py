@@ -183,3 +183,44 @@ def test_an_unblessed_model_gives_the_failed_thresholds_and_pushes_nothing():
     text = format_summary(_summary(metrics={"auc": 0.7}, blessed=False, validation_failures=["auc: 0.7 is below 0.9"]))
     assert "Model: NOT blessed: auc: 0.7 is below 0.9" in text
     assert "Pushed to: nothing pushed (the model was not blessed)" in text
+
+
+def _measured(feature: str, value: float, threshold: float, split: str = "train") -> dict:
+    return dict(
+        split=split,
+        feature=feature,
+        measure="L-infinity distance",
+        value=value,
+        threshold=threshold,
+        breached=value > threshold,
+    )
+
+
+def test_drift_checked_within_the_contract_names_the_closest_column():
+    drift = {
+        "baseline": "/b/1",
+        "accepted": False,
+        "drift": [_measured("company", 0.01, 0.1), _measured("payment_type", 0.15, 0.2)],
+    }
+    text = format_summary(_summary(drift=drift))
+    assert (
+        "Drift: within the contract against the last blessed model's data (closest: [train] payment_type L-infinity distance 0.1500 of 0.2)"
+        in text
+    )
+
+
+def test_accepted_drift_is_said_with_each_breach():
+    drift = {
+        "baseline": "/b/1",
+        "accepted": True,
+        "drift": [_measured("payment_type", 0.66, 0.2, "eval"), _measured("company", 0.01, 0.1)],
+    }
+    text = format_summary(_summary(drift=drift))
+    assert "Drift: ACCEPTED with --accept-drift: [eval] payment_type L-infinity distance 0.6600 > 0.2" in text
+    assert "company" not in text
+
+
+def test_drift_without_a_baseline_says_it_was_not_checked():
+    text = format_summary(_summary(drift={"baseline": None, "accepted": False, "drift": []}))
+    assert "Drift: not checked" in text
+    assert "Drift" not in format_summary(_summary())
