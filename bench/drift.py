@@ -84,12 +84,14 @@ def measure_case(baseline: pd.DataFrame, new: pd.DataFrame, schema, scratch: str
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-root", default=DEFAULT_DATA_ROOT)
+    parser.add_argument("--contract", help=f"The data contract (default: {CONTRACT_FILE} in --data-root).")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     from tensorflow_metadata.proto.v0 import schema_pb2
     from tfx.utils import io_utils
 
-    schema = io_utils.parse_pbtxt_file(os.path.join(args.data_root, CONTRACT_FILE), schema_pb2.Schema())
+    contract = args.contract or os.path.join(args.data_root, CONTRACT_FILE)
+    schema = io_utils.parse_pbtxt_file(contract, schema_pb2.Schema())
     frame = pd.concat(pd.read_csv(p) for p in sorted(glob.glob(os.path.join(args.data_root, "*.csv"))))
     results = {}
     with tempfile.TemporaryDirectory(prefix="drift-") as scratch:

@@ -18,6 +18,7 @@ again on unchanged data.
 import json
 import os
 
+from absl import logging
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
 from tfx.dsl.component.experimental.decorators import component
@@ -75,9 +76,12 @@ def DriftGate(
     drift_report.split_names = artifact_utils.encode_split_names([])
     previous = drift.read_statistics_dir(os.path.join(baseline.uri, drift.STATISTICS_DIR)) if baseline else {}
     if not drift.has_comparators(contract):
-        print("Drift not checked: the data contract sets no drift_comparator thresholds.")
+        logging.info("Drift not checked: the data contract sets no drift_comparator thresholds.")
     elif not previous:
-        print("Drift not checked: no blessed model with kept statistics yet (this run's become the baseline).")
+        logging.info(
+            "Drift not checked: no blessed model with kept statistics yet (this run's data becomes the "
+            "baseline once a model trained on it is blessed)."
+        )
     else:
         measured, anomalies = check_drift(current, previous, contract, accept_drift, baseline.uri)
         report = {
@@ -92,5 +96,5 @@ def DriftGate(
             )
         drift_report.split_names = artifact_utils.encode_split_names(sorted(anomalies))
         for d in measured:
-            print(("DRIFT ACCEPTED " if d.breached else "ok ") + d.line())
+            logging.info("%s%s", "DRIFT ACCEPTED: " if d.breached else "within the contract: ", d.line())
     drift_report.set_string_custom_property(DRIFT_PROPERTY, json.dumps(report))

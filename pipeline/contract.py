@@ -6,7 +6,8 @@ The pipeline validates every run's data against a curated schema (``data/schema.
 for the embedded data: see its comments). Inferring one at each run would only catch what
 differs from the very data it was inferred from. This drafts one from the data as it is
 now, computed on the rows as CsvExampleGen encodes them: TFDV's inferred types, required
-columns (``shape``) and string domains, plus the observed range of every number. A person
+columns (``shape``) and string domains, plus the observed range of every number and generic
+drift thresholds. A person
 then turns observed ranges into physical ones, opens string domains that will grow, and
 saves it as ``schema.pbtxt`` beside the data.
 """
@@ -24,10 +25,16 @@ from collections.abc import Sequence
 from pipeline.config import CONTRACT_FILE, DEFAULT_DATA_ROOT
 
 MIN_VALUES_FOR_RANGE = 10
+# Starting drift thresholds for a draft (DriftGate): the looser of the embedded contract's,
+# for a person to tighten per column with `python -m bench.drift` on their own data.
+DRAFT_TEXT_DRIFT = 0.2  # L-infinity distance
+DRAFT_NUMBER_DRIFT = 0.1  # Jensen-Shannon divergence
 DRAFT_NOTE = (
     "# DRAFT data contract, drafted by `python -m pipeline.contract` from {files} on {date}.\n"
     "# Review before use: the ranges below are the ones observed in this data; make them the\n"
     "# physically possible ones, open string domains that will grow, and say why in comments.\n"
+    "# Drift thresholds (drift_comparator) are generic starting points: remove them where a\n"
+    "# column moves by design (timestamps, ids), tighten them where a change must stop a run.\n"
 )
 
 
@@ -62,10 +69,13 @@ def draft(data_root: str, data_pattern: str = "*.csv"):
     statistics = csv_statistics(files)
     schema = tfdv.infer_schema(statistics)
     for feature in statistics.datasets[0].features:
+        target = tfdv.get_feature(schema, feature.path.step[0])
+        if feature.HasField("string_stats"):
+            target.drift_comparator.infinity_norm.threshold = DRAFT_TEXT_DRIFT
         # Too few values to suggest a range (a column that is nearly always empty).
         if not feature.HasField("num_stats") or feature.num_stats.common_stats.tot_num_values < MIN_VALUES_FOR_RANGE:
             continue
-        target = tfdv.get_feature(schema, feature.path.step[0])
+        target.drift_comparator.jensen_shannon_divergence.threshold = DRAFT_NUMBER_DRIFT
         low, high = feature.num_stats.min, feature.num_stats.max
         if target.type == schema_pb2.INT:
             target.int_domain.min, target.int_domain.max = int(low), int(high)

@@ -209,6 +209,7 @@ def test_drift_from_the_blessed_run_stops_the_next_run_until_it_is_accepted(tmp_
         return str(data)
 
     clean = sample("clean")
+
     def cents(row, i):
         # Fares and tips alike (the label, their ratio, stays learnable): only drift shows it.
         return {**row, "fare": f"{float(row['fare']) * 100:.2f}", "tips": f"{float(row['tips']) * 100:.2f}"}

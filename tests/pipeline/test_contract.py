@@ -103,6 +103,9 @@ def test_a_draft_for_new_data_has_types_required_columns_and_observed_ranges(tmp
     assert hour.type == schema_pb2.INT and 0 <= hour.int_domain.min <= hour.int_domain.max <= 23
     assert tfdv.get_feature(draft, "fare").HasField("shape")
     assert not tfdv.get_feature(draft, "company").HasField("shape")
+    assert tfdv.get_feature(draft, "company").drift_comparator.infinity_norm.threshold == contract.DRAFT_TEXT_DRIFT
+    fare_drift = tfdv.get_feature(draft, "fare").drift_comparator.jensen_shannon_divergence.threshold
+    assert fare_drift == contract.DRAFT_NUMBER_DRIFT
     assert _lines(sample_dir, draft) == []  # the data it was drafted from meets it
 
 
