@@ -47,6 +47,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     where.add_argument("--data-root", required=True, help="gs:// directory holding the CSV file(s).")
     where.add_argument(
+        "--serving-data-root",
+        default=None,
+        help="gs:// directory with CSV files of what the model was asked at serving time (raw columns, no "
+        "label): checked against the contract's SERVING environment and for training/serving skew.",
+    )
+    where.add_argument(
         "--image",
         required=True,
         help="Container image every component runs in: the project's image built from "
@@ -166,6 +172,8 @@ def validate(args: argparse.Namespace) -> None:
     _require_gcs("--data-root", args.data_root)
     if args.schema_path:
         _require_gcs("--schema-path", args.schema_path)
+    if args.serving_data_root:
+        _require_gcs("--serving-data-root", args.serving_data_root)
     if args.submit and args.kfp_host:
         raise SettingsError("--submit (Vertex AI) and --kfp-host (Kubeflow) are exclusive: choose one")
     if args.rehearse and (args.submit or args.kfp_host):
@@ -236,6 +244,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     try:
         return PipelineConfig(
             data_root=args.data_root,
+            serving_data_root=args.serving_data_root,
             output_root=args.output_root,
             schema_path=None
             if args.infer_schema

@@ -31,6 +31,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="Directory holding the CSV file(s) to train on (all must share one header).",
     )
     parser.add_argument(
+        "--serving-data-root",
+        default=None,
+        help="Directory with CSV files of what the model was asked at serving time (raw columns, no "
+        "label): checked against the contract's SERVING environment and for training/serving skew.",
+    )
+    parser.add_argument(
         "--output-root",
         default=DEFAULTS.output_root,
         help="Where pipeline artifacts, ML Metadata and pushed models are written.",
@@ -69,6 +75,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         data_root=data_root,
         output_root=os.path.abspath(args.output_root),
         schema_path=contract_path(args, data_root),
+        serving_data_root=os.path.abspath(args.serving_data_root) if args.serving_data_root else None,
         beam_workers=args.beam_workers or workers_for_data(data_root, args.data_pattern),
         **pipeline_config_kwargs(args),
     )

@@ -1,4 +1,5 @@
-"""Drift between this run's data and the data the last blessed model learned from.
+"""Drift between this run's data and the data the last blessed model learned from, and
+skew between the training data and the data the model is asked about at serving time.
 
 TFDV does the comparing, with the comparators the data contract sets per column
 (``drift_comparator`` in schema.pbtxt): L-infinity distance between the value shares of a
@@ -27,6 +28,8 @@ from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2, statistics_p
 STATISTICS_DIR = "statistics"
 STATS_FILE = "FeatureStats.pb"
 SPLIT_PREFIX = "Split-"
+# The contract's environments: the label's source is present in training data only.
+TRAINING, SERVING = "TRAINING", "SERVING"
 
 _Histogram = statistics_pb2.Histogram
 _MEASURES = {
@@ -55,9 +58,9 @@ class Drift:
         return f"{where}: {self.measure} {self.value:.4f} (contract allows {self.threshold:g})"
 
 
-def has_comparators(schema: schema_pb2.Schema) -> bool:
-    """True when the contract sets a drift threshold for at least one column."""
-    return any(feature.HasField("drift_comparator") for feature in schema.feature)
+def has_comparators(schema: schema_pb2.Schema, kind: str = "drift_comparator") -> bool:
+    """True when the contract sets a ``kind`` threshold (drift or skew) for at least one column."""
+    return any(feature.HasField(kind) for feature in schema.feature)
 
 
 def read_statistics_dir(uri: str) -> dict[str, statistics_pb2.DatasetFeatureStatisticsList]:
@@ -132,21 +135,55 @@ def on_common_buckets(
     return current, baseline
 
 
+def _found(anomalies: anomalies_pb2.Anomalies, split: str, field: str) -> list[Drift]:
+    found = [
+        Drift(split, ".".join(info.path.step), _MEASURES.get(m.type, "distance"), m.value, m.threshold)
+        for info in anomalies.drift_skew_info
+        for m in getattr(info, field)
+    ]
+    return sorted(found, key=lambda d: (d.feature, d.measure))
+
+
 def measure(
     current: statistics_pb2.DatasetFeatureStatisticsList,
     baseline: statistics_pb2.DatasetFeatureStatisticsList,
     schema: schema_pb2.Schema,
     split: str,
 ) -> tuple[list[Drift], anomalies_pb2.Anomalies]:
-    """Every comparator the contract sets, measured by TFDV between one split and the same
-    split of the baseline; also TFDV's anomalies proto, kept as the gate's output."""
+    """Every ``drift_comparator`` of the contract, measured by TFDV between one split and the
+    same split of the baseline; also TFDV's anomalies proto, kept as the gate's output."""
     import tensorflow_data_validation as tfdv
 
     current, baseline = on_common_buckets(current, baseline)
     anomalies = tfdv.validate_statistics(current, schema, previous_statistics=baseline)
-    drifts = [
-        Drift(split, ".".join(info.path.step), _MEASURES.get(m.type, "distance"), m.value, m.threshold)
-        for info in anomalies.drift_skew_info
-        for m in info.drift_measurements
-    ]
-    return sorted(drifts, key=lambda d: (d.feature, d.measure)), anomalies
+    return _found(anomalies, split, "drift_measurements"), anomalies
+
+
+def measure_skew(
+    training: statistics_pb2.DatasetFeatureStatisticsList,
+    serving: statistics_pb2.DatasetFeatureStatisticsList,
+    schema: schema_pb2.Schema,
+    label: str,
+) -> tuple[list[Drift], anomalies_pb2.Anomalies]:
+    """Every ``skew_comparator`` of the contract, measured by TFDV between the training data
+    and what the model was asked at serving time (the training data's buckets)."""
+    import tensorflow_data_validation as tfdv
+
+    serving, training = on_common_buckets(serving, training)
+    anomalies = tfdv.validate_statistics(training, schema, environment=TRAINING, serving_statistics=serving)
+    return _found(anomalies, label, "skew_measurements"), anomalies
+
+
+def check_serving_data(
+    serving: statistics_pb2.DatasetFeatureStatisticsList, schema: schema_pb2.Schema
+) -> anomalies_pb2.Anomalies:
+    """The serving data against the contract's SERVING environment (no label there)."""
+    import tensorflow_data_validation as tfdv
+
+    if SERVING not in schema.default_environment:
+        raise ValueError(
+            f"The data contract declares no {SERVING} environment, so the serving data cannot be checked "
+            f'against it: add default_environment: "{TRAINING}" and default_environment: "{SERVING}", and '
+            f'not_in_environment: "{SERVING}" to the label\'s source columns (data/schema.pbtxt shows how).'
+        )
+    return tfdv.validate_statistics(serving, schema, environment=SERVING)

@@ -1,9 +1,12 @@
-"""DriftGate: stops a run whose data drifted from the data of the last blessed model.
+"""DriftGate: stops a run whose data drifted from the data of the last blessed model, or
+from the data the model is asked about at serving time.
 
 Clean data can still be the wrong data: fares in cents, a payment type gone, a month of
-the wrong city. The data contract sets a drift threshold per column; this component
-measures each split against the same split of the statistics the last blessed model
-learned from (``components.drift``) and fails naming every column over its threshold,
+the wrong city. The data contract sets thresholds per column; this component measures each
+split against the same split of the statistics the last blessed model learned from
+(``drift_comparator``) and, given serving data, the training split against it
+(``skew_comparator``, after checking the serving data against the contract's SERVING
+environment), with ``components.drift``. It fails naming every column over its threshold,
 unless the run accepts the drift knowingly (``accept_drift``, recorded on its output).
 
 The baseline comes with the resolver's latest blessing (the Evaluator keeps the statistics
@@ -26,38 +29,59 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import io_utils
 
 from components import drift
+from components.anomaly_gate import DataAnomaliesError, describe_anomalies
 
 ANOMALIES_FILE = "SchemaDiff.pb"
-# On the output: JSON {"baseline": blessing URI or null, "accepted": bool, "drift": [...]}.
+# On the output: JSON {"baseline": blessing URI or null, "serving": serving statistics URI or
+# null, "accepted": bool, "drift": [...]}.
 DRIFT_PROPERTY = "drift_report"
+TRAINING_SPLIT = "train"
+# The split name of the serving data (ServingExampleGen's one input split).
+SERVING_SPLIT = "serving"
 
 
 class DataDriftError(RuntimeError):
-    """The data moved beyond the contract's drift thresholds; the message names each column."""
+    """The data moved beyond the contract's drift or skew thresholds; the message names each column."""
 
 
-def check_drift(
-    statistics: dict, baseline: dict, schema: schema_pb2.Schema, accept: bool, baseline_uri: str
-) -> tuple[list[drift.Drift], dict]:
-    """Measures each split against the baseline's same split; raises ``DataDriftError`` on a
-    breach unless ``accept``. Returns every measurement and TFDV's anomalies per split."""
+def measure_drift(statistics: dict, baseline: dict, schema: schema_pb2.Schema) -> tuple[list[drift.Drift], dict]:
+    """Each split against the baseline's same split: every measurement, TFDV's anomalies per split."""
     measured, anomalies = [], {}
     for split, current in sorted(statistics.items()):
         if split not in baseline:
             continue  # a split the blessed run did not have: nothing to compare with
         found, anomalies[split] = drift.measure(current, baseline[split], schema, split)
         measured += found
-    breaches = [d for d in measured if d.breached]
-    if breaches and not accept:
-        raise DataDriftError(
-            "The data drifted from the data of the last blessed model beyond the contract's thresholds, "
-            "so Transform and training did not run on it:\n  "
-            + "\n  ".join(d.line() for d in breaches)
-            + f"\nBaseline: the statistics kept with {baseline_uri}\nIf the data is wrong, fix it; if the "
-            "change is real, run again with --accept-drift (the run summary records it), or raise the "
-            "column's drift_comparator threshold in the data contract."
-        )
     return measured, anomalies
+
+
+def check_serving_data(serving: dict, schema: schema_pb2.Schema) -> None:
+    """Raises ``DataAnomaliesError`` when the serving data breaks the contract's SERVING
+    environment: it is not a sample of what the model is asked, so skew would mean nothing."""
+    found = {split: drift.check_serving_data(stats, schema) for split, stats in serving.items()}
+    if lines := describe_anomalies(found):
+        raise DataAnomaliesError(
+            "The serving data breaks the data contract's serving expectations, so it cannot be compared "
+            "with the training data:\n  " + "\n  ".join(lines) + "\nFix the serving data export, or the contract."
+        )
+
+
+def raise_on_breaches(measured: list[drift.Drift], baseline_uri: str | None, accept: bool) -> None:
+    """Raises ``DataDriftError`` naming every breach, unless ``accept``."""
+    if not (breaches := [d for d in measured if d.breached]) or accept:
+        return
+    against = []
+    if baseline_uri:
+        against.append(f"the statistics kept with {baseline_uri} (the last blessed model's data)")
+    if any(" vs " in d.split for d in breaches):
+        against.append("the serving data (--serving-data-root)")
+    raise DataDriftError(
+        "The data drifted beyond the data contract's thresholds, so Transform and training did not run on it:\n  "
+        + "\n  ".join(d.line() for d in breaches)
+        + f"\nCompared with: {'; '.join(against)}\nIf the data is wrong, fix it; if the change is real, run "
+        "again with --accept-drift (the run summary records it), or raise the column's threshold "
+        "(drift_comparator or skew_comparator) in the data contract."
+    )
 
 
 @component
@@ -66,15 +90,16 @@ def DriftGate(
     schema: InputArtifact[standard_artifacts.Schema],
     drift_report: OutputArtifact[standard_artifacts.ExampleAnomalies],
     baseline: InputArtifact[standard_artifacts.ModelBlessing] = None,
+    serving_statistics: InputArtifact[standard_artifacts.ExampleStatistics] = None,
     accept_drift: Parameter[bool] = False,
 ) -> None:
     """Fails when a column drifted beyond the contract's threshold from the last blessed
-    run's data, unless ``accept_drift``; records every distance it measured."""
+    run's data, or from the serving data, unless ``accept_drift``; records every distance."""
     contract = io_utils.parse_pbtxt_file(io_utils.get_only_uri_in_dir(schema.uri), schema_pb2.Schema())
     current = drift.read_statistics_dir(statistics.uri)
-    report = {"baseline": None, "accepted": False, "drift": []}
-    drift_report.split_names = artifact_utils.encode_split_names([])
     previous = drift.read_statistics_dir(os.path.join(baseline.uri, drift.STATISTICS_DIR)) if baseline else {}
+    serving = drift.read_statistics_dir(serving_statistics.uri) if serving_statistics else {}
+    measured, anomalies, compared_with = [], {}, None
     if not drift.has_comparators(contract):
         logging.info("Drift not checked: the data contract sets no drift_comparator thresholds.")
     elif not previous:
@@ -83,18 +108,28 @@ def DriftGate(
             "baseline once a model trained on it is blessed)."
         )
     else:
-        measured, anomalies = check_drift(current, previous, contract, accept_drift, baseline.uri)
-        report = {
-            "baseline": baseline.uri,
-            "accepted": bool(accept_drift and any(d.breached for d in measured)),
-            "drift": [dict(vars(d), breached=d.breached) for d in measured],
-        }
-        for split, proto in anomalies.items():
-            io_utils.write_bytes_file(
-                os.path.join(drift_report.uri, f"{drift.SPLIT_PREFIX}{split}", ANOMALIES_FILE),
-                proto.SerializeToString(),
-            )
-        drift_report.split_names = artifact_utils.encode_split_names(sorted(anomalies))
-        for d in measured:
-            logging.info("%s%s", "DRIFT ACCEPTED: " if d.breached else "within the contract: ", d.line())
+        measured, anomalies = measure_drift(current, previous, contract)
+        compared_with = baseline.uri
+    if serving:
+        check_serving_data(serving, contract)
+        if drift.has_comparators(contract, "skew_comparator"):
+            for split, stats in sorted(serving.items()):
+                found, anomalies[f"skew-{split}"] = drift.measure_skew(
+                    current[TRAINING_SPLIT], stats, contract, f"{TRAINING_SPLIT} vs {split}"
+                )
+                measured += found
+    raise_on_breaches(measured, compared_with, accept_drift)
+    report = {
+        "baseline": compared_with,
+        "serving": serving_statistics.uri if serving else None,
+        "accepted": bool(accept_drift and any(d.breached for d in measured)),
+        "drift": [dict(vars(d), breached=d.breached) for d in measured],
+    }
+    for split, proto in anomalies.items():
+        io_utils.write_bytes_file(
+            os.path.join(drift_report.uri, f"{drift.SPLIT_PREFIX}{split}", ANOMALIES_FILE), proto.SerializeToString()
+        )
+    drift_report.split_names = artifact_utils.encode_split_names(sorted(anomalies))
+    for d in measured:
+        logging.info("%s%s", "DRIFT ACCEPTED: " if d.breached else "within the contract: ", d.line())
     drift_report.set_string_custom_property(DRIFT_PROPERTY, json.dumps(report))

@@ -71,6 +71,10 @@ class PipelineConfig:
     schema_path: str | None = None
     # Train on data that drifted beyond the contract's thresholds (DriftGate records it).
     accept_drift: bool = False
+    # CSV files of what the model was asked at serving time (raw columns, no label; e.g. an
+    # export of the endpoint's request log), matched by data_pattern: DriftGate checks them
+    # against the contract's SERVING environment and measures the training data's skew.
+    serving_data_root: str | None = None
     # 1: Beam runs in-process (fastest on small data); >1: that many worker processes.
     beam_workers: int = 1
     # Transform's own statistics (TFX's default): pre-transform statistics of the train

@@ -30,7 +30,7 @@ from tfx.types.channel import Channel
 
 from components.anomaly_gate import AnomalyGate
 from components.csv_example_gen import CsvExampleGen
-from components.drift_gate import DriftGate
+from components.drift_gate import SERVING_SPLIT, DriftGate
 from components.evaluator import Evaluator
 from models import features, signatures
 from pipeline.config import EVALUATOR_MODULE, PREPROCESSING_FN, RUN_FN, PipelineConfig
@@ -121,6 +121,30 @@ def _pusher(config: PipelineConfig, **inputs):
     )
 
 
+def _serving_statistics(config: PipelineConfig) -> tuple[list, dict]:
+    """With serving data: its ExampleGen and StatisticsGen, and DriftGate's input for skew."""
+    if not config.serving_data_root:
+        return [], {}
+    serving_example_gen = CsvExampleGen(
+        input_base=config.serving_data_root,
+        input_config=example_gen_pb2.Input(
+            splits=[example_gen_pb2.Input.Split(name="single_split", pattern=config.data_pattern)]
+        ),
+        # One split holding every row (TFX's default would split them 2:1 into train/eval).
+        output_config=example_gen_pb2.Output(
+            split_config=example_gen_pb2.SplitConfig(
+                splits=[example_gen_pb2.SplitConfig.Split(name=SERVING_SPLIT, hash_buckets=1)]
+            )
+        ),
+    ).with_id("ServingExampleGen")
+    serving_statistics_gen = StatisticsGen(examples=serving_example_gen.outputs["examples"]).with_id(
+        "ServingStatisticsGen"
+    )
+    return [serving_example_gen, serving_statistics_gen], {
+        "serving_statistics": serving_statistics_gen.outputs["statistics"]
+    }
+
+
 def create_pipeline(
     config: PipelineConfig,
     metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
@@ -160,11 +184,13 @@ def create_pipeline(
         model=Channel(type=standard_artifacts.Model),
         model_blessing=Channel(type=standard_artifacts.ModelBlessing),
     ).with_id("latest_blessed_model_resolver")
+    serving_components, serving_inputs = _serving_statistics(config)
     drift_gate = DriftGate(
         statistics=statistics_gen.outputs["statistics"],
         schema=validated_schema,
         baseline=model_resolver.outputs["model_blessing"],
         accept_drift=config.accept_drift,
+        **serving_inputs,
     )
     transform = Transform(
         examples=example_gen.outputs["examples"],
@@ -208,6 +234,7 @@ def create_pipeline(
         example_validator,
         anomaly_gate,
         model_resolver,
+        *serving_components,
         drift_gate,
         transform,
         trainer,

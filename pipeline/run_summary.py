@@ -177,8 +177,13 @@ def summarize_run(
 
 
 def format_drift(drift: dict) -> str:
-    """One line: whether drift was checked, against what, and what was accepted."""
-    if not drift.get("baseline"):
+    """One line: whether drift and skew were checked, against what, and what was accepted."""
+    against = [
+        name
+        for key, name in (("baseline", "the last blessed model's data"), ("serving", "the serving data"))
+        if drift.get(key)
+    ]
+    if not against:
         return "Drift: not checked (no blessed model with kept statistics yet, or no thresholds in the contract)"
     breaches = [d for d in drift["drift"] if d["breached"]]
     if drift.get("accepted"):
@@ -187,10 +192,10 @@ def format_drift(drift: dict) -> str:
         )
         return f"Drift: ACCEPTED with --accept-drift: {shown}"
     if not drift["drift"]:
-        return "Drift: nothing to compare (no split in common with the baseline)"
+        return f"Drift: nothing to compare with {' and '.join(against)} (no split or threshold in common)"
     top = max(drift["drift"], key=lambda d: d["value"] / d["threshold"] if d["threshold"] else 0.0)
     return (
-        f"Drift: within the contract against the last blessed model's data (closest: [{top['split']}] "
+        f"Drift: within the contract against {' and '.join(against)} (closest: [{top['split']}] "
         f"{top['feature']} {top['measure']} {top['value']:.4f} of {top['threshold']:g})"
     )
 

@@ -85,6 +85,7 @@ def test_endpoint_deployment_swaps_in_the_vertex_pusher(tmp_path):
     [
         (["--output-root", "/tmp/x", "--data-root", "gs://b/d", "--image", "i"], "--output-root"),
         (["--output-root", "gs://b/o", "--data-root", "data/", "--image", "i"], "--data-root"),
+        ([*cloud.CLOUD_ARGS, "--serving-data-root", "requests/"], "--serving-data-root"),
         ([*cloud.CLOUD_ARGS, "--pipeline-name", "Taxi_Pipeline"], "--pipeline-name"),
         ([*cloud.CLOUD_ARGS, "--submit", "--region", cloud.REGION], "--project"),
         ([*cloud.CLOUD_ARGS, "--submit", "--project", cloud.PROJECT], "--region"),

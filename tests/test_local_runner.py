@@ -82,6 +82,12 @@ def test_transform_statistics_are_off_unless_asked():
     assert local_runner.config_from_args(local_runner.parse_args(["--transform-statistics"])).transform_statistics
 
 
+def test_serving_data_is_optional_and_taken_as_an_absolute_path():
+    assert local_runner.config_from_args(local_runner.parse_args([])).serving_data_root is None
+    config = local_runner.config_from_args(local_runner.parse_args(["--serving-data-root", "requests"]))
+    assert config.serving_data_root == os.path.abspath("requests")
+
+
 def test_negative_beam_workers_are_refused(capsys):
     assert local_runner.main(["--beam-workers", "-1"]) == 2
     assert "--beam-workers must be 0" in capsys.readouterr().err
@@ -119,7 +125,12 @@ def test_second_run_reuses_cached_results_and_compares_with_the_baseline(cached_
     assert all(states[node] == "cached" for node in UPSTREAM_OF_EVALUATOR if node != "DriftGate"), states
     # DriftGate's baseline is new (the first run's blessing), so it ran again; Transform,
     # which only waits for it, did not (components/drift_gate.py).
-    assert states["DriftGate"] == "complete" and second.drift == {"baseline": None, "accepted": False, "drift": []}
+    assert states["DriftGate"] == "complete" and second.drift == {
+        "baseline": None,
+        "serving": None,
+        "accepted": False,
+        "drift": [],
+    }
     # The Evaluator's inputs changed (there is now a blessed baseline), so it ran again; the
     # baseline is the reused model itself, which the first run already evaluated on the same
     # examples with the same configuration: that evaluation is copied (components/evaluator.py).

@@ -111,3 +111,35 @@ def test_statistics_are_read_per_split(statistics):
     found = drift.read_statistics_dir(statistics[0].uri)
     assert set(found) == {"train", "eval"}
     assert all(s.datasets[0].num_examples > 0 for s in found.values())
+
+
+def _serving_contract() -> schema_pb2.Schema:
+    schema = _contract()
+    schema.default_environment.extend([drift.TRAINING, drift.SERVING])
+    for feature in schema.feature:
+        feature.skew_comparator.CopyFrom(feature.drift_comparator)
+    label = schema.feature.add(name="tips", type=schema_pb2.FLOAT)
+    label.not_in_environment.append(drift.SERVING)
+    return schema
+
+
+def test_skew_compares_training_data_with_what_serving_was_asked():
+    rng = np.random.default_rng(5)
+    training = _frame(rng, 4000, 60.0)
+    training["tips"] = rng.random(4000)
+    same, shifted = _frame(rng, 2000, 60.0), _frame(rng, 2000, 60.0, red=0.9)
+    schema = _serving_contract()
+    measured, _ = drift.measure_skew(_stats(training), _stats(same), schema, "train vs serving")
+    assert {d.feature for d in measured} == {"miles", "colour"} and not any(d.breached for d in measured)
+    measured, anomalies = drift.measure_skew(_stats(training), _stats(shifted), schema, "train vs serving")
+    (colour,) = [d for d in measured if d.breached]
+    assert colour.feature == "colour" and colour.line().startswith("[train vs serving] feature 'colour': L-infinity")
+    assert "colour" in anomalies.anomaly_info
+
+
+def test_serving_data_is_checked_against_the_serving_environment():
+    rng = np.random.default_rng(6)
+    serving = _stats(_frame(rng, 500, 60.0))  # no tips: as expected at serving time
+    assert not drift.check_serving_data(serving, _serving_contract()).anomaly_info
+    with pytest.raises(ValueError, match='declares no SERVING environment.*default_environment: "SERVING"'):
+        drift.check_serving_data(serving, _contract())

@@ -4,6 +4,7 @@ drift is accepted, which the gate records."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import os
@@ -12,6 +13,7 @@ import shutil
 import pytest
 from tfx.types import standard_artifacts
 
+from components.anomaly_gate import DataAnomaliesError
 from components.drift_gate import ANOMALIES_FILE, DRIFT_PROPERTY, DataDriftError
 from pipeline.config import CONTRACT_FILE, DEFAULT_DATA_ROOT
 from pipeline.pipeline import create_pipeline
@@ -35,7 +37,7 @@ def _statistics_of(small_config, root: str, data_dir) -> list:
 
 
 def _sample(tmp_path_factory, name: str, edit) -> object:
-    return write_sample(tmp_path_factory.mktemp(name), SAMPLE_ROWS, every=EMBEDDED_ROWS // SAMPLE_ROWS, edit=edit)
+    return _sample_rows(tmp_path_factory.mktemp(name), edit)
 
 
 @pytest.fixture(scope="module")
@@ -53,12 +55,36 @@ def drifted(small_config, root, tmp_path_factory) -> list:
     return _statistics_of(small_config, os.path.join(root, "drifted"), _sample(tmp_path_factory, "drifted", edit))
 
 
-def _gate(pipe, root: str, statistics, contract, baseline=None, accept: bool = False) -> dict:
+def _gate(pipe, root: str, statistics, contract, baseline=None, accept: bool = False, serving=None) -> dict:
     gate = node(create_pipeline(dataclasses.replace(pipe, accept_drift=accept)), "DriftGate")
     inputs = {"statistics": statistics, "schema": contract}
     if baseline is not None:
         inputs["baseline"] = baseline
+    if serving is not None:
+        inputs["serving_statistics"] = serving
     return run_component(gate, inputs, root)
+
+
+def _serving_statistics(small_config, root: str, target, drop: tuple[str, ...] = ("tips",), edit=None) -> list:
+    """Serving requests: the sample's rows without the label's source (and ``drop``), as an
+    export of the endpoint's request log would hold them, through the pipeline's own
+    ServingExampleGen and ServingStatisticsGen."""
+    rows_dir = _sample_rows(target / "rows", edit)
+    with open(rows_dir / "data.csv", newline="") as source:
+        rows = list(csv.DictReader(source))
+    columns = [c for c in rows[0] if c not in drop]
+    (target / "serving").mkdir(parents=True)
+    with open(target / "serving" / "requests.csv", "w", newline="") as sink:
+        writer = csv.DictWriter(sink, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    pipe = create_pipeline(dataclasses.replace(small_config, serving_data_root=str(target / "serving")))
+    examples = run_component(node(pipe, "ServingExampleGen"), {}, root)["examples"]
+    return run_component(node(pipe, "ServingStatisticsGen"), {"examples": examples}, root)["statistics"]
+
+
+def _sample_rows(target, edit=None):
+    return write_sample(target, SAMPLE_ROWS, every=EMBEDDED_ROWS // SAMPLE_ROWS, edit=edit)
 
 
 def _report(outputs) -> dict:
@@ -67,7 +93,7 @@ def _report(outputs) -> dict:
 
 def test_the_first_run_has_no_baseline_and_passes(small_config, root, statistics, contract):
     report = _report(_gate(small_config, os.path.join(root, "gate_first"), statistics, contract))
-    assert report == {"baseline": None, "accepted": False, "drift": []}
+    assert report == {"baseline": None, "serving": None, "accepted": False, "drift": []}
 
 
 def test_the_same_data_as_the_blessed_run_passes_with_every_distance_recorded(
@@ -124,4 +150,43 @@ def test_an_inferred_schema_has_no_thresholds_and_checks_nothing(small_config, r
     report = _report(
         _gate(small_config, os.path.join(root, "gate_inferred"), statistics, schema, evaluator["blessing"])
     )
-    assert report == {"baseline": None, "accepted": False, "drift": []}
+    assert report == {"baseline": None, "serving": None, "accepted": False, "drift": []}
+
+
+def test_serving_data_like_the_training_data_has_no_skew(small_config, root, statistics, contract, tmp_path_factory):
+    serving = _serving_statistics(small_config, os.path.join(root, "serving_same"), tmp_path_factory.mktemp("same"))
+    report = _report(
+        _gate(small_config, os.path.join(root, "gate_serving_same"), statistics, contract, serving=serving)
+    )
+    assert report["serving"] == serving[0].uri and report["baseline"] is None
+    assert {d["split"] for d in report["drift"]} == {"train vs serving"}
+    assert "payment_type" in {d["feature"] for d in report["drift"]}
+    assert "tips" not in {d["feature"] for d in report["drift"]}  # not asked at serving time
+    assert not any(d["breached"] for d in report["drift"]), report
+
+
+def test_skewed_serving_data_stops_the_run_naming_columns(small_config, root, statistics, contract, tmp_path_factory):
+    def all_cash(row, i):
+        return {**row, "payment_type": "Cash"}
+
+    serving = _serving_statistics(
+        small_config, os.path.join(root, "serving_cash"), tmp_path_factory.mktemp("cash"), edit=all_cash
+    )
+    with pytest.raises(DataDriftError) as raised:
+        _gate(small_config, os.path.join(root, "gate_serving_cash"), statistics, contract, serving=serving)
+    message = str(raised.value)
+    assert "[train vs serving] feature 'payment_type': L-infinity distance " in message
+    assert "the serving data (--serving-data-root)" in message and "fare" not in message
+
+
+def test_serving_data_missing_a_required_column_breaks_the_contract(
+    small_config, root, statistics, contract, tmp_path_factory
+):
+    target = tmp_path_factory.mktemp("no_miles")
+    serving = _serving_statistics(
+        small_config, os.path.join(root, "serving_no_miles"), target, drop=("tips", "trip_miles")
+    )
+    with pytest.raises(DataAnomaliesError) as raised:
+        _gate(small_config, os.path.join(root, "gate_serving_no_miles"), statistics, contract, serving=serving)
+    assert "serving data breaks the data contract's serving expectations" in str(raised.value)
+    assert "[serving] feature 'trip_miles': Column dropped" in str(raised.value)

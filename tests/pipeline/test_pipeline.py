@@ -63,6 +63,19 @@ def test_transform_waits_for_the_drift_gate_without_taking_its_output(pipe):
     assert all(channel.producer_component_id != "DriftGate" for channel in ids["Transform"].inputs.values())
 
 
+def test_serving_data_gets_its_own_example_gen_and_statistics_for_the_skew_check(pipe):
+    assert not {"ServingExampleGen", "ServingStatisticsGen"} & set(_ids(pipe))
+    ids = _ids(create_pipeline(PipelineConfig(serving_data_root="/srv/requests")))
+    assert ids["ServingExampleGen"].exec_properties["input_base"] == "/srv/requests"
+    output = json.loads(ids["ServingExampleGen"].exec_properties["output_config"])
+    assert [split["name"] for split in output["split_config"]["splits"]] == ["serving"]
+    assert _upstream(ids["ServingStatisticsGen"]) == {"ServingExampleGen"}
+    assert ids["DriftGate"].inputs["serving_statistics"].producer_component_id == "ServingStatisticsGen"
+    # Serving data never reaches Transform, training or evaluation.
+    downstream = {n.id for n in ids["ServingStatisticsGen"].downstream_nodes}
+    assert downstream == {"DriftGate"} and _upstream(ids["ServingExampleGen"]) == set()
+
+
 def test_drift_is_accepted_only_when_asked(pipe):
     assert _ids(pipe)["DriftGate"].exec_properties["accept_drift"] is False
     accepting = create_pipeline(PipelineConfig(accept_drift=True))

@@ -219,6 +219,17 @@ def test_accepted_drift_is_said_with_each_breach():
 
 
 def test_drift_without_a_baseline_says_it_was_not_checked():
-    text = format_summary(_summary(drift={"baseline": None, "accepted": False, "drift": []}))
+    text = format_summary(_summary(drift={"baseline": None, "serving": None, "accepted": False, "drift": []}))
     assert "Drift: not checked" in text
     assert "Drift" not in format_summary(_summary())
+
+
+def test_skew_against_serving_data_is_said():
+    drift = {
+        "baseline": None,
+        "serving": "/s/2",
+        "accepted": False,
+        "drift": [_measured("company", 0.02, 0.1, "train vs serving")],
+    }
+    text = format_summary(_summary(drift=drift))
+    assert "Drift: within the contract against the serving data (closest: [train vs serving] company" in text
