@@ -2,7 +2,8 @@
 
 TFX's ExampleValidator records anomalies but never stops a run, so bad data would flow
 into Transform and training. This component passes the schema through only when the
-anomalies are empty and the label can be learned from (its source columns present, each
+anomalies are empty, no column misses more values than the contract tolerates
+(``MISSING_TAG``), and the label can be learned from (its source columns present, each
 class at least ``MIN_LABEL_CLASS_FRACTION`` of every split: a label with one class trains
 a model that only looks fine). Transform and Trainer read the schema from it, so on every
 orchestrator they run only after the data was found clean (a data dependency, which
@@ -12,7 +13,7 @@ keeps the lineage in ML Metadata, rather than a bare ordering edge).
 # No `from __future__ import annotations`: TFX reads the component's type hints at runtime.
 import os
 
-from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2
+from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2, statistics_pb2
 from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact
 from tfx.dsl.component.experimental.decorators import component
 from tfx.types import artifact_utils, standard_artifacts
@@ -20,6 +21,10 @@ from tfx.utils import io_utils
 
 ANOMALIES_FILE = "SchemaDiff.pb"
 SCHEMA_FILE = "schema.pbtxt"
+# A column's missing-value tolerance in the contract: `annotation { tag: "max_missing_fraction=0.3" }`.
+# TFDV's schema has no field for it: an empty CSV cell is a feature present with no value, so
+# `presence` never sees it, and `value_count` or `shape` can only forbid it outright.
+MISSING_TAG = "max_missing_fraction="
 
 
 class DataAnomaliesError(RuntimeError):
@@ -51,6 +56,45 @@ def describe_anomalies(anomalies_by_split: dict[str, anomalies_pb2.Anomalies]) -
     return lines
 
 
+def missing_tolerances(schema: schema_pb2.Schema) -> dict[str, float]:
+    """Column -> the largest share of rows the contract lets go without a value."""
+    found = {}
+    for feature in schema.feature:
+        for tag in feature.annotation.tag:
+            if tag.startswith(MISSING_TAG):
+                try:
+                    found[feature.name] = float(tag[len(MISSING_TAG) :])
+                except ValueError:
+                    raise ValueError(
+                        f"The data contract's tag {tag!r} on '{feature.name}' needs a number: {MISSING_TAG}0.3"
+                    ) from None
+    return found
+
+
+def describe_missing(
+    statistics_by_split: dict[str, statistics_pb2.DatasetFeatureStatisticsList], schema: schema_pb2.Schema
+) -> list[str]:
+    """One line per split and column with more rows without a value than the contract allows."""
+    tolerances = missing_tolerances(schema)
+    lines = []
+    for split, statistics in sorted(statistics_by_split.items()):
+        dataset = statistics.datasets[0]
+        for feature in dataset.features:
+            name = ".".join(feature.path.step) or feature.name
+            if name not in tolerances or not dataset.num_examples:
+                continue
+            kind = feature.WhichOneof("stats")
+            common = getattr(feature, kind).common_stats if kind else None
+            # CSV columns hold one value or none per row: rows without one = rows - values.
+            missing = 1.0 - (common.tot_num_values if common else 0) / dataset.num_examples
+            if missing > tolerances[name]:
+                lines.append(
+                    f"[{split}] feature '{name}': {missing:.1%} of rows have no value; the contract allows "
+                    f"{tolerances[name]:.0%} ({MISSING_TAG}{tolerances[name]:g})"
+                )
+    return lines
+
+
 def label_counts(examples: standard_artifacts.Examples, schema: schema_pb2.Schema) -> dict[str, tuple[int, int]]:
     """Per split: (rows labelled 1, rows), the label computed as ``preprocessing_fn`` computes
     it, from the label's source columns only."""
@@ -73,12 +117,11 @@ def label_counts(examples: standard_artifacts.Examples, schema: schema_pb2.Schem
     return counts
 
 
-def describe_label(examples: standard_artifacts.Examples, schema_file: str) -> list[str]:
+def describe_label(examples: standard_artifacts.Examples, schema: schema_pb2.Schema) -> list[str]:
     """One line per split whose label cannot be learned from: a source column missing, or a
     class under ``MIN_LABEL_CLASS_FRACTION`` of the rows."""
     from models import features
 
-    schema = io_utils.parse_pbtxt_file(schema_file, schema_pb2.Schema())
     known = {f.name for f in schema.feature}
     rule = f"label '{features.LABEL_KEY}' (tips > {features.BIG_TIPPER_FRACTION:.0%} of the fare)"
     if missing := [key for key in (features.TIPS, features.FARE) if key not in known]:
@@ -96,14 +139,22 @@ def describe_label(examples: standard_artifacts.Examples, schema_file: str) -> l
 
 
 def check_data(
-    anomalies: standard_artifacts.ExampleAnomalies, examples: standard_artifacts.Examples, schema_file: str
+    anomalies: standard_artifacts.ExampleAnomalies,
+    examples: standard_artifacts.Examples,
+    schema_file: str,
+    statistics: standard_artifacts.ExampleStatistics,
 ) -> None:
-    """Raises ``DataAnomaliesError`` naming every anomaly and a label that cannot be
-    learned, or returns when the data is clean."""
-    lines = describe_anomalies(read_anomalies(anomalies))
+    """Raises ``DataAnomaliesError`` naming every anomaly, column missing too many values and
+    a label that cannot be learned, or returns when the data is clean."""
+    from components.drift import read_statistics_dir
+
+    schema = io_utils.parse_pbtxt_file(schema_file, schema_pb2.Schema())
+    lines = describe_anomalies(read_anomalies(anomalies)) + describe_missing(
+        read_statistics_dir(statistics.uri), schema
+    )
     # The label's source is read with the schema's types: only once the data matches them.
     if not lines:
-        lines = describe_label(examples, schema_file)
+        lines = describe_label(examples, schema)
     if lines:
         raise DataAnomaliesError(
             "The data breaks its contract, so Transform and training did not run on it:\n  "
@@ -118,10 +169,11 @@ def AnomalyGate(
     anomalies: InputArtifact[standard_artifacts.ExampleAnomalies],
     schema: InputArtifact[standard_artifacts.Schema],
     examples: InputArtifact[standard_artifacts.Examples],
+    statistics: InputArtifact[standard_artifacts.ExampleStatistics],
     validated_schema: OutputArtifact[standard_artifacts.Schema],
 ) -> None:
-    """Fails when the data has anomalies or a label with nothing to learn; otherwise passes
-    the schema on."""
+    """Fails when the data has anomalies, columns missing more values than the contract
+    allows, or a label with nothing to learn; otherwise passes the schema on."""
     source = io_utils.get_only_uri_in_dir(schema.uri)
-    check_data(anomalies, examples, source)
+    check_data(anomalies, examples, source, statistics)
     io_utils.copy_file(source, os.path.join(validated_schema.uri, SCHEMA_FILE), overwrite=True)

@@ -6,8 +6,8 @@ The pipeline validates every run's data against a curated schema (``data/schema.
 for the embedded data: see its comments). Inferring one at each run would only catch what
 differs from the very data it was inferred from. This drafts one from the data as it is
 now, computed on the rows as CsvExampleGen encodes them: TFDV's inferred types, required
-columns (``shape``) and string domains, plus the observed range of every number and generic
-drift thresholds. A person
+columns (``shape``) and string domains, plus the observed range of every number, a missing-value
+tolerance for the optional columns and generic drift thresholds. A person
 then turns observed ranges into physical ones, opens string domains that will grow, and
 saves it as ``schema.pbtxt`` beside the data.
 """
@@ -22,6 +22,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
+from components.anomaly_gate import MISSING_TAG
 from pipeline.config import CONTRACT_FILE, DEFAULT_DATA_ROOT
 
 MIN_VALUES_FOR_RANGE = 10
@@ -68,8 +69,14 @@ def draft(data_root: str, data_pattern: str = "*.csv"):
         raise FileNotFoundError(f"No file matches {data_pattern} in {data_root}")
     statistics = csv_statistics(files)
     schema = tfdv.infer_schema(statistics)
+    rows = statistics.datasets[0].num_examples
     for feature in statistics.datasets[0].features:
         target = tfdv.get_feature(schema, feature.path.step[0])
+        common = getattr(feature, feature.WhichOneof("stats")).common_stats
+        if not target.HasField("shape") and rows:
+            # Half as much again as the share seen, plus a point: a starting tolerance.
+            missing = 1.0 - common.tot_num_values / rows
+            target.annotation.tag.append(f"{MISSING_TAG}{min(1.0, round(missing * 1.5 + 0.01, 2)):g}")
         if feature.HasField("string_stats"):
             target.drift_comparator.infinity_norm.threshold = DRAFT_TEXT_DRIFT
         # Too few values to suggest a range (a column that is nearly always empty).

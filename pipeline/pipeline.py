@@ -177,6 +177,7 @@ def create_pipeline(
         anomalies=example_validator.outputs["anomalies"],
         schema=schema_gen.outputs["schema"],
         examples=example_gen.outputs["examples"],
+        statistics=statistics_gen.outputs["statistics"],
     )
     validated_schema = anomaly_gate.outputs["validated_schema"]
     model_resolver = Resolver(

@@ -72,9 +72,11 @@ def anomalies(pipe, root, statistics, schema):
 
 
 @pytest.fixture(scope="session")
-def validated_schema(pipe, root, anomalies, schema, examples):
+def validated_schema(pipe, root, anomalies, schema, examples, statistics):
     return run_component(
-        node(pipe, "AnomalyGate"), {"anomalies": anomalies, "schema": schema, "examples": examples}, root
+        node(pipe, "AnomalyGate"),
+        {"anomalies": anomalies, "schema": schema, "examples": examples, "statistics": statistics},
+        root,
     )["validated_schema"]
 
 

@@ -15,6 +15,7 @@ from components.anomaly_gate import (
     describe_anomalies,
     describe_label,
     label_counts,
+    missing_tolerances,
     read_anomalies,
 )
 from pipeline.pipeline import create_pipeline
@@ -41,6 +42,16 @@ def test_each_anomaly_is_one_line_with_split_feature_and_reason():
     ]
 
 
+def test_a_missing_value_tolerance_must_be_a_number():
+    schema = schema_pb2.Schema()
+    schema.feature.add(name="company").annotation.tag.append("max_missing_fraction=half")
+    schema.feature.add(name="fare").annotation.tag.append("max_missing_fraction=0.25")
+    with pytest.raises(ValueError, match="tag 'max_missing_fraction=half' on 'company' needs a number"):
+        missing_tolerances(schema)
+    del schema.feature[0]
+    assert missing_tolerances(schema) == {"fare": 0.25}
+
+
 def test_clean_data_has_no_anomalies_and_passes_the_gate(anomalies, validated_schema, schema):
     assert describe_anomalies(read_anomalies(anomalies[0])) == []
     assert _schema_proto(validated_schema) == _schema_proto(schema)
@@ -65,6 +76,7 @@ def planted_anomalies(small_config, root, schema, tmp_path_factory):
         bad,
         bad_root,
         bad_examples,
+        bad_stats,
     )
 
 
@@ -75,10 +87,12 @@ def test_validator_flags_a_planted_anomaly(planted_anomalies):
 
 
 def test_gate_stops_on_anomalies_naming_feature_and_fix(planted_anomalies, schema):
-    anomalies, bad, bad_root, bad_examples = planted_anomalies
+    anomalies, bad, bad_root, bad_examples, bad_stats = planted_anomalies
     with pytest.raises(DataAnomaliesError) as raised:
         run_component(
-            node(bad, "AnomalyGate"), {"anomalies": anomalies, "schema": schema, "examples": bad_examples}, bad_root
+            node(bad, "AnomalyGate"),
+            {"anomalies": anomalies, "schema": schema, "examples": bad_examples, "statistics": bad_stats},
+            bad_root,
         )
     message = str(raised.value)
     assert "feature 'payment_type'" in message and "Transform and training did not run" in message
@@ -102,14 +116,14 @@ def _gate_lines(small_config, tmp_path, edit=None, drop=None) -> list[str]:
     examples = run_component(node(pipe, "CsvExampleGen"), {}, out)["examples"]
     statistics = run_component(node(pipe, "StatisticsGen"), {"examples": examples}, out)["statistics"]
     schema = run_component(node(pipe, "SchemaGen"), {"statistics": statistics}, out)["schema"]
-    return describe_label(examples[0], io_utils.get_only_uri_in_dir(schema[0].uri))
+    return describe_label(examples[0], _schema_proto(schema))
 
 
 def test_the_label_of_clean_data_has_both_classes(examples, schema):
     counts = label_counts(examples[0], _schema_proto(schema))
     assert set(counts) == {"train", "eval"}
     assert all(0 < positives < rows for positives, rows in counts.values())
-    assert describe_label(examples[0], io_utils.get_only_uri_in_dir(schema[0].uri)) == []
+    assert describe_label(examples[0], _schema_proto(schema)) == []
 
 
 def test_a_label_with_one_class_is_named_with_what_to_check(small_config, tmp_path):

@@ -10,7 +10,7 @@ import pytest
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from components.anomaly_gate import describe_anomalies
+from components.anomaly_gate import MISSING_TAG, describe_anomalies, describe_missing
 from pipeline import contract
 from pipeline.config import CONTRACT_FILE, DEFAULT_DATA_ROOT
 from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
@@ -26,7 +26,8 @@ def shipped() -> schema_pb2.Schema:
 def _lines(data_dir, schema) -> list[str]:
     """What AnomalyGate would print for this data against ``schema``."""
     statistics = contract.csv_statistics([str(data_dir / "data.csv")])
-    return describe_anomalies({"train": tfdv.validate_statistics(statistics, schema)})
+    anomalies = describe_anomalies({"train": tfdv.validate_statistics(statistics, schema)})
+    return anomalies + describe_missing({"train": statistics}, schema)
 
 
 def _planted(tmp_path, edit, drop: str | None = None, add: str | None = None):
@@ -46,6 +47,7 @@ def _planted(tmp_path, edit, drop: str | None = None, add: str | None = None):
 def test_the_embedded_data_meets_its_contract(shipped):
     statistics = contract.csv_statistics([os.path.join(DEFAULT_DATA_ROOT, "taxi.csv")])
     assert describe_anomalies({"all": tfdv.validate_statistics(statistics, shipped)}) == []
+    assert describe_missing({"all": statistics}, shipped) == []
 
 
 def test_the_contract_requires_what_the_model_relies_on(shipped):
@@ -88,9 +90,21 @@ def test_nan_and_infinity_in_a_number_column_break_it(tmp_path, shipped, cell, r
     assert len(lines) == 1 and "feature 'trip_miles'" in lines[0] and reason in lines[0], lines
 
 
+def test_a_column_missing_more_values_than_it_tolerates_breaks_it(tmp_path, shipped):
+    def empty_companies(row, i):
+        return {**row, "company": ""} if i % 5 else row  # 80% empty; the contract allows 50%
+
+    (line,) = _lines(_planted(tmp_path, empty_companies), shipped)
+    assert line.startswith("[train] feature 'company': ")
+    assert "of rows have no value; the contract allows 50% (max_missing_fraction=0.5)" in line
+    share = float(line.split(": ")[1].split("%")[0])
+    assert 80.0 <= share <= 90.0  # 80% emptied, plus the sample's own empty cells
+
+
 def test_too_few_rows_break_it(tmp_path, shipped):
     few = write_sample(tmp_path / "few", 20, every=EMBEDDED_ROWS // 20)
-    (line,) = _lines(few, shipped)
+    # (20 rows also miss values more often than the contract tolerates: lines of their own.)
+    (line,) = [line for line in _lines(few, shipped) if "whole dataset" in line]
     assert "whole dataset" in line and "has 20 examples, which is fewer than expected" in line
 
 
@@ -104,6 +118,9 @@ def test_a_draft_for_new_data_has_types_required_columns_and_observed_ranges(tmp
     assert tfdv.get_feature(draft, "fare").HasField("shape")
     assert not tfdv.get_feature(draft, "company").HasField("shape")
     assert tfdv.get_feature(draft, "company").drift_comparator.infinity_norm.threshold == contract.DRAFT_TEXT_DRIFT
+    company_tags = list(tfdv.get_feature(draft, "company").annotation.tag)
+    assert len(company_tags) == 1 and company_tags[0].startswith(MISSING_TAG)
+    assert not tfdv.get_feature(draft, "fare").annotation.tag  # required: no tolerance needed
     fare_drift = tfdv.get_feature(draft, "fare").drift_comparator.jensen_shannon_divergence.threshold
     assert fare_drift == contract.DRAFT_NUMBER_DRIFT
     assert _lines(sample_dir, draft) == []  # the data it was drafted from meets it
