@@ -4,7 +4,7 @@ TFX's ExampleValidator records anomalies but never stops a run, so bad data woul
 into Transform and training. This component passes the schema through only when the
 anomalies are empty, no column misses more values than the contract tolerates
 (``MISSING_TAG``), and the label can be learned from (its source columns present, each
-class at least ``MIN_LABEL_CLASS_FRACTION`` of every split: a label with one class trains
+class at least the contract's ``min_label_class_fraction`` of every split: a label with one class trains
 a model that only looks fine). Transform and Trainer read the schema from it, so on every
 orchestrator they run only after the data was found clean (a data dependency, which
 keeps the lineage in ML Metadata, rather than a bare ordering edge).
@@ -25,6 +25,8 @@ SCHEMA_FILE = "schema.pbtxt"
 # TFDV's schema has no field for it: an empty CSV cell is a feature present with no value, so
 # `presence` never sees it, and `value_count` or `shape` can only forbid it outright.
 MISSING_TAG = "max_missing_fraction="
+# The label's minimum class share, schema-level: `annotation { tag: "min_label_class_fraction=0.01" }`.
+LABEL_BALANCE_TAG = "min_label_class_fraction="
 
 
 class DataAnomaliesError(RuntimeError):
@@ -56,19 +58,32 @@ def describe_anomalies(anomalies_by_split: dict[str, anomalies_pb2.Anomalies]) -
     return lines
 
 
+def _tagged(annotation: schema_pb2.Annotation, prefix: str, where: str) -> float | None:
+    """The number of the contract's ``prefix<number>`` tag in ``annotation``, if there is one."""
+    for tag in annotation.tag:
+        if tag.startswith(prefix):
+            try:
+                return float(tag[len(prefix) :])
+            except ValueError:
+                raise ValueError(f"The data contract's tag {tag!r} on {where} needs a number: {prefix}0.3") from None
+    return None
+
+
 def missing_tolerances(schema: schema_pb2.Schema) -> dict[str, float]:
     """Column -> the largest share of rows the contract lets go without a value."""
     found = {}
     for feature in schema.feature:
-        for tag in feature.annotation.tag:
-            if tag.startswith(MISSING_TAG):
-                try:
-                    found[feature.name] = float(tag[len(MISSING_TAG) :])
-                except ValueError:
-                    raise ValueError(
-                        f"The data contract's tag {tag!r} on '{feature.name}' needs a number: {MISSING_TAG}0.3"
-                    ) from None
+        if (tolerance := _tagged(feature.annotation, MISSING_TAG, f"'{feature.name}'")) is not None:
+            found[feature.name] = tolerance
     return found
+
+
+def min_label_class_fraction(schema: schema_pb2.Schema) -> float:
+    """The contract's minimum share of each label class, else ``features.MIN_LABEL_CLASS_FRACTION``."""
+    from models import features
+
+    found = _tagged(schema.annotation, LABEL_BALANCE_TAG, "the schema")
+    return features.MIN_LABEL_CLASS_FRACTION if found is None else found
 
 
 def describe_missing(
@@ -119,9 +134,10 @@ def label_counts(examples: standard_artifacts.Examples, schema: schema_pb2.Schem
 
 def describe_label(examples: standard_artifacts.Examples, schema: schema_pb2.Schema) -> list[str]:
     """One line per split whose label cannot be learned from: a source column missing, or a
-    class under ``MIN_LABEL_CLASS_FRACTION`` of the rows."""
+    class under the contract's minimum share of the rows (``min_label_class_fraction``)."""
     from models import features
 
+    least = min_label_class_fraction(schema)
     known = {f.name for f in schema.feature}
     rule = f"label '{features.LABEL_KEY}' (tips > {features.BIG_TIPPER_FRACTION:.0%} of the fare)"
     if missing := [key for key in (features.TIPS, features.FARE) if key not in known]:
@@ -129,10 +145,10 @@ def describe_label(examples: standard_artifacts.Examples, schema: schema_pb2.Sch
     lines = []
     for split, (positives, rows) in sorted(label_counts(examples, schema).items()):
         smaller = min(positives, rows - positives)
-        if rows and smaller / rows < features.MIN_LABEL_CLASS_FRACTION:
+        if rows and smaller / rows < least:
             lines.append(
                 f"[{split}] {rule}: {positives} of {rows} rows are 1 ({positives / rows:.1%}); each class needs "
-                f"at least {features.MIN_LABEL_CLASS_FRACTION:.0%} of a split to learn from. Check the tips and "
+                f"at least {least:.0%} of a split to learn from ({LABEL_BALANCE_TAG}{least:g}). Check the tips and "
                 "fare columns (all tips 0, or tips in another unit?)"
             )
     return lines

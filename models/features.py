@@ -43,8 +43,9 @@ TIPS = "tips"
 FARE = "fare"
 BIG_TIPPER_FRACTION = 0.2
 LABEL_KEY = "big_tipper"
-# Part of the data contract: each class of the label must be at least this share of every
-# split, or there is nothing to learn (AnomalyGate checks it before Transform).
+# Each class of the label must be at least this share of every split, or there is nothing to
+# learn (AnomalyGate checks it before Transform); a contract may set its own with a
+# schema-level `annotation { tag: "min_label_class_fraction=0.05" }`.
 MIN_LABEL_CLASS_FRACTION = 0.01
 
 # Missing string values become this token, so the vocabulary has an explicit entry.

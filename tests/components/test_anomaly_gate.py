@@ -15,9 +15,12 @@ from components.anomaly_gate import (
     describe_anomalies,
     describe_label,
     label_counts,
+    min_label_class_fraction,
     missing_tolerances,
     read_anomalies,
 )
+from models.features import MIN_LABEL_CLASS_FRACTION
+from pipeline.config import CONTRACT_FILE, DEFAULT_DATA_ROOT
 from pipeline.pipeline import create_pipeline
 from tests.support.harness import node, run_component
 from tests.support.sample_data import write_sample
@@ -124,6 +127,18 @@ def test_the_label_of_clean_data_has_both_classes(examples, schema):
     assert set(counts) == {"train", "eval"}
     assert all(0 < positives < rows for positives, rows in counts.values())
     assert describe_label(examples[0], _schema_proto(schema)) == []
+
+
+def test_the_contract_can_ask_for_more_balance_than_the_default(examples, schema):
+    strict = _schema_proto(schema)
+    strict.annotation.tag.append("min_label_class_fraction=0.45")  # the sample has about a fifth
+    lines = describe_label(examples[0], strict)
+    assert [line[:7] for line in lines] == ["[eval] ", "[train]"]
+    assert all("each class needs at least 45% of a split" in line for line in lines)
+    assert all("(min_label_class_fraction=0.45)" in line for line in lines)
+    shipped = io_utils.parse_pbtxt_file(os.path.join(DEFAULT_DATA_ROOT, CONTRACT_FILE), schema_pb2.Schema())
+    assert min_label_class_fraction(shipped) == 0.05
+    assert min_label_class_fraction(schema_pb2.Schema()) == MIN_LABEL_CLASS_FRACTION
 
 
 def test_a_label_with_one_class_is_named_with_what_to_check(small_config, tmp_path):
