@@ -27,16 +27,16 @@ SERVING_PY := $(SERVING_ENV)/bin/python
 # files importing TFX takes several times longer.
 export UV_COMPILE_BYTECODE := 1
 
-.PHONY: run test test-fast lint format bench rehearse serving-env setup lock clean
+.PHONY: run test test-fast lint format bench rehearse serving-env setup lock clean browser
 
 run: $(STAMP)
 	$(PY) local_runner.py $(RUN_ARGS)
 
-test: $(STAMP) $(SERVING_PY)
+test: $(STAMP) $(SERVING_PY) browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Everything but the end-to-end pipeline runs.
-test-fast: $(STAMP) $(SERVING_PY)
+test-fast: $(STAMP) $(SERVING_PY) browser
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # Lint and format check (ruff, configured in pyproject.toml); `make format` fixes what it can.
@@ -67,6 +67,16 @@ $(SERVING_PY): | $(UV)
 	$(UV) pip install --quiet --python $(SERVING_PY) tensorflow-cpu==$(SERVING_TF)
 
 setup: $(STAMP)
+
+# Debian's Chromium, for the run report's browser test (tests/pipeline/report/test_browser.py).
+# Installed with apt-get as root (or through sudo); where neither works, that test is skipped
+# and says why.
+browser:
+	@command -v chromium >/dev/null || { \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; else \
+			echo "chromium not installed (not root, no sudo): the report's browser test will be skipped"; exit 0; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null \
+			|| echo "chromium could not be installed: the report's browser test will be skipped"; }
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)

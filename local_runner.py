@@ -168,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"No data contract ({CONTRACT_FILE} in --data-root, or --schema-path): the schema is inferred from "
             "this very data, which catches little. Draft one: python -m pipeline.contract --data-root DIR"
         )
+    from pipeline.report.write import write_report
     from pipeline.run_summary import format_summary, summarize_run
 
     try:
@@ -186,6 +187,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n" + format_summary(summary, config.min_eval_auc))
         except LookupError as err:
             print(f"(no run summary: {err})")
+        else:
+            try:
+                print(f"Run report: {write_report(summary, config)}")
+            except Exception as err:  # noqa: BLE001 - the report must never hide the run's own outcome
+                print(f"(no run report: {type(err).__name__}: {err}; python -m pipeline.report writes it again)")
     if failure is not None:
         print(f"\nThe run FAILED: {type(failure).__name__}: {failure}", file=sys.stderr)
         print(

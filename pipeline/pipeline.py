@@ -37,6 +37,8 @@ from pipeline.config import EVALUATOR_MODULE, PREPROCESSING_FN, RUN_FN, Pipeline
 
 EVAL_SPLIT = "eval"
 TRAIN_SPLIT = "train"
+# The Evaluator's slices besides the overall one (the run report shows each).
+REPORT_SLICES = ("payment_type", "trip_start_hour")
 
 
 def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
@@ -56,7 +58,8 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
                 model_type=tfma.TF_GENERIC,
             )
         ],
-        slicing_specs=[tfma.SlicingSpec()],
+        # Overall, and per payment type and hour of day for the run report.
+        slicing_specs=[tfma.SlicingSpec(), *(tfma.SlicingSpec(feature_keys=[key]) for key in REPORT_SLICES)],
         # Only the metrics below: the model's compiled Keras metrics would add a second,
         # differently computed "auc" beside TFMA's.
         options=tfma.Options(include_default_metrics=BoolValue(value=False)),
@@ -67,15 +70,28 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
                     tfma.MetricConfig(class_name="BinaryAccuracy"),
                     tfma.MetricConfig(
                         class_name="AUC",
-                        threshold=tfma.MetricThreshold(
-                            value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.min_eval_auc}),
-                            # Ignored by the Evaluator when there is no blessed baseline yet.
-                            change_threshold=tfma.GenericChangeThreshold(
-                                direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-                                absolute={"value": -config.max_auc_regression - 1e-10},
-                            ),
-                        ),
+                        # On the overall slice only: a threshold set on the metric itself
+                        # applies to every slice, and an hour with a few dozen rows must
+                        # not decide the blessing.
+                        per_slice_thresholds=[
+                            tfma.PerSliceMetricThreshold(
+                                slicing_specs=[tfma.SlicingSpec()],
+                                threshold=tfma.MetricThreshold(
+                                    value_threshold=tfma.GenericValueThreshold(
+                                        lower_bound={"value": config.min_eval_auc}
+                                    ),
+                                    # Ignored by the Evaluator when there is no blessed baseline yet.
+                                    change_threshold=tfma.GenericChangeThreshold(
+                                        direction=tfma.MetricDirection.HIGHER_IS_BETTER,
+                                        absolute={"value": -config.max_auc_regression - 1e-10},
+                                    ),
+                                ),
+                            )
+                        ],
                     ),
+                    # The report's ROC curve and confusion matrix, and its calibration plot.
+                    tfma.MetricConfig(class_name="ConfusionMatrixPlot", config='{"num_thresholds": 100}'),
+                    tfma.MetricConfig(class_name="CalibrationPlot", config='{"num_buckets": 10}'),
                 ]
             )
         ],

@@ -54,6 +54,8 @@ class RunSummary:
     anomalies_blessed: dict[str, bool] = dataclasses.field(default_factory=dict)
     # DriftGate's report (components/drift_gate.py): baseline, accepted, measurements.
     drift: dict | None = None
+    # Every output artifact's URI, by "<component>.<output key>" (the run report reads them).
+    outputs: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def component(self, node_id: str) -> ComponentRun | None:
         return next((c for c in self.components if c.node_id == node_id), None)
@@ -123,6 +125,7 @@ def record_output(
     Shared by ML Metadata runs and Vertex rehearsals."""
     from components.evaluator import REUSED_FROM  # imports TFX and TFMA: only when reading a run
 
+    summary.outputs[f"{node_id}.{key}"] = uri
     if key == "blessing":
         summary.blessed = bool(properties["blessed"]) if "blessed" in properties else None
         baselines = inputs_by_key.get("baseline_model", set())

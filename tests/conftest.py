@@ -116,14 +116,22 @@ def evaluator(pipe, root, examples, trainer, statistics):
 
 
 @pytest.fixture(scope="session")
-def full_local_run(tmp_path_factory):
-    """``local_runner.py`` with its defaults on the embedded data: the summary of the run."""
+def full_local_output(tmp_path_factory) -> str:
+    """``local_runner.py`` with its defaults on the embedded data: its output root."""
     import local_runner
-    from pipeline.run_summary import summarize_run
 
     output_root = str(tmp_path_factory.mktemp("full_local_run"))
     assert local_runner.main(["--output-root", output_root]) == 0
-    config = PipelineConfig(output_root=output_root)
+    return output_root
+
+
+@pytest.fixture(scope="session")
+def full_local_run(full_local_output):
+    """The summary of that run."""
+    import local_runner
+    from pipeline.run_summary import summarize_run
+
+    config = PipelineConfig(output_root=full_local_output)
     return summarize_run(local_runner.metadata_config(config), config.pipeline_name)
 
 

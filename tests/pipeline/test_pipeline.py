@@ -95,8 +95,13 @@ def test_evaluator_has_an_auc_floor_and_a_no_regression_threshold():
     # The Evaluator keeps its config as JSON, as it will reach the executor.
     eval_config = json_format.Parse(evaluator.exec_properties["eval_config"], tfma.EvalConfig())
     (auc,) = [m for spec in eval_config.metrics_specs for m in spec.metrics if m.class_name == "AUC"]
-    assert auc.threshold.value_threshold.lower_bound.value == pytest.approx(0.91)
-    assert auc.threshold.change_threshold.absolute.value == pytest.approx(-0.003)
+    (per_slice,) = auc.per_slice_thresholds
+    assert list(per_slice.slicing_specs) == [tfma.SlicingSpec()]  # the overall slice decides
+    assert per_slice.threshold.value_threshold.lower_bound.value == pytest.approx(0.91)
+    assert per_slice.threshold.change_threshold.absolute.value == pytest.approx(-0.003)
+    assert not auc.HasField("threshold")
+    sliced = {key for spec in eval_config.slicing_specs for key in spec.feature_keys}
+    assert sliced == {"payment_type", "trip_start_hour"}
     assert eval_config.model_specs[0].label_key == "big_tipper_xf"
 
 

@@ -1,0 +1,45 @@
+"""Writes the run report of any run recorded in ML Metadata (the latest by default).
+
+python -m pipeline.report [--output-root outputs] [--pipeline-name NAME] [--run-id RUN]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from pipeline.config import PipelineConfig
+from pipeline.report.write import write_report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    defaults = PipelineConfig()
+    parser.add_argument("--output-root", default=defaults.output_root)
+    parser.add_argument("--pipeline-name", default=defaults.pipeline_name)
+    parser.add_argument("--run-id", help="A run recorded in ML Metadata (default: the latest).")
+    args = parser.parse_args(argv)
+    from tfx.orchestration import metadata
+
+    from pipeline.run_summary import summarize_run
+
+    config = PipelineConfig(output_root=os.path.abspath(args.output_root), pipeline_name=args.pipeline_name)
+    if not os.path.exists(config.metadata_path):
+        print(f"error: no ML Metadata store at {config.metadata_path}: run the pipeline first", file=sys.stderr)
+        return 2
+    try:
+        summary = summarize_run(
+            metadata.sqlite_metadata_connection_config(config.metadata_path), config.pipeline_name, args.run_id
+        )
+    except LookupError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    # Only the output root and pipeline name are known here, not the run's other settings.
+    print(f"Run report: {write_report(summary, config, with_settings=False)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

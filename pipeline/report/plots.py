@@ -1,0 +1,131 @@
+"""The report's plots: matplotlib figures rendered to PNG and embedded as data URIs, so the
+page needs no script and no other file (matplotlib: well kept, no browser code at all;
+a plotting library that inlines its JavaScript would add a megabyte of script per page)."""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: render to memory only
+
+import matplotlib.pyplot as plt  # noqa: E402 - after choosing the backend
+
+SPLIT_COLOURS = {"train": "#4c72b0", "eval": "#dd8452"}
+PHASE_COLOURS = {"train": "#4c72b0", "validation": "#dd8452"}
+STATE_COLOURS = {"complete": "#55a868", "cached": "#8c8c8c", "FAILED": "#c44e52"}
+
+
+def _png(figure) -> str:
+    """The figure as a data URI (and closed: figures otherwise stay in pyplot's registry)."""
+    buffer = io.BytesIO()
+    figure.tight_layout()
+    figure.savefig(buffer, format="png", dpi=90)
+    plt.close(figure)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def timeline(components: Sequence) -> str:
+    """Each component as a bar from its start to its end, coloured by its state."""
+    start = min(c.started for c in components)
+    figure, axis = plt.subplots(figsize=(8, 0.35 * len(components) + 1))
+    for row, component in enumerate(reversed(components)):
+        axis.barh(
+            row,
+            max(component.finished - component.started, 0.05),
+            left=component.started - start,
+            color=STATE_COLOURS.get(component.state, "#937860"),
+        )
+    axis.set_yticks(range(len(components)), [c.node_id for c in reversed(components)])
+    axis.set_xlabel("seconds since the run started")
+    return _png(figure)
+
+
+def distribution(columns_by_split: dict) -> str:
+    """One column, split by split: a histogram for numbers, the top values for text."""
+    figure, axis = plt.subplots(figsize=(4.2, 2.4))
+    splits = sorted(columns_by_split)
+    width = 0.8 / max(len(splits), 1)
+    first = columns_by_split[splits[0]]
+    if first.kind == "number":
+        for index, split in enumerate(splits):
+            buckets = columns_by_split[split].histogram
+            total = sum(count for _, _, count in buckets) or 1.0
+            axis.bar(
+                [i + index * width for i in range(len(buckets))],
+                [count / total for _, _, count in buckets],
+                width=width,
+                label=split,
+                color=SPLIT_COLOURS.get(split),
+            )
+        if first.histogram:
+            axis.set_xticks(
+                range(len(first.histogram)), [f"{low:.3g}" for low, _, _ in first.histogram], rotation=45, fontsize=7
+            )
+    else:
+        labels = [value for value, _ in first.top_values[:8]]
+        for index, split in enumerate(splits):
+            counts = dict(columns_by_split[split].top_values)
+            total = max(columns_by_split[split].rows, 1)
+            axis.bar(
+                [i + index * width for i in range(len(labels))],
+                [counts.get(label, 0.0) / total for label in labels],
+                width=width,
+                label=split,
+                color=SPLIT_COLOURS.get(split),
+            )
+        axis.set_xticks(range(len(labels)), [label[:14] for label in labels], rotation=45, fontsize=7, ha="right")
+    axis.set_ylabel("share of rows")
+    axis.legend(fontsize=7)
+    return _png(figure)
+
+
+def curve(metric: str, by_phase: dict[str, list[tuple[int, float]]]) -> str:
+    """A training metric per epoch, for training and validation."""
+    figure, axis = plt.subplots(figsize=(4.2, 2.6))
+    for phase, points in sorted(by_phase.items()):
+        axis.plot(
+            [e + 1 for e, _ in points], [v for _, v in points], marker="o", label=phase, color=PHASE_COLOURS.get(phase)
+        )
+    axis.set_xlabel("epoch")
+    axis.set_ylabel(metric)
+    axis.legend(fontsize=7)
+    return _png(figure)
+
+
+def roc(points: list[tuple[float, float]]) -> str:
+    """True against false positive rate over the Evaluator's thresholds."""
+    figure, axis = plt.subplots(figsize=(3.6, 3.2))
+    ordered = sorted(points)
+    axis.plot([0.0] + [p[0] for p in ordered] + [1.0], [0.0] + [p[1] for p in ordered] + [1.0], color="#4c72b0")
+    axis.plot([0, 1], [0, 1], linestyle=":", color="#8c8c8c")
+    axis.set_xlabel("false positive rate")
+    axis.set_ylabel("true positive rate")
+    return _png(figure)
+
+
+def calibration(buckets: list[tuple[float, float, float]]) -> str:
+    """Mean prediction against the observed share of positives, per prediction bucket."""
+    figure, axis = plt.subplots(figsize=(3.6, 3.2))
+    axis.plot([0, 1], [0, 1], linestyle=":", color="#8c8c8c")
+    axis.scatter([b[0] for b in buckets], [b[1] for b in buckets], s=[max(8.0, b[2] ** 0.5) for b in buckets])
+    axis.set_xlabel("mean prediction")
+    axis.set_ylabel("observed share of big tippers")
+    return _png(figure)
+
+
+def confusion(matrix: dict) -> str:
+    """Counts at the decision threshold: rows are the truth, columns the prediction."""
+    cells = [[matrix["tn"], matrix["fp"]], [matrix["fn"], matrix["tp"]]]
+    figure, axis = plt.subplots(figsize=(3.2, 2.8))
+    axis.imshow(cells, cmap="Blues")
+    for row in range(2):
+        for column in range(2):
+            axis.text(column, row, f"{cells[row][column]:.0f}", ha="center", va="center")
+    axis.set_xticks([0, 1], ["predicted 0", "predicted 1"])
+    axis.set_yticks([0, 1], ["actual 0", "actual 1"])
+    axis.set_title(f"threshold {matrix['threshold']:.2f}", fontsize=9)
+    return _png(figure)

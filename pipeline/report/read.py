@@ -1,0 +1,261 @@
+"""What the run report shows, read from one run's artifacts (their URIs come from the run
+summary: ML Metadata for local runs, the rehearsal's store for Vertex rehearsals)."""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+from typing import Any
+
+from pipeline.run_summary import RunSummary
+
+STATISTICS = "StatisticsGen.statistics"
+ANOMALIES = "ExampleValidator.anomalies"
+TRANSFORM_GRAPH = "Transform.transform_graph"
+MODEL_RUN = "Trainer.model_run"
+EVALUATION = "Evaluator.evaluation"
+
+
+@dataclasses.dataclass
+class Column:
+    """One column of one split, as the report shows it."""
+
+    name: str
+    kind: str  # "number" or "text"
+    rows: int
+    missing: float  # share of rows without a value
+    # Numbers: (low, high, count) buckets; text: (value, count), most frequent first.
+    histogram: list[tuple[float, float, float]] = dataclasses.field(default_factory=list)
+    top_values: list[tuple[str, float]] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class SliceMetrics:
+    """The Evaluator's metrics for one slice ("Overall", or "payment_type = Cash")."""
+
+    name: str
+    metrics: dict[str, float]
+
+
+@dataclasses.dataclass
+class Signature:
+    name: str
+    inputs: dict[str, str]  # name -> "dtype shape"
+    outputs: dict[str, str]
+
+
+def data_columns(statistics_uri: str) -> dict[str, list[Column]]:
+    """Per split, every column with its type, missing share and distribution."""
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    from components.drift import read_statistics_dir
+
+    standard = statistics_pb2.Histogram.STANDARD
+    found = {}
+    for split, statistics in read_statistics_dir(statistics_uri).items():
+        dataset = statistics.datasets[0]
+        columns = []
+        for feature in dataset.features:
+            name = ".".join(feature.path.step) or feature.name
+            rows = dataset.num_examples
+            if feature.HasField("num_stats"):
+                stats = feature.num_stats
+                histogram = next((h for h in stats.histograms if h.type == standard), None)
+                buckets = [(b.low_value, b.high_value, b.sample_count) for b in histogram.buckets] if histogram else []
+                column = Column(name, "number", rows, _missing(stats.common_stats, rows), histogram=buckets)
+            else:
+                stats = feature.string_stats
+                top = [(v.value, v.frequency) for v in stats.top_values]
+                column = Column(name, "text", rows, _missing(stats.common_stats, rows), top_values=top)
+            columns.append(column)
+        found[split] = sorted(columns, key=lambda c: c.name)
+    return found
+
+
+def _missing(common, rows: int) -> float:
+    # CSV columns hold one value or none per row (components/anomaly_gate.py).
+    return 1.0 - common.tot_num_values / rows if rows else 0.0
+
+
+def anomaly_lines(anomalies_uri: str) -> list[str]:
+    """ExampleValidator's anomalies, one line each, as AnomalyGate prints them."""
+    from tensorflow_metadata.proto.v0 import anomalies_pb2
+
+    from components.anomaly_gate import ANOMALIES_FILE, describe_anomalies
+
+    found = {}
+    for path in sorted(glob.glob(os.path.join(anomalies_uri, "Split-*", ANOMALIES_FILE))):
+        split = os.path.basename(os.path.dirname(path))[len("Split-") :]
+        with open(path, "rb") as f:
+            found[split] = anomalies_pb2.Anomalies.FromString(f.read())
+    return describe_anomalies(found)
+
+
+def vocabularies(transform_graph_uri: str) -> dict[str, int]:
+    """Each vocabulary Transform computed, and its size (its asset file's lines)."""
+    sizes = {}
+    for path in sorted(glob.glob(os.path.join(transform_graph_uri, "transform_fn", "assets", "*"))):
+        with open(path, "rb") as f:
+            sizes[os.path.basename(path)] = sum(1 for _ in f)
+    return sizes
+
+
+def training_curves(model_run_uri: str) -> dict[str, dict[str, list[tuple[int, float]]]]:
+    """metric -> {"train"/"validation": [(epoch, value)]}, from the TensorBoard event files
+    Keras wrote (``epoch_<metric>`` scalars)."""
+    import tensorflow as tf
+
+    curves: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    for phase in ("train", "validation"):
+        for path in sorted(glob.glob(os.path.join(model_run_uri, phase, "events.out.tfevents.*"))):
+            for event in tf.compat.v1.train.summary_iterator(path):
+                for value in event.summary.value:
+                    if not value.tag.startswith("epoch_"):
+                        continue
+                    number = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") else value.simple_value
+                    curves.setdefault(value.tag[len("epoch_") :], {}).setdefault(phase, []).append(
+                        (int(event.step), number)
+                    )
+    return {
+        metric: {phase: sorted(points) for phase, points in by_phase.items()} for metric, by_phase in curves.items()
+    }
+
+
+def _slice_name(slice_key) -> str:
+    return " & ".join(f"{k} = {v.decode() if isinstance(v, bytes) else v}" for k, v in slice_key) or "Overall"
+
+
+def evaluation_slices(evaluation_uri: str) -> list[SliceMetrics]:
+    """The candidate's metrics per slice the Evaluator was configured with, overall first."""
+    import tensorflow_model_analysis as tfma
+
+    found = []
+    for slice_metrics in tfma.load_metrics(evaluation_uri):
+        key = tfma.slicer.deserialize_slice_key(slice_metrics.slice_key)
+        values = {
+            item.key.name: item.value.double_value.value
+            for item in slice_metrics.metric_keys_and_values
+            if not item.key.is_diff and item.key.model_name in ("", "candidate") and item.value.HasField("double_value")
+        }
+        found.append(SliceMetrics(_slice_name(key), values))
+    return sorted(found, key=lambda s: (s.name != "Overall", s.name))
+
+
+def evaluation_plots(evaluation_uri: str) -> dict[str, Any]:
+    """The overall slice's ROC points (false and true positive rates over thresholds), the
+    calibration buckets and the confusion matrix at the 0.5 threshold, as TFMA computed them."""
+    import tensorflow_model_analysis as tfma
+
+    plots: dict[str, Any] = {}
+    for plot in tfma.load_plots(evaluation_uri):
+        if plot.slice_key.single_slice_keys:
+            continue
+        for item in plot.plot_keys_and_values:
+            if item.key.model_name not in ("", "candidate"):
+                continue
+            value = item.value
+            if value.HasField("confusion_matrix_at_thresholds"):
+                matrices = value.confusion_matrix_at_thresholds.matrices
+                plots["roc"] = [(m.false_positive_rate, m.recall) for m in matrices]
+                middle = min(matrices, key=lambda m: abs(m.threshold - 0.5))
+                plots["confusion"] = {
+                    "threshold": middle.threshold,
+                    "tp": middle.true_positives,
+                    "fp": middle.false_positives,
+                    "tn": middle.true_negatives,
+                    "fn": middle.false_negatives,
+                }
+            if value.HasField("calibration_histogram_buckets"):
+                # (mean prediction, share of positives, examples) per non-empty bucket.
+                plots["calibration"] = [
+                    (
+                        b.total_weighted_refined_prediction.value / b.num_weighted_examples.value,
+                        b.total_weighted_label.value / b.num_weighted_examples.value,
+                        b.num_weighted_examples.value,
+                    )
+                    for b in value.calibration_histogram_buckets.buckets
+                    if b.num_weighted_examples.value > 0
+                ]
+    return plots
+
+
+def thresholds(evaluation_uri: str) -> list[str]:
+    """The blessing's thresholds, in words, from the evaluation's own configuration."""
+    import tensorflow_model_analysis as tfma
+
+    config = tfma.load_eval_result(evaluation_uri).config
+    lines = []
+    for spec in config.metrics_specs:
+        for metric in spec.metrics:
+            found = [metric.threshold] if metric.HasField("threshold") else []
+            found += [t.threshold for t in metric.per_slice_thresholds]
+            for threshold in found:
+                if threshold.HasField("value_threshold") and threshold.value_threshold.HasField("lower_bound"):
+                    lines.append(f"{metric.class_name} at least {threshold.value_threshold.lower_bound.value:g}")
+                if threshold.HasField("change_threshold") and threshold.change_threshold.HasField("absolute"):
+                    lines.append(
+                        f"{metric.class_name} no worse than the baseline model's by more than "
+                        f"{-threshold.change_threshold.absolute.value:.4g}"
+                    )
+    return lines
+
+
+def signatures(saved_model_dir: str) -> list[Signature]:
+    """The pushed model's signatures, read from saved_model.pb without loading the model."""
+    from tensorflow.core.framework import types_pb2
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+        model = saved_model_pb2.SavedModel.FromString(f.read())
+
+    def described(tensors) -> dict[str, str]:
+        out = {}
+        for name, info in sorted(tensors.items()):
+            dims = [d.size for d in info.tensor_shape.dim]
+            shape = "[" + ", ".join("?" if d < 0 else str(d) for d in dims) + "]"
+            out[name] = f"{types_pb2.DataType.Name(info.dtype)[3:].lower()} {shape}"
+        return out
+
+    found = []
+    for name, signature in sorted(model.meta_graphs[0].signature_def.items()):
+        if name.startswith("__"):
+            continue  # TensorFlow's own (__saved_model_init_op)
+        found.append(Signature(name, described(signature.inputs), described(signature.outputs)))
+    return found
+
+
+@dataclasses.dataclass
+class Report:
+    """Everything the report shows for one run."""
+
+    summary: RunSummary
+    columns: dict[str, list[Column]] = dataclasses.field(default_factory=dict)
+    anomalies: list[str] | None = None
+    vocabularies: dict[str, int] = dataclasses.field(default_factory=dict)
+    curves: dict = dataclasses.field(default_factory=dict)
+    slices: list[SliceMetrics] = dataclasses.field(default_factory=list)
+    plots: dict = dataclasses.field(default_factory=dict)
+    thresholds: list[str] = dataclasses.field(default_factory=list)
+    signatures: list[Signature] = dataclasses.field(default_factory=list)
+
+
+def read_report(summary: RunSummary) -> Report:
+    """Reads every artifact the run produced (a stopped run: what it got to)."""
+    out = summary.outputs
+    report = Report(summary)
+    if STATISTICS in out:
+        report.columns = data_columns(out[STATISTICS])
+    if ANOMALIES in out:
+        report.anomalies = anomaly_lines(out[ANOMALIES])
+    if TRANSFORM_GRAPH in out:
+        report.vocabularies = vocabularies(out[TRANSFORM_GRAPH])
+    if MODEL_RUN in out:
+        report.curves = training_curves(out[MODEL_RUN])
+    if EVALUATION in out:
+        report.slices = evaluation_slices(out[EVALUATION])
+        report.plots = evaluation_plots(out[EVALUATION])
+        report.thresholds = thresholds(out[EVALUATION])
+    if summary.pushed_to and os.path.exists(os.path.join(summary.pushed_to, "saved_model.pb")):
+        report.signatures = signatures(summary.pushed_to)
+    return report

@@ -1,0 +1,37 @@
+"""Writing a run's report where the runners and the command put it."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from pipeline.config import PipelineConfig
+
+REPORT_DIR = "report"
+
+
+def report_path(config: PipelineConfig, run_id: str) -> str:
+    """Where a run's report goes: <output root>/report/<pipeline>/<run>/index.html."""
+    return os.path.join(config.output_root, REPORT_DIR, config.pipeline_name, run_id, "index.html")
+
+
+def settings(config: PipelineConfig) -> dict:
+    """The configuration the report shows: every setting of the run's PipelineConfig."""
+    shown = {}
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        shown[field.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+    return shown
+
+
+def write_report(summary, config: PipelineConfig, with_settings: bool = True) -> str:
+    """Reads the run's artifacts, renders the page, writes it; returns its path. The
+    configuration is shown only when ``config`` is the one the run ran with."""
+    from pipeline.report.page import render
+    from pipeline.report.read import read_report
+
+    path = report_path(config, summary.run_id)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(render(read_report(summary), settings(config) if with_settings else None))
+    return path

@@ -1,0 +1,68 @@
+"""The page, from a report put together by hand: sections present only for what the run
+produced, text escaped, the verdict and the drift said plainly."""
+
+from __future__ import annotations
+
+from pipeline.report.page import render
+from pipeline.report.read import Column, Report, SliceMetrics
+from pipeline.run_summary import ComponentRun, RunSummary
+
+
+def _report(**summary_fields) -> Report:
+    components = [
+        ComponentRun("CsvExampleGen", "complete", 1.0, 100.0, 101.0),
+        ComponentRun("Trainer", "FAILED", 2.0, 101.0, 103.0),
+    ]
+    return Report(RunSummary(run_id="run-<1>", components=components, **summary_fields))
+
+
+def test_a_run_stopped_early_shows_what_it_got_to():
+    page = render(_report())
+    assert "<title>Run run-&lt;1&gt;</title>" in page  # escaped
+    assert "id='run'" in page and 'data-plot="timeline"' in page
+    assert "id='evaluation'" not in page and "id='training'" not in page
+    assert "Nothing pushed in this run." in page
+    assert "Configuration: not recorded" in page
+    assert "http://" not in page and "https://" not in page and "<script" not in page
+
+
+def test_columns_slices_verdict_and_drift():
+    report = _report(
+        blessed=False,
+        validation_failures=["auc: 0.7 < 0.9"],
+        drift={
+            "baseline": "/b",
+            "serving": None,
+            "accepted": True,
+            "drift": [
+                dict(
+                    split="train",
+                    feature="fare",
+                    measure="Jensen-Shannon divergence",
+                    value=0.7,
+                    threshold=0.05,
+                    breached=True,
+                )
+            ],
+        },
+    )
+    report.columns = {
+        split: [
+            Column("fare", "number", 10, 0.0, histogram=[(0.0, 5.0, 6.0), (5.0, 10.0, 4.0)]),
+            Column("payment_type", "text", 10, 0.1, top_values=[("Cash", 6.0), ("<b>", 3.0)]),
+        ]
+        for split in ("train", "eval")
+    }
+    report.anomalies = []
+    report.slices = [
+        SliceMetrics("Overall", {"auc": 0.7, "example_count": 10.0}),
+        SliceMetrics("payment_type = Cash", {"auc": 0.8}),
+    ]
+    page = render(report, {"train_steps": 400})
+    assert "NOT blessed: auc: 0.7 &lt; 0.9" in page
+    assert "Drift: ACCEPTED with --accept-drift" in page and "<td class='bad'>over</td>" in page
+    assert "No anomalies: the data meets its contract." in page
+    assert 'data-plot="column:fare"' in page and 'data-plot="column:payment_type"' in page
+    assert "data-metric='auc' data-value='0.7'>0.7000<" in page and ">10<" in page
+    assert "<tr data-slice='payment_type = Cash'>" in page
+    assert "<code>400</code>" in page

@@ -1,0 +1,107 @@
+"""The report's readers, on the artifacts the pipeline's own components wrote for the sample
+(tests/conftest.py): what each says must be what the artifact holds."""
+
+from __future__ import annotations
+
+import csv
+import os
+
+import pytest
+import tensorflow_model_analysis as tfma
+from tfx.utils import path_utils
+
+from pipeline.report import read
+from pipeline.run_summary import RunSummary, read_evaluation
+from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS
+
+
+def test_columns_per_split_with_types_missing_shares_and_distributions(statistics, sample_dir):
+    columns = read.data_columns(statistics[0].uri)
+    assert set(columns) == {"train", "eval"}
+    assert sum(c[0].rows for c in columns.values()) == min(SAMPLE_ROWS, EMBEDDED_ROWS // (EMBEDDED_ROWS // SAMPLE_ROWS))
+    by_name = {c.name: c for c in columns["train"]}
+    with open(sample_dir / "data.csv", newline="") as f:
+        header = next(csv.reader(f))
+    assert set(by_name) == set(header)
+    assert by_name["fare"].kind == "number" and by_name["fare"].histogram and by_name["fare"].missing == 0.0
+    assert by_name["payment_type"].kind == "text" and by_name["payment_type"].top_values[0][0] in (
+        "Cash",
+        "Credit Card",
+    )
+    assert 0.2 < by_name["company"].missing < 0.5  # a third of the embedded data's companies are empty
+    total = sum(count for _, _, count in by_name["fare"].histogram)
+    assert total == pytest.approx(by_name["fare"].rows)
+
+
+def test_anomalies_of_clean_data_are_none(anomalies):
+    assert read.anomaly_lines(anomalies[0].uri) == []
+
+
+def test_vocabulary_sizes_are_the_asset_files_lines(transform):
+    uri = transform["transform_graph"][0].uri
+    sizes = read.vocabularies(uri)
+    assert set(sizes) == {"payment_type", "company", "dropoff_census_tract"}
+    with open(os.path.join(uri, "transform_fn", "assets", "payment_type"), "rb") as f:
+        assert sizes["payment_type"] == len(f.read().splitlines())
+
+
+def test_training_curves_have_one_point_per_epoch(trainer, small_config):
+    curves = read.training_curves(trainer["model_run"][0].uri)
+    epochs = small_config.hparams.epochs
+    for metric in ("loss", "auc"):
+        assert set(curves[metric]) == {"train", "validation"}
+        assert [e for e, _ in curves[metric]["train"]] == list(range(epochs))
+    assert all(0.0 <= v <= 1.0 for _, v in curves["auc"]["validation"])
+
+
+@pytest.fixture(scope="module")
+def evaluation_uri(evaluator) -> str:
+    return evaluator["evaluation"][0].uri
+
+
+def test_slices_are_overall_then_each_configured_feature_value(evaluation_uri):
+    slices = read.evaluation_slices(evaluation_uri)
+    assert slices[0].name == "Overall"
+    names = [s.name for s in slices[1:]]
+    assert any(n.startswith("payment_type = ") for n in names) and any(
+        n.startswith("trip_start_hour = ") for n in names
+    )
+    # The overall metrics are the ones the run summary reads from the Evaluator.
+    summary = RunSummary(run_id="r", components=[])
+    read_evaluation(summary, evaluation_uri)
+    assert slices[0].metrics == summary.metrics
+    hours = sum(s.metrics["example_count"] for s in slices if s.name.startswith("trip_start_hour = "))
+    assert hours == slices[0].metrics["example_count"]
+
+
+def test_plots_are_tfmas_roc_calibration_and_confusion_matrix(evaluation_uri):
+    plots = read.evaluation_plots(evaluation_uri)
+    assert all(0.0 <= fpr <= 1.0 and 0.0 <= tpr <= 1.0 for fpr, tpr in plots["roc"])
+    matrix = plots["confusion"]
+    count = read.evaluation_slices(evaluation_uri)[0].metrics["example_count"]
+    assert matrix["tp"] + matrix["fp"] + matrix["tn"] + matrix["fn"] == pytest.approx(count)
+    assert matrix["threshold"] == pytest.approx(0.5, abs=0.02)
+    assert sum(n for _, _, n in plots["calibration"]) == pytest.approx(count)
+
+
+def test_thresholds_are_read_from_the_evaluations_own_configuration(evaluation_uri, small_config):
+    lines = read.thresholds(evaluation_uri)
+    assert f"AUC at least {small_config.min_eval_auc:g}" in lines
+    # No baseline in this evaluation: TFX's Evaluator dropped the change threshold from it.
+    assert not any("baseline" in line for line in lines)
+    assert tfma.load_eval_result(evaluation_uri).config.slicing_specs
+
+
+def test_signatures_are_read_without_loading_the_model(trainer):
+    found = {s.name: s for s in read.signatures(path_utils.serving_model_path(trainer["model"][0].uri))}
+    assert {"serving_default", "serving_raw"} <= set(found)
+    assert found["serving_default"].inputs == {"examples": "string [?]"}
+    assert found["serving_default"].outputs["probability"] == "float [?, 1]"
+    assert "fare" in found["serving_raw"].inputs and "tips" not in found["serving_raw"].inputs
+
+
+def test_a_run_that_stopped_early_reports_what_it_got_to(statistics):
+    summary = RunSummary(run_id="stopped", components=[], outputs={read.STATISTICS: statistics[0].uri})
+    report = read.read_report(summary)
+    assert set(report.columns) == {"train", "eval"}
+    assert report.anomalies is None and not report.slices and not report.signatures
