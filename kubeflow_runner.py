@@ -273,6 +273,7 @@ def rehearse(args: argparse.Namespace, config: PipelineConfig, job_file: str) ->
     from pipeline.rehearsal.runner import Settings, log_tail, refuse_cloud_only
     from pipeline.rehearsal.runner import rehearse as run_rehearsal
     from pipeline.rehearsal.summary import summarize
+    from pipeline.report.write import write_report
     from pipeline.run_summary import format_summary
 
     try:
@@ -306,6 +307,10 @@ def rehearse(args: argparse.Namespace, config: PipelineConfig, job_file: str) ->
     summary = summarize(result)
     print("\n" + format_summary(summary, config.min_eval_auc))
     print(f"Task logs: {result.logs_dir}")
+    try:
+        print(f"Run report: {write_report(summary, config, root=settings.root)}")
+    except Exception as err:  # noqa: BLE001 - the report must never hide the rehearsal's own outcome
+        print(f"(no run report: {type(err).__name__}: {err})")
     if failed := result.failed:
         print(
             f"\nThe rehearsal FAILED at task {failed.name} (exit code {failed.exit_code}); nothing downstream ran. "

@@ -13,6 +13,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display: render to memory only
 
 import matplotlib.pyplot as plt  # noqa: E402 - after choosing the backend
+import matplotlib.ticker  # noqa: E402
 
 SPLIT_COLOURS = {"train": "#4c72b0", "eval": "#dd8452"}
 PHASE_COLOURS = {"train": "#4c72b0", "validation": "#dd8452"}
@@ -91,6 +92,7 @@ def curve(metric: str, by_phase: dict[str, list[tuple[int, float]]]) -> str:
             [e + 1 for e, _ in points], [v for _, v in points], marker="o", label=phase, color=PHASE_COLOURS.get(phase)
         )
     axis.set_xlabel("epoch")
+    axis.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     axis.set_ylabel(metric)
     axis.legend(fontsize=7)
     return _png(figure)
@@ -122,9 +124,12 @@ def confusion(matrix: dict) -> str:
     cells = [[matrix["tn"], matrix["fp"]], [matrix["fn"], matrix["tp"]]]
     figure, axis = plt.subplots(figsize=(3.2, 2.8))
     axis.imshow(cells, cmap="Blues")
+    darkest = max(max(row) for row in cells) or 1
     for row in range(2):
         for column in range(2):
-            axis.text(column, row, f"{cells[row][column]:.0f}", ha="center", va="center")
+            value = cells[row][column]
+            colour = "white" if value > darkest / 2 else "black"
+            axis.text(column, row, f"{value:.0f}", ha="center", va="center", color=colour)
     axis.set_xticks([0, 1], ["predicted 0", "predicted 1"])
     axis.set_yticks([0, 1], ["actual 0", "actual 1"])
     axis.set_title(f"threshold {matrix['threshold']:.2f}", fontsize=9)

@@ -139,7 +139,18 @@ def evaluation_slices(evaluation_uri: str) -> list[SliceMetrics]:
             if not item.key.is_diff and item.key.model_name in ("", "candidate") and item.value.HasField("double_value")
         }
         found.append(SliceMetrics(_slice_name(key), values))
-    return sorted(found, key=lambda s: (s.name != "Overall", s.name))
+    return sorted(found, key=_slice_order)
+
+
+def _slice_order(slice_: SliceMetrics) -> tuple:
+    """Overall first, then by feature, values in numeric order where they are numbers."""
+    if slice_.name == "Overall":
+        return (0, "", 0.0, "")
+    feature, _, value = slice_.name.partition(" = ")
+    try:
+        return (1, feature, float(value), "")
+    except ValueError:
+        return (1, feature, float("inf"), value)
 
 
 def evaluation_plots(evaluation_uri: str) -> dict[str, Any]:

@@ -10,9 +10,10 @@ from pipeline.config import PipelineConfig
 REPORT_DIR = "report"
 
 
-def report_path(config: PipelineConfig, run_id: str) -> str:
-    """Where a run's report goes: <output root>/report/<pipeline>/<run>/index.html."""
-    return os.path.join(config.output_root, REPORT_DIR, config.pipeline_name, run_id, "index.html")
+def report_path(config: PipelineConfig, run_id: str, root: str | None = None) -> str:
+    """Where a run's report goes: <output root>/report/<pipeline>/<run>/index.html (a
+    rehearsal's: under the rehearsal root, as its output root is a gs:// path)."""
+    return os.path.join(root or config.output_root, REPORT_DIR, config.pipeline_name, run_id, "index.html")
 
 
 def settings(config: PipelineConfig) -> dict:
@@ -24,13 +25,13 @@ def settings(config: PipelineConfig) -> dict:
     return shown
 
 
-def write_report(summary, config: PipelineConfig, with_settings: bool = True) -> str:
+def write_report(summary, config: PipelineConfig, with_settings: bool = True, root: str | None = None) -> str:
     """Reads the run's artifacts, renders the page, writes it; returns its path. The
     configuration is shown only when ``config`` is the one the run ran with."""
     from pipeline.report.page import render
     from pipeline.report.read import read_report
 
-    path = report_path(config, summary.run_id)
+    path = report_path(config, summary.run_id, root)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         f.write(render(read_report(summary), settings(config) if with_settings else None))

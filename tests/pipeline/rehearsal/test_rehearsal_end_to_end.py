@@ -81,6 +81,10 @@ def test_the_compiled_job_rehearses_to_a_pushed_model(rehearsals):
     assert f"/rehearsal/{records[0]['job_id']}/CsvExampleGen_" in examples_uri
     # The driver's span and fingerprint travelled on the artifact to its consumers.
     assert "input_fingerprint" in first["CsvExampleGen"]["outputs"]["examples"][0]["metadata"]
+    # The run report, from the rehearsal's own record, under the rehearsal root.
+    (report,) = glob.glob(str(root / "report" / "taxi-big-tipper" / records[0]["job_id"] / "index.html"))
+    page = open(report).read()
+    assert "id='evaluation'" in page and "data-slice='Overall'" in page and 'data-plot="roc"' in page
 
 
 @pytest.mark.slow
