@@ -12,6 +12,7 @@ same BackupAndRestore state, so a restarted Trainer resumes where it was interru
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import shutil
@@ -31,6 +32,8 @@ from models.hparams import HParams
 
 # BackupAndRestore state under the Trainer's model_run artifact unless custom_config says.
 BACKUP_SUBDIR = "backup"
+# Written by the chief into the model run directory: strategy, replicas, batch, epochs.
+TRAINING_RECORD = "training.json"
 
 
 def epoch_schedule(train_steps: int, epochs: int) -> tuple[int, int]:
@@ -197,6 +200,18 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
             shutil.rmtree(scratch, ignore_errors=True)
             logging.info("Non-chief worker %s: removed its scratch copy %s", worker.name, scratch)
     if worker.is_chief:
+        # What the run report shows of the training besides its curves.
+        record = {
+            "strategy": type(strategy).__name__,
+            "reason": choice.reason,
+            "replicas": replicas,
+            "workers": worker.num_workers,
+            "global_batch": global_batch,
+            "epochs": epochs,
+            "steps_per_epoch": steps_per_epoch,
+        }
+        with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, TRAINING_RECORD), "w") as f:
+            f.write(json.dumps(record))
         # BackupAndRestore deleted its state after the last epoch; drop the empty default dir.
         if not hparams.backup_dir and tf.io.gfile.isdir(backup_dir) and not tf.io.gfile.listdir(backup_dir):
             tf.io.gfile.rmtree(backup_dir)

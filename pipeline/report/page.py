@@ -115,7 +115,14 @@ def _training(report: Report) -> str:
         for metric, by_phase in sorted(report.curves.items())
         if metric in ("loss", "auc")
     )
-    return f"<section id='training'><h2>Training</h2><div class='grid'>{figures}</div></section>"
+    t = report.training
+    ran = (
+        f"<p>{_e(t['strategy'])} ({_e(t['reason'])}): {t['replicas']} replica(s) on {t['workers']} worker(s), "
+        f"global batch {t['global_batch']}, {t['epochs']} epoch(s) of {t['steps_per_epoch']} steps.</p>"
+        if t
+        else ""
+    )
+    return f"<section id='training'><h2>Training</h2>{ran}<div class='grid'>{figures}</div></section>"
 
 
 def _evaluation(report: Report) -> str:

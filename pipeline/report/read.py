@@ -122,6 +122,19 @@ def training_curves(model_run_uri: str) -> dict[str, dict[str, list[tuple[int, f
     }
 
 
+def training_record(model_run_uri: str) -> dict:
+    """The strategy, replicas, batch and epochs the Trainer ran with (its run_fn records them)."""
+    import json
+
+    from models.trainer import TRAINING_RECORD
+
+    path = os.path.join(model_run_uri, TRAINING_RECORD)
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
 def _slice_name(slice_key) -> str:
     return " & ".join(f"{k} = {v.decode() if isinstance(v, bytes) else v}" for k, v in slice_key) or "Overall"
 
@@ -245,6 +258,7 @@ class Report:
     anomalies: list[str] | None = None
     vocabularies: dict[str, int] = dataclasses.field(default_factory=dict)
     curves: dict = dataclasses.field(default_factory=dict)
+    training: dict = dataclasses.field(default_factory=dict)
     slices: list[SliceMetrics] = dataclasses.field(default_factory=list)
     plots: dict = dataclasses.field(default_factory=dict)
     thresholds: list[str] = dataclasses.field(default_factory=list)
@@ -263,6 +277,7 @@ def read_report(summary: RunSummary) -> Report:
         report.vocabularies = vocabularies(out[TRANSFORM_GRAPH])
     if MODEL_RUN in out:
         report.curves = training_curves(out[MODEL_RUN])
+        report.training = training_record(out[MODEL_RUN])
     if EVALUATION in out:
         report.slices = evaluation_slices(out[EVALUATION])
         report.plots = evaluation_plots(out[EVALUATION])

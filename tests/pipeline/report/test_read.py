@@ -52,6 +52,10 @@ def test_training_curves_have_one_point_per_epoch(trainer, small_config):
         assert set(curves[metric]) == {"train", "validation"}
         assert [e for e, _ in curves[metric]["train"]] == list(range(epochs))
     assert all(0.0 <= v <= 1.0 for _, v in curves["auc"]["validation"])
+    record = read.training_record(trainer["model_run"][0].uri)
+    assert record["strategy"] in ("MirroredStrategy", "_DefaultDistributionStrategy", "OneDeviceStrategy")
+    assert record["replicas"] >= 1 and record["workers"] == 1 and record["epochs"] == epochs
+    assert record["global_batch"] == small_config.hparams.per_replica_batch_size * record["replicas"]
 
 
 @pytest.fixture(scope="module")
