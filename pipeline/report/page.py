@@ -156,6 +156,17 @@ def _evaluation(report: Report) -> str:
             + "</p>"
         )
     thresholds = "".join(f"<li>{_e(t)}</li>" for t in report.thresholds)
+    against = "".join(
+        f"<tr><td>{_e(name)}</td><td class='num'>{values.get('baseline', float('nan')):.4f}</td>"
+        f"<td class='num' data-change='{_e(name)}'>{values.get('change', float('nan')):+.4f}</td></tr>"
+        for name, values in sorted(report.baseline.items())
+        if name != "example_count"
+    )
+    if against:
+        against = (
+            "<h3>Against the baseline model (overall)</h3><table id='baseline'><tr><th>metric</th>"
+            f"<th>baseline</th><th>change</th></tr>{against}</table>"
+        )
     figures = []
     if "roc" in report.plots:
         figures.append(_figure("roc", plots.roc(report.plots["roc"]), "ROC curve (overall)"))
@@ -164,7 +175,7 @@ def _evaluation(report: Report) -> str:
     if "confusion" in report.plots:
         figures.append(_figure("confusion", plots.confusion(report.plots["confusion"]), "confusion matrix (overall)"))
     return (
-        f"<section id='evaluation'><h2>Evaluation</h2>{verdict}<ul>{thresholds}</ul>"
+        f"<section id='evaluation'><h2>Evaluation</h2>{verdict}<ul>{thresholds}</ul>{against}"
         f"<table id='metrics'><tr><th>slice</th>{header}</tr>{rows}</table>"
         f"<div class='grid'>{''.join(figures)}</div></section>"
     )

@@ -166,6 +166,25 @@ def _slice_order(slice_: SliceMetrics) -> tuple:
         return (1, feature, float("inf"), value)
 
 
+def baseline_comparison(evaluation_uri: str) -> dict[str, dict[str, float]]:
+    """Overall: metric -> {"baseline": value, "change": candidate minus baseline}, when the
+    Evaluator compared the candidate with a blessed baseline (else empty)."""
+    import tensorflow_model_analysis as tfma
+
+    found: dict[str, dict[str, float]] = {}
+    for slice_metrics in tfma.load_metrics(evaluation_uri):
+        if slice_metrics.slice_key.single_slice_keys:
+            continue
+        for item in slice_metrics.metric_keys_and_values:
+            if not item.value.HasField("double_value"):
+                continue
+            if item.key.is_diff:
+                found.setdefault(item.key.name, {})["change"] = item.value.double_value.value
+            elif item.key.model_name == "baseline":
+                found.setdefault(item.key.name, {})["baseline"] = item.value.double_value.value
+    return found
+
+
 def evaluation_plots(evaluation_uri: str) -> dict[str, Any]:
     """The overall slice's ROC points (false and true positive rates over thresholds), the
     calibration buckets and the confusion matrix at the 0.5 threshold, as TFMA computed them."""
@@ -260,6 +279,7 @@ class Report:
     curves: dict = dataclasses.field(default_factory=dict)
     training: dict = dataclasses.field(default_factory=dict)
     slices: list[SliceMetrics] = dataclasses.field(default_factory=list)
+    baseline: dict = dataclasses.field(default_factory=dict)
     plots: dict = dataclasses.field(default_factory=dict)
     thresholds: list[str] = dataclasses.field(default_factory=list)
     signatures: list[Signature] = dataclasses.field(default_factory=list)
@@ -281,6 +301,7 @@ def read_report(summary: RunSummary) -> Report:
     if EVALUATION in out:
         report.slices = evaluation_slices(out[EVALUATION])
         report.plots = evaluation_plots(out[EVALUATION])
+        report.baseline = baseline_comparison(out[EVALUATION])
         report.thresholds = thresholds(out[EVALUATION])
     if summary.pushed_to and os.path.exists(os.path.join(summary.pushed_to, "saved_model.pb")):
         report.signatures = signatures(summary.pushed_to)

@@ -58,7 +58,10 @@ def test_columns_slices_verdict_and_drift():
         SliceMetrics("Overall", {"auc": 0.7, "example_count": 10.0}),
         SliceMetrics("payment_type = Cash", {"auc": 0.8}),
     ]
+    report.baseline = {"auc": {"baseline": 0.75, "change": -0.05}, "example_count": {"baseline": 10.0}}
     page = render(report, {"train_steps": 400})
+    assert "Against the baseline model (overall)" in page and "data-change='auc'>-0.0500<" in page
+    assert "data-change='example_count'" not in page
     assert "NOT blessed: auc: 0.7 &lt; 0.9" in page
     assert "Drift: ACCEPTED with --accept-drift" in page and "<td class='bad'>over</td>" in page
     assert "No anomalies: the data meets its contract." in page

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import os
+import shutil
 
 import pytest
 import tensorflow_model_analysis as tfma
@@ -76,6 +77,29 @@ def test_slices_are_overall_then_each_configured_feature_value(evaluation_uri):
     assert slices[0].metrics == summary.metrics
     hours = sum(s.metrics["example_count"] for s in slices if s.name.startswith("trip_start_hour = "))
     assert hours == slices[0].metrics["example_count"]
+
+
+def test_against_a_baseline_the_change_is_candidate_minus_baseline(pipe, root, examples, trainer, tmp_path):
+    from tfx.types import standard_artifacts
+
+    from tests.support.harness import node, run_component
+
+    baseline = standard_artifacts.Model()
+    baseline.uri = str(tmp_path / "baseline")
+    shutil.copytree(trainer["model"][0].uri, baseline.uri)  # the same model under another URI
+    evaluation = run_component(
+        node(pipe, "Evaluator"),
+        {"examples": examples, "model": trainer["model"], "baseline_model": [baseline]},
+        str(tmp_path / "out"),
+    )["evaluation"][0].uri
+    compared = read.baseline_comparison(evaluation)
+    overall = read.evaluation_slices(evaluation)[0].metrics
+    assert compared["auc"]["baseline"] == pytest.approx(overall["auc"])
+    assert compared["auc"]["change"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_without_a_baseline_there_is_nothing_to_compare(evaluation_uri):
+    assert read.baseline_comparison(evaluation_uri) == {}
 
 
 def test_plots_are_tfmas_roc_calibration_and_confusion_matrix(evaluation_uri):
