@@ -25,8 +25,10 @@ class Column:
     kind: str  # "number" or "text"
     rows: int
     missing: float  # share of rows without a value
-    # Numbers: (low, high, count) buckets; text: (value, count), most frequent first.
-    histogram: list[tuple[float, float, float]] = dataclasses.field(default_factory=list)
+    # Numbers: TFDV's quantile buckets (low, high, count); text: (value, count), most frequent
+    # first. (TFDV's equal-width histograms span each split's own extremes: two splits'
+    # buckets would not line up; see components/drift.py.)
+    quantiles: list[tuple[float, float, float]] = dataclasses.field(default_factory=list)
     top_values: list[tuple[str, float]] = dataclasses.field(default_factory=list)
 
 
@@ -51,7 +53,7 @@ def data_columns(statistics_uri: str) -> dict[str, list[Column]]:
 
     from components.drift import read_statistics_dir
 
-    standard = statistics_pb2.Histogram.STANDARD
+    quantile_type = statistics_pb2.Histogram.QUANTILES
     found = {}
     for split, statistics in read_statistics_dir(statistics_uri).items():
         dataset = statistics.datasets[0]
@@ -61,9 +63,9 @@ def data_columns(statistics_uri: str) -> dict[str, list[Column]]:
             rows = dataset.num_examples
             if feature.HasField("num_stats"):
                 stats = feature.num_stats
-                histogram = next((h for h in stats.histograms if h.type == standard), None)
+                histogram = next((h for h in stats.histograms if h.type == quantile_type), None)
                 buckets = [(b.low_value, b.high_value, b.sample_count) for b in histogram.buckets] if histogram else []
-                column = Column(name, "number", rows, _missing(stats.common_stats, rows), histogram=buckets)
+                column = Column(name, "number", rows, _missing(stats.common_stats, rows), quantiles=buckets)
             else:
                 stats = feature.string_stats
                 top = [(v.value, v.frequency) for v in stats.top_values]

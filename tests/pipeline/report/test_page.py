@@ -48,7 +48,7 @@ def test_columns_slices_verdict_and_drift():
     )
     report.columns = {
         split: [
-            Column("fare", "number", 10, 0.0, histogram=[(0.0, 5.0, 6.0), (5.0, 10.0, 4.0)]),
+            Column("fare", "number", 10, 0.0, quantiles=[(0.0, 5.0, 5.0), (5.0, 10.0, 5.0)]),
             Column("payment_type", "text", 10, 0.1, top_values=[("Cash", 6.0), ("<b>", 3.0)]),
         ]
         for split in ("train", "eval")
@@ -69,3 +69,12 @@ def test_columns_slices_verdict_and_drift():
     assert "data-metric='auc' data-value='0.7'>0.7000<" in page and ">10<" in page
     assert "<tr data-slice='payment_type = Cash'>" in page
     assert "<code>400</code>" in page
+
+
+def test_numbers_are_drawn_on_buckets_every_split_shares():
+    from pipeline.report.plots import shared_boundaries
+
+    train = Column("fare", "number", 10, 0.0, quantiles=[(0.0, 4.0, 5.0), (4.0, 12.0, 4.0), (12.0, 700.0, 1.0)])
+    eval_ = Column("fare", "number", 5, 0.0, quantiles=[(1.0, 5.0, 3.0), (5.0, 9.0, 2.0)])
+    # The train split's interior bounds (4 and 12), cut in equal widths: 700 stays out of them.
+    assert shared_boundaries({"train": train, "eval": eval_}, bins=4) == [4.0, 6.0, 8.0, 10.0, 12.0]

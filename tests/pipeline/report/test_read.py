@@ -24,13 +24,13 @@ def test_columns_per_split_with_types_missing_shares_and_distributions(statistic
     with open(sample_dir / "data.csv", newline="") as f:
         header = next(csv.reader(f))
     assert set(by_name) == set(header)
-    assert by_name["fare"].kind == "number" and by_name["fare"].histogram and by_name["fare"].missing == 0.0
+    assert by_name["fare"].kind == "number" and by_name["fare"].quantiles and by_name["fare"].missing == 0.0
     assert by_name["payment_type"].kind == "text" and by_name["payment_type"].top_values[0][0] in (
         "Cash",
         "Credit Card",
     )
     assert 0.2 < by_name["company"].missing < 0.5  # a third of the embedded data's companies are empty
-    total = sum(count for _, _, count in by_name["fare"].histogram)
+    total = sum(count for _, _, count in by_name["fare"].quantiles)
     assert total == pytest.approx(by_name["fare"].rows)
 
 
