@@ -101,9 +101,15 @@ def _transform(report: Report) -> str:
     if not report.vocabularies:
         return ""
     rows = "".join(f"<tr><td>{_e(k)}</td><td class='num'>{v}</td></tr>" for k, v in sorted(report.vocabularies.items()))
+    bounds = "".join(
+        f"<tr><td>{_e(k)}</td><td>{_e(', '.join(f'{b:.5f}' for b in v))}</td></tr>"
+        for k, v in sorted(report.boundaries.items())
+    )
+    if bounds:
+        bounds = f"<h3>Bucket boundaries</h3><table><tr><th>column</th><th>boundaries</th></tr>{bounds}</table>"
     return (
         "<section id='transform'><h2>Transform</h2><h3>Vocabularies</h3>"
-        f"<table><tr><th>column</th><th>entries</th></tr>{rows}</table></section>"
+        f"<table><tr><th>column</th><th>entries</th></tr>{rows}</table>{bounds}</section>"
     )
 
 

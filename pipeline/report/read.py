@@ -103,6 +103,34 @@ def vocabularies(transform_graph_uri: str) -> dict[str, int]:
     return sizes
 
 
+def bucket_boundaries(transform_graph_uri: str) -> dict[str, list[float]]:
+    """The quantile boundaries Transform computed for each coordinate column.
+
+    TFT's API does not expose an analyzer's result; the graph holds it as a constant. One
+    quantiles analyzer computes every coordinate's boundaries at once
+    (``models.preprocessing.quantile_buckets``), so they are the one float constant shaped
+    (columns, buckets - 1), its rows in ``features.BUCKET_FEATURES`` order."""
+    import tensorflow as tf
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    from models import features
+
+    with open(os.path.join(transform_graph_uri, "transform_fn", "saved_model.pb"), "rb") as f:
+        graph = saved_model_pb2.SavedModel.FromString(f.read()).meta_graphs[0].graph_def
+    shape = (len(features.BUCKET_FEATURES), features.NUM_BUCKETS - 1)
+    nodes = [*graph.node, *(node for function in graph.library.function for node in function.node_def)]
+    found = [
+        value
+        for node in nodes
+        if node.op == "Const" and node.attr["dtype"].type in (tf.float32.as_datatype_enum, tf.float64.as_datatype_enum)
+        for value in [tf.make_ndarray(node.attr["value"].tensor)]
+        if value.shape == shape
+    ]
+    if len(found) != 1:
+        return {}  # preprocessing changed: nothing shown rather than the wrong numbers
+    return {name: [float(b) for b in row] for name, row in zip(features.BUCKET_FEATURES, found[0], strict=True)}
+
+
 def training_curves(model_run_uri: str) -> dict[str, dict[str, list[tuple[int, float]]]]:
     """metric -> {"train"/"validation": [(epoch, value)]}, from the TensorBoard event files
     Keras wrote (``epoch_<metric>`` scalars)."""
@@ -278,6 +306,7 @@ class Report:
     columns: dict[str, list[Column]] = dataclasses.field(default_factory=dict)
     anomalies: list[str] | None = None
     vocabularies: dict[str, int] = dataclasses.field(default_factory=dict)
+    boundaries: dict[str, list[float]] = dataclasses.field(default_factory=dict)
     curves: dict = dataclasses.field(default_factory=dict)
     training: dict = dataclasses.field(default_factory=dict)
     slices: list[SliceMetrics] = dataclasses.field(default_factory=list)
@@ -297,6 +326,7 @@ def read_report(summary: RunSummary) -> Report:
         report.anomalies = anomaly_lines(out[ANOMALIES])
     if TRANSFORM_GRAPH in out:
         report.vocabularies = vocabularies(out[TRANSFORM_GRAPH])
+        report.boundaries = bucket_boundaries(out[TRANSFORM_GRAPH])
     if MODEL_RUN in out:
         report.curves = training_curves(out[MODEL_RUN])
         report.training = training_record(out[MODEL_RUN])

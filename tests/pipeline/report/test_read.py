@@ -46,6 +46,28 @@ def test_vocabulary_sizes_are_the_asset_files_lines(transform):
         assert sizes["payment_type"] == len(f.read().splitlines())
 
 
+def test_bucket_boundaries_are_the_ones_the_transform_graph_applies(transform, trainer, sample_dir):
+    import numpy as np
+    import tensorflow as tf
+
+    from models import features
+    from tests.support.raw_examples import raw_example
+
+    boundaries = read.bucket_boundaries(transform["transform_graph"][0].uri)
+    assert set(boundaries) == set(features.BUCKET_FEATURES)
+    assert all(len(b) == features.NUM_BUCKETS - 1 and b == sorted(b) for b in boundaries.values())
+    with open(sample_dir / "data.csv", newline="") as f:
+        rows = [row for row in csv.DictReader(f) if all(row[name] for name in features.BUCKET_FEATURES)][:50]
+    examples = [raw_example({k: v for k, v in row.items() if v}, keep_label_source=True) for row in rows]
+    model = tf.saved_model.load(path_utils.serving_model_path(trainer["model"][0].uri))
+    transformed = model.signatures["transform_features"](examples=tf.constant(examples))
+    for name in features.BUCKET_FEATURES:
+        # In float32, as the graph compares them (coordinates sit exactly on boundaries often).
+        values = np.array([float(row[name]) for row in rows], np.float32)
+        expected = np.searchsorted(np.array(boundaries[name], np.float32), values, side="right")
+        assert transformed[features.transformed_name(name)].numpy().ravel().tolist() == expected.tolist(), name
+
+
 def test_training_curves_have_one_point_per_epoch(trainer, small_config):
     curves = read.training_curves(trainer["model_run"][0].uri)
     epochs = small_config.hparams.epochs
