@@ -62,7 +62,7 @@ def test_a_local_run_does_not_import_the_vertex_client(tmp_path):
         cwd=os.path.dirname(os.path.abspath(local_runner.__file__)),
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "components 10" in result.stdout
+    assert "components 11" in result.stdout
     assert "imported []" in result.stdout
 
 
