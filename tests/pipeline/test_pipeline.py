@@ -48,7 +48,7 @@ def test_every_component_is_in_the_dag(pipe):
 
 def test_transform_and_trainer_wait_for_the_anomaly_gate(pipe):
     ids = _ids(pipe)
-    assert _upstream(ids["AnomalyGate"]) == {"ExampleValidator", "SchemaGen", "CsvExampleGen"}
+    assert _upstream(ids["AnomalyGate"]) == {"ExampleValidator", "SchemaGen", "CsvExampleGen", "StatisticsGen"}
     assert "AnomalyGate" in _upstream(ids["Transform"])
     assert "AnomalyGate" in _upstream(ids["Trainer"])
     assert "SchemaGen" not in _upstream(ids["Transform"])
