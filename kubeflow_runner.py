@@ -125,6 +125,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="Execute the compiled job here, task by task as Vertex AI Pipelines does, instead of submitting it.",
     )
     rehearsal.add_argument(
+        "--report",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Write the rehearsal's run report under --rehearsal-root (report/<pipeline>/<job>/index.html).",
+    )
+    rehearsal.add_argument(
         "--rehearsal-root",
         default=DEFAULT_REHEARSAL_ROOT,
         help="Where the rehearsal keeps gs:// data, its metadata store, the staged image and task logs.",
@@ -308,7 +314,8 @@ def rehearse(args: argparse.Namespace, config: PipelineConfig, job_file: str) ->
     print("\n" + format_summary(summary, config.min_eval_auc))
     print(f"Task logs: {result.logs_dir}")
     try:
-        print(f"Run report: {write_report(summary, config, root=settings.root)}")
+        if args.report:
+            print(f"Run report: {write_report(summary, config, root=settings.root)}")
     except Exception as err:  # noqa: BLE001 - the report must never hide the rehearsal's own outcome
         print(f"(no run report: {type(err).__name__}: {err})")
     if failed := result.failed:

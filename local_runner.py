@@ -54,6 +54,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="Show every log line of TFX, Beam and TensorFlow (default: progress only).",
     )
+    parser.add_argument(
+        "--report",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Write the run report (outputs/report/<pipeline>/<run>/index.html) after the summary.",
+    )
     return parser.parse_args(argv)
 
 
@@ -189,7 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"(no run summary: {err})")
         else:
             try:
-                print(f"Run report: {write_report(summary, config)}")
+                if args.report:
+                    print(f"Run report: {write_report(summary, config)}")
             except Exception as err:  # noqa: BLE001 - the report must never hide the run's own outcome
                 print(f"(no run report: {type(err).__name__}: {err}; python -m pipeline.report writes it again)")
     if failure is not None:

@@ -88,6 +88,10 @@ def test_serving_data_is_optional_and_taken_as_an_absolute_path():
     assert config.serving_data_root == os.path.abspath("requests")
 
 
+def test_the_run_report_is_written_unless_declined():
+    assert local_runner.parse_args([]).report and not local_runner.parse_args(["--no-report"]).report
+
+
 def test_negative_beam_workers_are_refused(capsys):
     assert local_runner.main(["--beam-workers", "-1"]) == 2
     assert "--beam-workers must be 0" in capsys.readouterr().err

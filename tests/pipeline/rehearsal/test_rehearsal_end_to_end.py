@@ -53,12 +53,14 @@ def _tasks(record: dict) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def rehearsals(sample_dir, tmp_path_factory):
-    """Five rehearsals in one store: fresh, fresh again, then three times with caching on."""
+    """Five rehearsals in one store, caching on: the first (with its run report); the second
+    trains again (other steps) on the cached data path; then three unchanged reruns."""
     root = tmp_path_factory.mktemp("rehearsal")
     codes = []
-    for caching in ("--enable-cache", "--no-enable-cache", "--enable-cache", "--enable-cache", "--enable-cache"):
+    for extra in (["--report"], *[["--train-steps", "44"]] * 4):
         # The sample has no data contract beside it (the full-data rehearsal below uses data/'s).
-        codes.append(kubeflow_runner.main(_argv(root, sample_dir, *SMALL_RUN, caching, "--infer-schema")))
+        argv = _argv(root, sample_dir, *SMALL_RUN, "--enable-cache", "--infer-schema", *extra)
+        codes.append(kubeflow_runner.main(argv))
     records = _records(root)
     assert len(records) == 5
     return root, codes, records
@@ -119,6 +121,8 @@ def test_a_second_rehearsal_evaluates_against_the_first_ones_blessed_model(rehea
     assert second[RESOLVER]["outputs"]["model"][0]["name"] == first_model
     assert second["Evaluator"]["inputs"]["baseline_model"] == [first_model]
     assert second["Evaluator"]["inputs"]["model"] != [first_model]  # a new model, trained again
+    # Everything upstream of the Trainer came from the cache.
+    assert {n for n, t in second.items() if t["state"] == "CACHED"} >= {"CsvExampleGen", "Transform"}
 
 
 @pytest.mark.slow
@@ -129,7 +133,7 @@ def test_an_unchanged_rerun_executes_no_task(rehearsals):
     def executed(tasks: dict) -> set[str]:
         return {n for n, t in tasks.items() if t["state"] == "SUCCEEDED" and t["kind"] == "container"}
 
-    # Upstream of the Evaluator nothing changed since the second rehearsal, but its blessed
+    # Nothing changed since the second rehearsal, but its blessed
     # model is a new baseline: the Evaluator (and DriftGate) run again, and the Evaluator's
     # new blessing is DriftGate's input once more in the fourth (docs/pipeline.md, Drift).
     assert executed(third) <= {"DriftGate", "Evaluator", "Pusher"}
@@ -147,7 +151,8 @@ def test_an_unchanged_rerun_executes_no_task(rehearsals):
 def test_every_executor_input_built_parses_as_kfp_executor_input(rehearsals):
     root, _, _ = rehearsals
     files = glob.glob(str(root / "logs" / "*" / "*_input.json"))
-    assert len(files) >= 2 * len(CONTAINER_TASKS)
+    # Every task of the first rehearsal, and at least the Trainer, Evaluator and Pusher of the second.
+    assert len(files) >= len(CONTAINER_TASKS) + 3
     for path in files:
         with open(path) as f:
             proto = json_format.Parse(f.read(), pipeline_spec_pb2.ExecutorInput())  # unknown fields fail
