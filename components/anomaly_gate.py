@@ -19,6 +19,8 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import io_utils
 
+from components.drift import read_splits, read_statistics_dir
+
 ANOMALIES_FILE = "SchemaDiff.pb"
 SCHEMA_FILE = "schema.pbtxt"
 # A column's missing-value tolerance in the contract: `annotation { tag: "max_missing_fraction=0.3" }`.
@@ -35,13 +37,7 @@ class DataAnomaliesError(RuntimeError):
 
 def read_anomalies(anomalies: standard_artifacts.ExampleAnomalies) -> dict[str, anomalies_pb2.Anomalies]:
     """Loads the anomalies proto ExampleValidator wrote for each split."""
-    found = {}
-    for split in artifact_utils.decode_split_names(anomalies.split_names):
-        path = os.path.join(artifact_utils.get_split_uri([anomalies], split), ANOMALIES_FILE)
-        proto = anomalies_pb2.Anomalies()
-        proto.ParseFromString(io_utils.read_bytes_file(path))
-        found[split] = proto
-    return found
+    return read_splits(anomalies.uri, ANOMALIES_FILE, anomalies_pb2.Anomalies)
 
 
 def describe_anomalies(anomalies_by_split: dict[str, anomalies_pb2.Anomalies]) -> list[str]:
@@ -86,6 +82,14 @@ def min_label_class_fraction(schema: schema_pb2.Schema) -> float:
     return features.MIN_LABEL_CLASS_FRACTION if found is None else found
 
 
+def missing_share(feature: statistics_pb2.FeatureNameStatistics, rows: int) -> float:
+    """The share of ``rows`` in which a column has no value. CSV columns hold one value or
+    none per row (an empty cell is a feature present with no value), so it is 1 - values/rows."""
+    kind = feature.WhichOneof("stats")
+    values = getattr(feature, kind).common_stats.tot_num_values if kind else 0
+    return 1.0 - values / rows if rows else 0.0
+
+
 def describe_missing(
     statistics_by_split: dict[str, statistics_pb2.DatasetFeatureStatisticsList], schema: schema_pb2.Schema
 ) -> list[str]:
@@ -98,10 +102,7 @@ def describe_missing(
             name = ".".join(feature.path.step) or feature.name
             if name not in tolerances or not dataset.num_examples:
                 continue
-            kind = feature.WhichOneof("stats")
-            common = getattr(feature, kind).common_stats if kind else None
-            # CSV columns hold one value or none per row: rows without one = rows - values.
-            missing = 1.0 - (common.tot_num_values if common else 0) / dataset.num_examples
+            missing = missing_share(feature, dataset.num_examples)
             if missing > tolerances[name]:
                 lines.append(
                     f"[{split}] feature '{name}': {missing:.1%} of rows have no value; the contract allows "
@@ -162,8 +163,6 @@ def check_data(
 ) -> None:
     """Raises ``DataAnomaliesError`` naming every anomaly, column missing too many values and
     a label that cannot be learned, or returns when the data is clean."""
-    from components.drift import read_statistics_dir
-
     schema = io_utils.parse_pbtxt_file(schema_file, schema_pb2.Schema())
     lines = describe_anomalies(read_anomalies(anomalies)) + describe_missing(
         read_statistics_dir(statistics.uri), schema

@@ -21,6 +21,7 @@ import dataclasses
 import os
 
 import numpy as np
+from google.protobuf.message import Message
 from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2, statistics_pb2
 
 # Inside a ModelBlessing: the statistics of the data the blessed model was trained and
@@ -63,16 +64,22 @@ def has_comparators(schema: schema_pb2.Schema, kind: str = "drift_comparator") -
     return any(feature.HasField(kind) for feature in schema.feature)
 
 
-def read_statistics_dir(uri: str) -> dict[str, statistics_pb2.DatasetFeatureStatisticsList]:
-    """Per split, the statistics StatisticsGen wrote under ``uri`` (Split-<name>/FeatureStats.pb)."""
+def read_splits(uri: str, file_name: str, message_class: type[Message]) -> dict[str, Message]:
+    """Per split, the ``file_name`` proto a component wrote under ``uri`` (Split-<name>/<file>):
+    StatisticsGen's statistics, ExampleValidator's or DriftGate's anomalies."""
     import tensorflow as tf
 
     found = {}
-    for path in sorted(tf.io.gfile.glob(os.path.join(uri, SPLIT_PREFIX + "*", STATS_FILE))):
+    for path in sorted(tf.io.gfile.glob(os.path.join(uri, SPLIT_PREFIX + "*", file_name))):
         split = os.path.basename(os.path.dirname(path))[len(SPLIT_PREFIX) :]
         with tf.io.gfile.GFile(path, "rb") as f:
-            found[split] = statistics_pb2.DatasetFeatureStatisticsList.FromString(f.read())
+            found[split] = message_class.FromString(f.read())
     return found
+
+
+def read_statistics_dir(uri: str) -> dict[str, statistics_pb2.DatasetFeatureStatisticsList]:
+    """Per split, the statistics StatisticsGen wrote under ``uri`` (Split-<name>/FeatureStats.pb)."""
+    return read_splits(uri, STATS_FILE, statistics_pb2.DatasetFeatureStatisticsList)
 
 
 def _quantiles(feature: statistics_pb2.FeatureNameStatistics) -> statistics_pb2.Histogram | None:

@@ -29,9 +29,8 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import io_utils
 
 from components import drift
-from components.anomaly_gate import DataAnomaliesError, describe_anomalies
+from components.anomaly_gate import ANOMALIES_FILE, DataAnomaliesError, describe_anomalies
 
-ANOMALIES_FILE = "SchemaDiff.pb"
 # On the output: JSON {"baseline": blessing URI or null, "serving": serving statistics URI or
 # null, "accepted": bool, "drift": [...]}.
 DRIFT_PROPERTY = "drift_report"

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
-from components.anomaly_gate import MISSING_TAG
+from components.anomaly_gate import MISSING_TAG, missing_share
 from pipeline.config import CONTRACT_FILE, DEFAULT_DATA_ROOT
 
 MIN_VALUES_FOR_RANGE = 10
@@ -72,10 +72,9 @@ def draft(data_root: str, data_pattern: str = "*.csv"):
     rows = statistics.datasets[0].num_examples
     for feature in statistics.datasets[0].features:
         target = tfdv.get_feature(schema, feature.path.step[0])
-        common = getattr(feature, feature.WhichOneof("stats")).common_stats
         if not target.HasField("shape") and rows:
             # Half as much again as the share seen, plus a point: a starting tolerance.
-            missing = 1.0 - common.tot_num_values / rows
+            missing = missing_share(feature, rows)
             target.annotation.tag.append(f"{MISSING_TAG}{min(1.0, round(missing * 1.5 + 0.01, 2)):g}")
         if feature.HasField("string_stats"):
             target.drift_comparator.infinity_norm.threshold = DRAFT_TEXT_DRIFT

@@ -137,22 +137,31 @@ def _pusher(config: PipelineConfig, **inputs):
     )
 
 
+def _csv_example_gen(input_base: str, pattern: str, buckets_by_split: dict[str, int]) -> CsvExampleGen:
+    """TFX's CsvExampleGen with a faster local executor (same splits and outputs): the files
+    matching ``pattern``, rows split by hash into these splits and numbers of hash buckets."""
+    return CsvExampleGen(
+        input_base=input_base,
+        input_config=example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="single_split", pattern=pattern)]),
+        output_config=example_gen_pb2.Output(
+            split_config=example_gen_pb2.SplitConfig(
+                splits=[
+                    example_gen_pb2.SplitConfig.Split(name=name, hash_buckets=buckets)
+                    for name, buckets in buckets_by_split.items()
+                ]
+            )
+        ),
+    )
+
+
 def _serving_statistics(config: PipelineConfig) -> tuple[list, dict]:
     """With serving data: its ExampleGen and StatisticsGen, and DriftGate's input for skew."""
     if not config.serving_data_root:
         return [], {}
-    serving_example_gen = CsvExampleGen(
-        input_base=config.serving_data_root,
-        input_config=example_gen_pb2.Input(
-            splits=[example_gen_pb2.Input.Split(name="single_split", pattern=config.data_pattern)]
-        ),
-        # One split holding every row (TFX's default would split them 2:1 into train/eval).
-        output_config=example_gen_pb2.Output(
-            split_config=example_gen_pb2.SplitConfig(
-                splits=[example_gen_pb2.SplitConfig.Split(name=SERVING_SPLIT, hash_buckets=1)]
-            )
-        ),
-    ).with_id("ServingExampleGen")
+    # One split holding every row (TFX's default would split them 2:1 into train/eval).
+    serving_example_gen = _csv_example_gen(config.serving_data_root, config.data_pattern, {SERVING_SPLIT: 1}).with_id(
+        "ServingExampleGen"
+    )
     serving_statistics_gen = StatisticsGen(examples=serving_example_gen.outputs["examples"]).with_id(
         "ServingStatisticsGen"
     )
@@ -166,20 +175,8 @@ def create_pipeline(
     metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
 ) -> Pipeline:
     """Builds the complete DAG from ``config``; runners only add where metadata lives."""
-    # TFX's CsvExampleGen with a faster local executor (same splits and outputs).
-    example_gen = CsvExampleGen(
-        input_base=config.data_root,
-        input_config=example_gen_pb2.Input(
-            splits=[example_gen_pb2.Input.Split(name="single_split", pattern=config.data_pattern)]
-        ),
-        output_config=example_gen_pb2.Output(
-            split_config=example_gen_pb2.SplitConfig(
-                splits=[
-                    example_gen_pb2.SplitConfig.Split(name=TRAIN_SPLIT, hash_buckets=config.train_buckets),
-                    example_gen_pb2.SplitConfig.Split(name=EVAL_SPLIT, hash_buckets=config.eval_buckets),
-                ]
-            )
-        ),
+    example_gen = _csv_example_gen(
+        config.data_root, config.data_pattern, {TRAIN_SPLIT: config.train_buckets, EVAL_SPLIT: config.eval_buckets}
     )
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
     if config.schema_path:

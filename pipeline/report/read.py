@@ -51,6 +51,7 @@ def data_columns(statistics_uri: str) -> dict[str, list[Column]]:
     """Per split, every column with its type, missing share and distribution."""
     from tensorflow_metadata.proto.v0 import statistics_pb2
 
+    from components.anomaly_gate import missing_share
     from components.drift import read_statistics_dir
 
     quantile_type = statistics_pb2.Histogram.QUANTILES
@@ -65,19 +66,14 @@ def data_columns(statistics_uri: str) -> dict[str, list[Column]]:
                 stats = feature.num_stats
                 histogram = next((h for h in stats.histograms if h.type == quantile_type), None)
                 buckets = [(b.low_value, b.high_value, b.sample_count) for b in histogram.buckets] if histogram else []
-                column = Column(name, "number", rows, _missing(stats.common_stats, rows), quantiles=buckets)
+                column = Column(name, "number", rows, missing_share(feature, rows), quantiles=buckets)
             else:
                 stats = feature.string_stats
                 top = [(v.value, v.frequency) for v in stats.top_values]
-                column = Column(name, "text", rows, _missing(stats.common_stats, rows), top_values=top)
+                column = Column(name, "text", rows, missing_share(feature, rows), top_values=top)
             columns.append(column)
         found[split] = sorted(columns, key=lambda c: c.name)
     return found
-
-
-def _missing(common, rows: int) -> float:
-    # CSV columns hold one value or none per row (components/anomaly_gate.py).
-    return 1.0 - common.tot_num_values / rows if rows else 0.0
 
 
 def anomaly_lines(anomalies_uri: str) -> list[str]:
@@ -85,13 +81,9 @@ def anomaly_lines(anomalies_uri: str) -> list[str]:
     from tensorflow_metadata.proto.v0 import anomalies_pb2
 
     from components.anomaly_gate import ANOMALIES_FILE, describe_anomalies
+    from components.drift import read_splits
 
-    found = {}
-    for path in sorted(glob.glob(os.path.join(anomalies_uri, "Split-*", ANOMALIES_FILE))):
-        split = os.path.basename(os.path.dirname(path))[len("Split-") :]
-        with open(path, "rb") as f:
-            found[split] = anomalies_pb2.Anomalies.FromString(f.read())
-    return describe_anomalies(found)
+    return describe_anomalies(read_splits(anomalies_uri, ANOMALIES_FILE, anomalies_pb2.Anomalies))
 
 
 def vocabularies(transform_graph_uri: str) -> dict[str, int]:

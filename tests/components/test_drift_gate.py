@@ -13,8 +13,8 @@ import shutil
 import pytest
 from tfx.types import standard_artifacts
 
-from components.anomaly_gate import DataAnomaliesError
-from components.drift_gate import ANOMALIES_FILE, DRIFT_PROPERTY, DataDriftError
+from components.anomaly_gate import ANOMALIES_FILE, DataAnomaliesError
+from components.drift_gate import DRIFT_PROPERTY, DataDriftError
 from pipeline.config import CONTRACT_FILE, DEFAULT_DATA_ROOT
 from pipeline.pipeline import create_pipeline
 from tests.support.harness import node, run_component
