@@ -1,40 +1,42 @@
-"""Evaluator user code (TFX's ``custom_extractors`` hook): TFMA's own extractors, with
-the per-example data its metrics never read dropped before TFMA splits batches into
-examples.
+"""Evaluator user code (TFX's ``custom_extractors`` hook): TFMA's extractors, with the
+metrics computed a batch at a time instead of one example at a time.
 
-TFMA computes predictions and labels a batch at a time, then splits every batch into
-one Python dict per example (``UnbatchExtractor``) and feeds those to its metrics. By
-then each batch carries every raw feature, the serialized input and the transformed
-label beside the labels and predictions, and splitting those into per-example arrays is
-most of the splitting's cost (about 20 values per example for our 18 columns, against
-4 the metrics use). Only the metrics and the slicing read the per-example extracts, so
-everything else is dropped first: labels, predictions and example weights stay, and so
-do the features a slicing spec names. What the Evaluator computes is unchanged (tested
-against TFMA's default extractors in ``tests/models/test_evaluation.py``).
+TFMA computes predictions and labels a batch at a time, then splits every batch into one
+Python dict per example (``UnbatchExtractor``), finds each example's slices
+(``SliceKeyExtractor``) and feeds the examples one by one to its metric combiners; that
+per-example Python work is most of the Evaluator's time. Here both stages are replaced by
+one: each batch is cut into one sub-batch per slice it holds (the whole batch for the
+overall slice), carrying only what the metrics read (labels, predictions, example
+weights), and the metrics are ``models.batched_metrics``: TFMA's own metric classes with
+batched combiners. The slice keys are TFMA's, computed by TFMA's slicer once per distinct
+combination of slicing values in the batch. What the Evaluator writes is unchanged: the
+same metrics, plots, validation and blessing (tested against TFMA's default extractors and
+metrics in ``tests/models/test_evaluation.py``).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 import tensorflow_model_analysis as tfma
-from tensorflow_model_analysis.extractors import unbatch_extractor
+from tensorflow_model_analysis.extractors import slice_key_extractor, unbatch_extractor
+from tensorflow_model_analysis.slicer import slicer_lib
+from tensorflow_model_analysis.utils import util
 
-SLIM_EXTRACTS_STAGE_NAME = "DropExtractsMetricsDoNotRead"
-# What TFMA's metrics, example weights and slicing read from each example's extract.
-KEPT_KEYS = (
-    tfma.constants.LABELS_KEY,
-    tfma.constants.PREDICTIONS_KEY,
-    tfma.constants.EXAMPLE_WEIGHTS_KEY,
-    tfma.constants.ATTRIBUTIONS_KEY,
-    # Set before the unbatching only by SQL slicing specs (which read the whole batch earlier).
-    tfma.constants.SLICE_KEY_TYPES_KEY,
-    # Removed by UnbatchExtractor itself; kept so it finds what it expects.
-    tfma.constants.ARROW_RECORD_BATCH_KEY,
-)
+from models import batched_metrics
+
+# TFMA's metrics evaluator runs after the stage of this name (TFMA's slicing), so the
+# batched slicing that replaces it takes its name.
+BATCHED_SLICES_STAGE_NAME = slice_key_extractor.SLICE_KEY_EXTRACTOR_STAGE_NAME
+# What the batched metrics read from a (sub-)batch.
+METRIC_KEYS = (tfma.constants.LABELS_KEY, tfma.constants.PREDICTIONS_KEY, tfma.constants.EXAMPLE_WEIGHTS_KEY)
 FEATURE_KEYS = (tfma.constants.FEATURES_KEY, tfma.constants.TRANSFORMED_FEATURES_KEY)
+# The stages ``slice_batches`` replaces.
+REPLACED_STAGES = (unbatch_extractor.UNBATCH_EXTRACTOR_STAGE_NAME, slice_key_extractor.SLICE_KEY_EXTRACTOR_STAGE_NAME)
 
 
 def slicing_columns(eval_config: tfma.EvalConfig) -> set[str]:
@@ -50,6 +52,17 @@ def slicing_columns(eval_config: tfma.EvalConfig) -> set[str]:
     return columns
 
 
+def slice_specs(eval_config: tfma.EvalConfig) -> list[slicer_lib.SingleSliceSpec]:
+    """The slices TFMA's SliceKeyExtractor would compute for ``eval_config``."""
+    specs = [slicer_lib.SingleSliceSpec(spec=spec) for spec in eval_config.slicing_specs]
+    for cross in eval_config.cross_slicing_specs:
+        for spec in (cross.baseline_spec, *cross.slicing_specs):
+            single = slicer_lib.SingleSliceSpec(spec=spec)
+            if single not in specs:
+                specs.append(single)
+    return specs or [slicer_lib.SingleSliceSpec()]
+
+
 def _only(features: Any, columns: set[str]) -> Any:
     """``features`` restricted to ``columns``: a dict, or a dict per model (multi-model)."""
     if not isinstance(features, dict):
@@ -59,45 +72,148 @@ def _only(features: Any, columns: set[str]) -> Any:
     return {name: value for name, value in features.items() if name in columns}
 
 
-def slim_extracts(batch: dict, columns: set[str]) -> dict:
-    """``batch`` with only what the metrics and slicing read (see the module docstring)."""
-    slim = {key: value for key, value in batch.items() if key in KEPT_KEYS}
-    if columns:
-        for key in FEATURE_KEYS:
-            if key in batch:
-                slim[key] = _only(batch[key], columns)
-    return slim
+def _take(value: Any, rows: np.ndarray) -> Any:
+    """``value`` (an array, or a dict of them per model/output) at ``rows`` of the batch."""
+    if isinstance(value, dict):
+        return {key: _take(item, rows) for key, item in value.items()}
+    if value is None:
+        return None
+    if isinstance(value, np.ndarray):
+        return value[rows] if value.ndim else value
+    raise ValueError(
+        f"Cannot cut a batch of {type(value).__name__} into slices: labels, predictions and example "
+        "weights must be dense arrays for models.evaluation's batched metrics"
+    )
 
 
-def slim_extracts_extractor(eval_config: tfma.EvalConfig) -> tfma.extractors.Extractor:
+def _leaves(value: Any) -> list:
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _leaves(item)]
+    return [value]
+
+
+def _batch_size(batch: dict) -> int:
+    for key in METRIC_KEYS[:2]:
+        for leaf in _leaves(batch.get(key)):
+            if isinstance(leaf, np.ndarray) and leaf.ndim:
+                return leaf.shape[0]
+    raise ValueError("A batch without labels or predictions cannot be evaluated")
+
+
+def _example_slices(example: dict, specs: list, model_names: list[str]) -> list:
+    """TFMA's slice keys for one example's slicing features (as ExtractSliceKeysFn finds them)."""
+    transformed = example.get(tfma.constants.TRANSFORMED_FEATURES_KEY)
+    features_dicts = []
+    if transformed:
+        if len(model_names) <= 1:
+            features_dicts.append(transformed)
+        else:
+            features_dicts.extend(transformed[name] for name in model_names if name in transformed)
+    default = example.get(tfma.constants.FEATURES_KEY) or {}
+    return list(set(slicer_lib.get_slices_for_features_dicts(features_dicts, default, specs)))
+
+
+def _rows_by_slice(batch: dict, rows: int, columns: set[str], specs: list, model_names: list[str]) -> dict:
+    """{slice key: row indices} for one batch.
+
+    Rows are grouped by their slicing values first, so TFMA's slicer runs once per distinct
+    combination in the batch, not once per example. Columns that are not dense arrays
+    (variable-length ones) are split per example by TFMA itself.
+    """
+    slicing = {key: _only(batch[key], columns) for key in FEATURE_KEYS if batch.get(key)}
+    leaves = _leaves(slicing)
+    if not leaves:
+        groups = {(): np.arange(rows)}
+        examples = {(): {}}
+    elif all(isinstance(leaf, np.ndarray) for leaf in leaves):
+        # One hashable key per row: its values in every slicing column.
+        per_column = [map(tuple, leaf.reshape(rows, -1).tolist()) for leaf in leaves]
+        grouped: dict = defaultdict(list)
+        for row, key in enumerate(zip(*per_column, strict=True)):
+            grouped[key].append(row)
+        groups = {key: np.asarray(found) for key, found in grouped.items()}
+        # One example per group, unbatched the way TFMA unbatches.
+        examples = {key: util.split_extracts(_take(slicing, found[:1]))[0] for key, found in groups.items()}
+    else:
+        split = util.split_extracts(slicing)
+        groups = {row: np.asarray([row]) for row in range(rows)}
+        examples = dict(enumerate(split))
+    by_slice: dict = defaultdict(list)
+    for key, found in groups.items():
+        for slice_key in _example_slices(examples[key], specs, model_names):
+            by_slice[slice_key].append(found)
+    return {slice_key: np.sort(np.concatenate(parts)) for slice_key, parts in by_slice.items()}
+
+
+def slice_batch(batch: dict, columns: set[str], specs: list, model_names: list[str]) -> list[dict]:
+    """One extract per slice found in ``batch``: that slice's rows of the labels,
+    predictions and example weights, and the slice key (what TFMA's fan-out reads)."""
+    rows = _batch_size(batch)
+    metric_inputs = {key: batch[key] for key in METRIC_KEYS if key in batch}
+    result = []
+    for slice_key, found in _rows_by_slice(batch, rows, columns, specs, model_names).items():
+        extract = metric_inputs if len(found) == rows else _take(metric_inputs, found)
+        slice_key_types = slicer_lib.slice_keys_to_numpy_array([slice_key])
+        result.append({**extract, tfma.constants.SLICE_KEY_TYPES_KEY: slice_key_types})
+    return result
+
+
+def check_batched_config(eval_config: tfma.EvalConfig) -> None:
+    """Refuses configurations the batched path would get wrong, naming the fix."""
+    for spec in eval_config.metrics_specs:
+        for metric in spec.metrics:
+            if not batched_metrics.is_batched(metric):
+                raise ValueError(
+                    f"Metric {metric.class_name!r} is not a batched metric, and models.evaluation's extractors "
+                    f"feed whole batches: name it with models.batched_metrics.metric_config({metric.class_name!r}) "
+                    f"(batched: {sorted(batched_metrics.BATCHED_METRICS)}), or drop module_path from the "
+                    "Evaluator to use TFMA's per-example path."
+                )
+    if eval_config.options.min_slice_size.value > 1 or eval_config.options.compute_confidence_intervals.value:
+        raise ValueError(
+            "min_slice_size and confidence intervals count extracts, which are batches here: drop module_path "
+            "from the Evaluator to use TFMA's per-example path for them."
+        )
+    if eval_config.options.include_default_metrics.value or not eval_config.options.HasField("include_default_metrics"):
+        raise ValueError(
+            "The model's own compiled metrics are computed per example: set "
+            "options.include_default_metrics to False with models.evaluation's extractors."
+        )
+
+
+def batched_slices_extractor(eval_config: tfma.EvalConfig) -> tfma.extractors.Extractor:
     columns = slicing_columns(eval_config)
+    specs = slice_specs(eval_config)
+    model_names = [spec.name for spec in eval_config.model_specs]
     return tfma.extractors.Extractor(
-        stage_name=SLIM_EXTRACTS_STAGE_NAME,
-        ptransform=beam.Map(slim_extracts, columns),
+        stage_name=BATCHED_SLICES_STAGE_NAME,
+        ptransform=beam.FlatMap(slice_batch, columns, specs, model_names),
     )
 
 
 def custom_extractors(eval_shared_model, eval_config: tfma.EvalConfig, tensor_adapter_config) -> list:
-    """TFMA's default extractors with ``slim_extracts`` just before the unbatching.
+    """TFMA's default extractors with its unbatching and per-example slicing replaced by
+    ``slice_batch``.
 
     Called by TFX's Evaluator with the models, EvalConfig and tensor adapter it built.
     """
+    check_batched_config(eval_config)
     extractors = tfma.default_extractors(
         eval_shared_model=eval_shared_model,
         eval_config=eval_config,
         tensor_adapter_config=tensor_adapter_config,
     )
-    return with_slim_extracts(extractors, eval_config)
+    return with_batched_slices(extractors, eval_config)
 
 
-def with_slim_extracts(extractors: Iterable[tfma.extractors.Extractor], eval_config: tfma.EvalConfig) -> list:
-    """``extractors`` with the slimming stage inserted before TFMA's UnbatchExtractor."""
+def with_batched_slices(extractors: Iterable[tfma.extractors.Extractor], eval_config: tfma.EvalConfig) -> list:
+    """``extractors`` with TFMA's UnbatchExtractor and SliceKeyExtractor replaced by
+    ``slice_batch`` (at the unbatching's place, the last of TFMA's default stages)."""
     extractors = list(extractors)
     names = [extractor.stage_name for extractor in extractors]
-    if unbatch_extractor.UNBATCH_EXTRACTOR_STAGE_NAME not in names:
+    if names[-2:] != list(REPLACED_STAGES):
         raise ValueError(
-            f"TFMA's extractors have no {unbatch_extractor.UNBATCH_EXTRACTOR_STAGE_NAME} stage "
-            f"({names}); models.evaluation was written for TFMA 0.47."
+            f"TFMA's extractors do not end with {list(REPLACED_STAGES)} ({names}); models.evaluation was "
+            "written for TFMA 0.47."
         )
-    index = names.index(unbatch_extractor.UNBATCH_EXTRACTOR_STAGE_NAME)
-    return extractors[:index] + [slim_extracts_extractor(eval_config)] + extractors[index:]
+    return extractors[:-2] + [batched_slices_extractor(eval_config)]

@@ -32,7 +32,7 @@ from components.anomaly_gate import AnomalyGate
 from components.csv_example_gen import CsvExampleGen
 from components.drift_gate import SERVING_SPLIT, DriftGate
 from components.evaluator import Evaluator
-from models import features, signatures
+from models import batched_metrics, features, signatures
 from pipeline.config import EVALUATOR_MODULE, PREPROCESSING_FN, RUN_FN, PipelineConfig
 
 EVAL_SPLIT = "eval"
@@ -63,13 +63,14 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
         # Only the metrics below: the model's compiled Keras metrics would add a second,
         # differently computed "auc" beside TFMA's.
         options=tfma.Options(include_default_metrics=BoolValue(value=False)),
+        # TFMA's metrics, computed a batch at a time (models/batched_metrics.py says why).
         metrics_specs=[
             tfma.MetricsSpec(
                 metrics=[
-                    tfma.MetricConfig(class_name="ExampleCount"),
-                    tfma.MetricConfig(class_name="BinaryAccuracy"),
-                    tfma.MetricConfig(
-                        class_name="AUC",
+                    batched_metrics.metric_config("ExampleCount"),
+                    batched_metrics.metric_config("BinaryAccuracy"),
+                    batched_metrics.metric_config(
+                        "AUC",
                         # On the overall slice only: a threshold set on the metric itself
                         # applies to every slice, and an hour with a few dozen rows must
                         # not decide the blessing.
@@ -90,8 +91,8 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
                         ],
                     ),
                     # The report's ROC curve and confusion matrix, and its calibration plot.
-                    tfma.MetricConfig(class_name="ConfusionMatrixPlot", config='{"num_thresholds": 100}'),
-                    tfma.MetricConfig(class_name="CalibrationPlot", config='{"num_buckets": 10}'),
+                    batched_metrics.metric_config("ConfusionMatrixPlot", config='{"num_thresholds": 100}'),
+                    batched_metrics.metric_config("CalibrationPlot", config='{"num_buckets": 10}'),
                 ]
             )
         ],
@@ -237,7 +238,7 @@ def create_pipeline(
         # Kept with the blessing: the next run's DriftGate baseline.
         statistics=statistics_gen.outputs["statistics"],
         eval_config=eval_config(config),
-        # TFMA's extractors minus per-example data its metrics never read (same results).
+        # TFMA's extractors, slicing whole batches for the batched metrics (same results).
         module_path=EVALUATOR_MODULE,
     )
     pusher = _pusher(config, model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"])

@@ -1,51 +1,135 @@
-"""The Evaluator's custom extractors: what they drop, where they sit, and that the
-Evaluator computes the same metrics (overall and per slice) with them as without."""
+"""The Evaluator's custom extractors: batches cut into one sub-batch per slice, with the
+slices TFMA's own slicing finds, and the Evaluator computing the same metrics, plots and
+blessing with them (and the batched metrics) as with TFMA's per-example defaults."""
 
 from __future__ import annotations
 
 import os
+import shutil
+from collections import Counter
 
 import numpy as np
 import pytest
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
-from tensorflow_model_analysis.extractors import unbatch_extractor
+from tensorflow_model_analysis.extractors import slice_key_extractor
+from tensorflow_model_analysis.utils import util
+from tfx.types import standard_artifacts
 
-from models import evaluation
+from models import batched_metrics, evaluation
 from pipeline.pipeline import create_pipeline
 from tests.support.harness import node, run_component
 
-BATCH = {
-    tfma.constants.LABELS_KEY: np.array([[1], [0]]),
-    tfma.constants.PREDICTIONS_KEY: np.array([[0.9], [0.2]]),
-    tfma.constants.EXAMPLE_WEIGHTS_KEY: np.array([[1.0], [1.0]]),
-    tfma.constants.ARROW_RECORD_BATCH_KEY: "record batch",
-    tfma.constants.INPUT_KEY: np.array([b"x", b"y"]),
-    tfma.constants.FEATURES_KEY: {"company": np.array([b"a", b"b"]), "fare": np.array([1.0, 2.0])},
-    tfma.constants.TRANSFORMED_FEATURES_KEY: {"big_tipper_xf": np.array([[1], [0]])},
-}
+LABELS, PREDICTIONS = tfma.constants.LABELS_KEY, tfma.constants.PREDICTIONS_KEY
+WEIGHTS = tfma.constants.EXAMPLE_WEIGHTS_KEY
+FEATURES, SLICES = tfma.constants.FEATURES_KEY, tfma.constants.SLICE_KEY_TYPES_KEY
+CONFIG = tfma.EvalConfig(
+    model_specs=[tfma.ModelSpec()],
+    slicing_specs=[
+        tfma.SlicingSpec(),
+        tfma.SlicingSpec(feature_keys=["payment_type"]),
+        tfma.SlicingSpec(feature_keys=["payment_type", "hour"]),
+        tfma.SlicingSpec(feature_values={"payment_type": "Cash"}),
+    ],
+)
 
 
-def test_slim_extracts_keeps_what_metrics_read_and_drops_the_rest():
-    slim = evaluation.slim_extracts(BATCH, set())
-    assert set(slim) == {
-        tfma.constants.LABELS_KEY,
-        tfma.constants.PREDICTIONS_KEY,
-        tfma.constants.EXAMPLE_WEIGHTS_KEY,
-        tfma.constants.ARROW_RECORD_BATCH_KEY,
+def _batch(rows: int = 200, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {
+        LABELS: rng.integers(0, 2, (rows, 1)),
+        PREDICTIONS: rng.random((rows, 1)).astype(np.float32),
+        WEIGHTS: np.ones((rows, 1), np.float32),
+        tfma.constants.INPUT_KEY: np.array([b"serialized"] * rows, dtype=object),
+        FEATURES: {
+            "payment_type": rng.choice(np.array([b"Cash", b"Credit Card", b"Unknown"], dtype=object), (rows, 1)),
+            "hour": rng.integers(0, 4, (rows, 1)),
+            "fare": rng.random((rows, 1)),
+        },
     }
-    assert slim[tfma.constants.PREDICTIONS_KEY] is BATCH[tfma.constants.PREDICTIONS_KEY]
 
 
-def test_slim_extracts_keeps_the_features_slicing_reads():
-    slim = evaluation.slim_extracts(BATCH, {"company"})
-    assert list(slim[tfma.constants.FEATURES_KEY]) == ["company"]
-    assert slim[tfma.constants.TRANSFORMED_FEATURES_KEY] == {}
-    # Multi-model transformed features: a dict per model.
-    per_model = {tfma.constants.TRANSFORMED_FEATURES_KEY: {"candidate": {"company": 1, "x": 2}, "baseline": {"x": 3}}}
-    assert evaluation.slim_extracts(per_model, {"company"}) == {
-        tfma.constants.TRANSFORMED_FEATURES_KEY: {"candidate": {"company": 1}, "baseline": {}}
-    }
+def _tfma_rows_by_slice(batch: dict, config: tfma.EvalConfig) -> dict:
+    """{slice key: rows} as TFMA's own unbatching and SliceKeyExtractor find them."""
+    slicing = {FEATURES: {k: v for k, v in batch[FEATURES].items() if k in evaluation.slicing_columns(config)}}
+    extract_slice_keys = slice_key_extractor.ExtractSliceKeysFn(config, materialize=False)
+    specs = evaluation.slice_specs(config)
+    found: dict = {}
+    for row, example in enumerate(util.split_extracts(slicing)):
+        for key in extract_slice_keys.process(example, specs)[0][SLICES]:
+            found.setdefault(key, []).append(row)
+    return found
+
+
+def test_each_slice_gets_the_rows_tfmas_slicing_gives_it():
+    batch = _batch()
+    extracts = evaluation.slice_batch(batch, evaluation.slicing_columns(CONFIG), evaluation.slice_specs(CONFIG), [""])
+    expected = _tfma_rows_by_slice(batch, CONFIG)
+    assert Counter(key for e in extracts for key in e[SLICES]) == Counter(expected.keys())  # one extract per slice
+    for extract in extracts:
+        (key,) = extract[SLICES]
+        rows = np.asarray(expected[key])
+        np.testing.assert_array_equal(extract[LABELS], batch[LABELS][rows])
+        np.testing.assert_array_equal(extract[PREDICTIONS], batch[PREDICTIONS][rows])
+        np.testing.assert_array_equal(extract[WEIGHTS], batch[WEIGHTS][rows])
+        # Only what the metrics read travels on.
+        assert set(extract) == {LABELS, PREDICTIONS, WEIGHTS, SLICES}
+    overall = next(e for e in extracts if list(e[SLICES]) == [()])
+    assert overall[LABELS] is batch[LABELS]  # the overall slice is the batch itself, not a copy
+
+
+def test_variable_length_slicing_columns_are_sliced_per_example_like_tfma():
+    batch = _batch(rows=3)
+    batch[FEATURES]["payment_type"] = tfma.types.VarLenTensorValue.from_dense_rows(
+        [np.array([b"Cash"], dtype=object), np.array([], dtype=object), np.array([b"Cash"], dtype=object)]
+    )
+    config = tfma.EvalConfig(slicing_specs=[tfma.SlicingSpec(), tfma.SlicingSpec(feature_keys=["payment_type"])])
+    extracts = evaluation.slice_batch(batch, {"payment_type"}, evaluation.slice_specs(config), [""])
+    rows = {e[SLICES][0]: len(e[LABELS]) for e in extracts}
+    assert rows == {(): 3, (("payment_type", "Cash"),): 2}
+    assert rows.keys() == _tfma_rows_by_slice(batch, config).keys()
+
+
+def test_per_model_predictions_are_cut_alike():
+    batch = _batch(rows=10)
+    batch[PREDICTIONS] = {"candidate": batch[PREDICTIONS], "baseline": batch[PREDICTIONS] / 2}
+    extracts = evaluation.slice_batch(
+        batch, {"payment_type"}, evaluation.slice_specs(CONFIG), ["candidate", "baseline"]
+    )
+    for extract in extracts:
+        np.testing.assert_array_equal(extract[PREDICTIONS]["baseline"], extract[PREDICTIONS]["candidate"] / 2)
+
+
+def test_the_batched_slicing_replaces_tfmas_unbatching_and_slicing():
+    config = tfma.EvalConfig(slicing_specs=[tfma.SlicingSpec()])
+    default = tfma.default_extractors(eval_config=config)
+    names = [e.stage_name for e in evaluation.with_batched_slices(default, config)]
+    assert names == [e.stage_name for e in default[:-2]] + [evaluation.BATCHED_SLICES_STAGE_NAME]
+    # TFMA's metrics evaluator runs after a stage of this name.
+    assert evaluation.BATCHED_SLICES_STAGE_NAME == slice_key_extractor.SLICE_KEY_EXTRACTOR_STAGE_NAME
+
+
+def test_an_unknown_tfma_layout_is_refused_with_a_reason():
+    config = tfma.EvalConfig()
+    with pytest.raises(ValueError, match="TFMA 0.47"):
+        evaluation.with_batched_slices(tfma.default_extractors(eval_config=config)[:-1], config)
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (lambda c: c.metrics_specs[0].metrics.add(class_name="MeanLabel"), "MeanLabel.*not a batched metric"),
+        (lambda c: setattr(c.options.min_slice_size, "value", 5), "min_slice_size"),
+        (lambda c: setattr(c.options.include_default_metrics, "value", True), "include_default_metrics"),
+    ],
+)
+def test_configurations_the_batched_path_would_miscount_are_refused(small_config, change, match):
+    config = tfma.EvalConfig()
+    json_format.Parse(node(create_pipeline(small_config), "Evaluator").exec_properties["eval_config"], config)
+    evaluation.check_batched_config(config)  # the pipeline's own passes
+    change(config)
+    with pytest.raises(ValueError, match=match):
+        evaluation.check_batched_config(config)
 
 
 def test_slicing_columns_come_from_every_slicing_spec():
@@ -61,71 +145,108 @@ def test_slicing_columns_come_from_every_slicing_spec():
     assert evaluation.slicing_columns(tfma.EvalConfig(slicing_specs=[tfma.SlicingSpec()])) == set()
 
 
-def test_the_slimming_stage_sits_just_before_tfmas_unbatching():
-    config = tfma.EvalConfig(slicing_specs=[tfma.SlicingSpec()])
-    default = tfma.default_extractors(eval_config=config)
-    names = [e.stage_name for e in evaluation.with_slim_extracts(default, config)]
-    unbatch = names.index(unbatch_extractor.UNBATCH_EXTRACTOR_STAGE_NAME)
-    assert names[unbatch - 1] == evaluation.SLIM_EXTRACTS_STAGE_NAME
-    assert [n for n in names if n != evaluation.SLIM_EXTRACTS_STAGE_NAME] == [e.stage_name for e in default]
-
-
-def test_an_unknown_tfma_layout_is_refused_with_a_reason():
-    config = tfma.EvalConfig()
-    without_unbatch = [
-        e
-        for e in tfma.default_extractors(eval_config=config)
-        if e.stage_name != unbatch_extractor.UNBATCH_EXTRACTOR_STAGE_NAME
-    ]
-    with pytest.raises(ValueError, match="UnbatchExtractor|TFMA 0.47"):
-        evaluation.with_slim_extracts(without_unbatch, config)
-
-
-def _metrics(evaluation_artifact) -> dict:
-    """{(slice, metric name): value} of an Evaluator output."""
+def _results(evaluation_artifact) -> dict:
+    """{(slice, metric or plot name, model): value as a dict} of an Evaluator output."""
     found = {}
     for record in tfma.load_metrics(evaluation_artifact[0].uri):
         for kv in record.metric_keys_and_values:
-            found[(str(record.slice_key), kv.key.name)] = kv.value.double_value.value
+            key = (str(record.slice_key), kv.key.name, kv.key.model_name, kv.key.is_diff)
+            found[key] = json_format.MessageToDict(kv.value)
+    for record in tfma.load_plots(evaluation_artifact[0].uri):
+        for kv in record.plot_keys_and_values:
+            found[(str(record.slice_key), "plot", kv.key.name, str(kv.key.sub_key))] = json_format.MessageToDict(
+                kv.value
+            )
     return found
 
 
+def _assert_close(batched, default, path=""):
+    """Equal, floats to 1e-6 relative: the model's float32 outputs can differ in the last
+    bit with the batch sizes Beam happens to choose, which sums of predictions show."""
+    if isinstance(default, dict):
+        assert batched.keys() == default.keys(), path
+        for key in default:
+            _assert_close(batched[key], default[key], f"{path}/{key}")
+    elif isinstance(default, list):
+        assert len(batched) == len(default), path
+        for i, (b, d) in enumerate(zip(batched, default, strict=True)):
+            _assert_close(b, d, f"{path}[{i}]")
+    elif isinstance(default, float):
+        assert np.isclose(batched, default, rtol=1e-6, atol=1e-9, equal_nan=True), (path, batched, default)
+    else:
+        assert batched == default, path
+
+
+def _tfma_default(config: tfma.EvalConfig) -> tfma.EvalConfig:
+    """``config`` with TFMA's own metric classes in place of the batched ones."""
+    default = tfma.EvalConfig()
+    default.CopyFrom(config)
+    for spec in default.metrics_specs:
+        for metric in spec.metrics:
+            metric.CopyFrom(batched_metrics.tfma_metric_config(metric))
+    return default
+
+
 @pytest.fixture(scope="module")
-def sliced_runs(small_config, root, examples, trainer):
-    """The pipeline's Evaluator with a slice by payment type added, run with the project's
-    extractors and with TFMA's defaults (module_path removed)."""
+def evaluations(small_config, root, examples, trainer):
+    """The pipeline's Evaluator, with the project's extractors and batched metrics and with
+    TFMA's defaults (TFMA's metric classes, no module_path); without a baseline, and with a
+    copy of the model as the baseline (so the change metrics and thresholds run too)."""
     base = node(create_pipeline(small_config), "Evaluator")
     config = tfma.EvalConfig()
     json_format.Parse(base.exec_properties["eval_config"], config)
-    config.slicing_specs.append(tfma.SlicingSpec(feature_keys=["payment_type"]))
+    baseline = standard_artifacts.Model()
+    baseline.uri = os.path.join(root, "baseline_model")
+    shutil.copytree(trainer["model"][0].uri, baseline.uri, dirs_exist_ok=True)
     results = {}
-    for name, module_path in (("slim", base.exec_properties["module_path"]), ("default", None)):
-        evaluator = node(create_pipeline(small_config), "Evaluator")
-        evaluator.exec_properties["eval_config"] = json_format.MessageToJson(config)
-        evaluator.exec_properties["module_path"] = module_path
-        results[name] = run_component(
-            evaluator, {"examples": examples, "model": trainer["model"]}, os.path.join(root, "sliced", name)
-        )
+    for name, module_path, eval_config in (
+        ("batched", base.exec_properties["module_path"], config),
+        ("default", None, _tfma_default(config)),
+    ):
+        for with_baseline in (False, True):
+            evaluator = node(create_pipeline(small_config), "Evaluator")
+            evaluator.exec_properties["eval_config"] = json_format.MessageToJson(eval_config)
+            evaluator.exec_properties["module_path"] = module_path
+            inputs = {"examples": examples, "model": trainer["model"]}
+            if with_baseline:
+                inputs["baseline_model"] = [baseline]
+            results[name, with_baseline] = run_component(
+                evaluator, inputs, os.path.join(root, "evaluations", name, str(with_baseline))
+            )
     return results
 
 
-def test_the_pipeline_evaluator_uses_the_custom_extractors(small_config):
+def test_the_pipeline_evaluator_uses_the_batched_extractors_and_metrics(small_config):
     evaluator = node(create_pipeline(small_config), "Evaluator")
     assert evaluator.exec_properties["module_path"] == "models.evaluation"
-    assert callable(evaluation.custom_extractors)
+    config = tfma.EvalConfig()
+    json_format.Parse(evaluator.exec_properties["eval_config"], config)
+    assert all(batched_metrics.is_batched(m) for spec in config.metrics_specs for m in spec.metrics)
 
 
-def test_metrics_are_identical_with_and_without_the_custom_extractors(sliced_runs):
-    slim, default = _metrics(sliced_runs["slim"]["evaluation"]), _metrics(sliced_runs["default"]["evaluation"])
-    assert slim.keys() == default.keys()
-    # Exactly equal (NaN, e.g. AUC of a one-class slice, equal to NaN).
-    assert all(np.array_equal(slim[key], default[key], equal_nan=True) for key in slim)
-    slices = {s for s, _ in slim}
-    assert "" in slices and any("payment_type" in s for s in slices)  # overall and per payment type
-    assert {name for _, name in slim} >= {"auc", "binary_accuracy", "example_count"}
+@pytest.mark.parametrize("with_baseline", [False, True])
+def test_metrics_and_plots_equal_tfmas_default_computation_per_slice(evaluations, with_baseline):
+    batched = _results(evaluations["batched", with_baseline]["evaluation"])
+    default = _results(evaluations["default", with_baseline]["evaluation"])
+    _assert_close(batched, default)
+    slices = {key[0] for key in default}
+    assert "()" in slices or "" in slices
+    assert any("payment_type" in s for s in slices) and any("trip_start_hour" in s for s in slices)
+    names = {key[1] for key in default}
+    assert names >= {"auc", "binary_accuracy", "example_count", "plot"}
+    assert any(key[3] is True for key in default if len(key) == 4) == with_baseline  # change metrics
 
 
-def test_blessing_is_the_same_with_and_without_the_custom_extractors(sliced_runs):
-    blessed = {name: run["blessing"][0].get_int_custom_property("blessed") for name, run in sliced_runs.items()}
-    # The AUC floor applies per slice here, and a few-row payment type misses it: both refuse.
-    assert blessed["slim"] == blessed["default"]
+@pytest.mark.parametrize("with_baseline", [False, True])
+def test_validation_and_blessing_are_the_same(evaluations, with_baseline):
+    batched, default = evaluations["batched", with_baseline], evaluations["default", with_baseline]
+    assert batched["blessing"][0].get_int_custom_property("blessed") == default["blessing"][0].get_int_custom_property(
+        "blessed"
+    )
+    validation = {
+        name: json_format.MessageToDict(tfma.load_validation_result(run["evaluation"][0].uri))
+        for name, run in (("batched", batched), ("default", default))
+    }
+    _assert_close(validation["batched"], validation["default"])
+    # TFMA reads the batched evaluation as it reads its own.
+    assert tfma.load_eval_result(batched["evaluation"][0].uri).slicing_metrics
