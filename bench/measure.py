@@ -99,8 +99,11 @@ def run_pipeline(data_dir: Path, output_root: Path, runner_args: Sequence[str], 
     return run_measured(command, REPO_ROOT, log_path)
 
 
-def run_measured(python_args: Sequence[str], cwd: Path, log_path: Path) -> dict[str, Any]:
-    """Runs ``python <python_args>`` in ``cwd``, measuring wall time and memory (module docstring)."""
+def run_measured(
+    python_args: Sequence[str], cwd: Path, log_path: Path, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Runs ``python <python_args>`` in ``cwd`` (in ``env``, by default this process's
+    environment), measuring wall time and memory (module docstring)."""
     rusage_file = log_path.with_suffix(".rusage.json")
     command = [sys.executable, "-c", _WRAPPER, str(rusage_file), sys.executable, *python_args]
     # (epoch seconds, tree RSS in MB, tree PSS in MB or None when not polled this time)
@@ -108,7 +111,7 @@ def run_measured(python_args: Sequence[str], cwd: Path, log_path: Path) -> dict[
     start = time.monotonic()
     next_pss = start
     with open(log_path, "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=cwd)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env)
         while process.poll() is None:
             with_pss = time.monotonic() >= next_pss
             rss, pss = _tree_memory(process.pid, with_pss)
@@ -190,10 +193,19 @@ def _latest_dir(pattern: str) -> str:
 
 
 def trainer_input_benchmark(output_root: Path, batch_size: int, steps: int) -> dict[str, float]:
+    """``input_benchmark`` on the latest run's train split (ExampleGen's raw examples, which
+    the Trainer reads) and transform graph."""
+    pipeline = output_root / "pipelines" / PIPELINE_NAME
+    train_files = [os.path.join(_latest_dir(str(pipeline / "CsvExampleGen" / "examples" / "*")), "Split-train", "*")]
+    transform_graph = _latest_dir(str(pipeline / "Transform" / "transform_graph" / "*"))
+    return input_benchmark(train_files, transform_graph, batch_size, steps)
+
+
+def input_benchmark(train_files: Sequence[str], transform_graph: str, batch_size: int, steps: int) -> dict[str, float]:
     """Training steps/s of the project's model fed by ``models.data.input_fn`` exactly as
-    ``run_fn`` calls it (in memory when the split fits, ``HParams.in_memory_max_mb``), fed
-    by the same function forced to stream from the files, and fed from batches already in
-    memory.
+    ``run_fn`` calls it (raw examples through the transform graph; in memory when the split
+    fits, ``HParams.in_memory_max_mb``), fed by the same function forced to stream from the
+    files, and fed from transformed batches already in memory.
 
     A ratio well below 1 means the Trainer waits on its input pipeline. All use one
     compiled train step; each gets ``WARMUP_STEPS`` untimed steps first (tracing, file
@@ -201,31 +213,18 @@ def trainer_input_benchmark(output_root: Path, batch_size: int, steps: int) -> d
     memory is timed separately (``in_memory_load_s``).
     """
     _quiet_tensorflow()
-    import types
-
     import tensorflow as tf
     import tensorflow_transform as tft
-    from tfx_bsl.public import tfxio
 
     from models import data, trainer
     from models import model as model_lib
     from models.hparams import HParams
 
-    root = output_root / "pipelines" / PIPELINE_NAME / "Transform"
-    train_files = [os.path.join(_latest_dir(str(root / "transformed_examples" / "*")), "Split-train", "*")]
-    tft_output = tft.TFTransformOutput(_latest_dir(str(root / "transform_graph" / "*")))
-    # What TFX's Trainer hands run_fn, for Transform's tf.Example output.
-    data_accessor = types.SimpleNamespace(
-        tf_dataset_factory=lambda files, options, schema: tfxio.TFExampleRecord(
-            file_pattern=files, schema=schema
-        ).TensorFlowDataset(options)
-    )
+    tft_output = tft.TFTransformOutput(transform_graph)
     hparams = HParams(per_replica_batch_size=batch_size)
 
     def dataset(max_bytes: int) -> tf.data.Dataset:
-        return data.input_fn(
-            train_files, data_accessor, tft_output, batch_size, training=True, in_memory_max_bytes=max_bytes
-        )
+        return data.input_fn(train_files, tft_output, batch_size, training=True, in_memory_max_bytes=max_bytes)
 
     start = time.perf_counter()
     as_run_fn = dataset(hparams.in_memory_max_mb * 2**20)

@@ -16,6 +16,7 @@ metrics in ``tests/models/test_evaluation.py``).
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -191,15 +192,69 @@ def batched_slices_extractor(eval_config: tfma.EvalConfig) -> tfma.extractors.Ex
     )
 
 
+class KeywordSignature:
+    """A SavedModel signature that takes its one input positionally too.
+
+    TFMA calls a signature on serialized examples positionally (``signature(examples)``).
+    Signatures restored from a SavedModel take keywords only, so TensorFlow first fails to
+    bind the call, formats the whole batch of examples into the error message it then
+    discards, and retries with the flat signature: the formatting alone costs more than
+    the model. Passing the one input by its name binds at once.
+    """
+
+    def __init__(self, signature: Any):
+        self._signature = signature
+        self._names = list(signature.structured_input_signature[1])
+
+    def __call__(self, *args, **kwargs):
+        if args and not kwargs and len(args) == len(self._names) == 1:
+            return self._signature(**{self._names[0]: args[0]})
+        return self._signature(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._signature, name)
+
+
+class KeywordSignaturesModel:
+    """A loaded SavedModel whose ``signatures`` are ``KeywordSignature``s."""
+
+    def __init__(self, model: Any):
+        self._model = model
+        self.signatures = {name: KeywordSignature(fn) for name, fn in model.signatures.items()}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+
+def _load_with_keyword_signatures(construct_fn) -> KeywordSignaturesModel:
+    return KeywordSignaturesModel(construct_fn())
+
+
+def with_keyword_signatures(eval_shared_model: Any) -> Any:
+    """``eval_shared_model`` (or a list or dict of them) loading ``KeywordSignaturesModel``s."""
+    if eval_shared_model is None:
+        return None
+    if isinstance(eval_shared_model, dict):
+        return {name: with_keyword_signatures(model) for name, model in eval_shared_model.items()}
+    if isinstance(eval_shared_model, list):
+        return [with_keyword_signatures(model) for model in eval_shared_model]
+    loader = eval_shared_model.model_loader
+    return eval_shared_model._replace(
+        model_loader=tfma.types.ModelLoader(
+            construct_fn=functools.partial(_load_with_keyword_signatures, loader.construct_fn), tags=loader.tags
+        )
+    )
+
+
 def custom_extractors(eval_shared_model, eval_config: tfma.EvalConfig, tensor_adapter_config) -> list:
     """TFMA's default extractors with its unbatching and per-example slicing replaced by
-    ``slice_batch``.
+    ``slice_batch``, and the models' signatures called by keyword (``KeywordSignature``).
 
     Called by TFX's Evaluator with the models, EvalConfig and tensor adapter it built.
     """
     check_batched_config(eval_config)
     extractors = tfma.default_extractors(
-        eval_shared_model=eval_shared_model,
+        eval_shared_model=with_keyword_signatures(eval_shared_model),
         eval_config=eval_config,
         tensor_adapter_config=tensor_adapter_config,
     )

@@ -29,7 +29,7 @@ def test_template_is_copied_with_every_component_enabled_on_our_data(tmp_path):
         capture_output=True,
         text=True,
         check=True,
-        env={**os.environ, "TF_USE_LEGACY_KERAS": "1"},
+        env=template.template_environment(),
     ).stdout
     dag = listing.split("DAG: ", 1)[1].split()[0].split(",")
     # ExampleValidator stays out: the template only appends it when a schema file is given.
@@ -45,3 +45,11 @@ def test_template_is_copied_with_every_component_enabled_on_our_data(tmp_path):
             "Pusher",
         ]
     )
+
+
+def test_the_template_runs_without_the_environment_this_project_sets_for_itself():
+    environ = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin", "HOME": "/root"}
+    assert template.template_environment(environ) == {"PATH": "/usr/bin", "HOME": "/root"}
+    # This process has them (models/__init__.py), the template's does not.
+    assert os.environ.get("TF_USE_LEGACY_KERAS") == "1"
+    assert "TF_USE_LEGACY_KERAS" not in template.template_environment()

@@ -10,6 +10,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+import tensorflow as tf
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 from tensorflow_model_analysis.extractors import slice_key_extractor
@@ -250,3 +251,25 @@ def test_validation_and_blessing_are_the_same(evaluations, with_baseline):
     _assert_close(validation["batched"], validation["default"])
     # TFMA reads the batched evaluation as it reads its own.
     assert tfma.load_eval_result(batched["evaluation"][0].uri).slicing_metrics
+
+
+def test_signatures_called_positionally_bind_by_keyword(tmp_path):
+    module = tf.Module()
+    module.double = tf.function(
+        lambda examples: {"out": examples * 2}, input_signature=[tf.TensorSpec([None], tf.float32)]
+    )
+    tf.saved_model.save(module, str(tmp_path), signatures={"serving_default": module.double})
+    loaded = evaluation.KeywordSignaturesModel(tf.saved_model.load(str(tmp_path)))
+    signature = loaded.signatures["serving_default"]
+    x = tf.constant([1.0, 2.0])
+    np.testing.assert_array_equal(signature(x)["out"], [2.0, 4.0])  # positionally, as TFMA calls it
+    np.testing.assert_array_equal(signature(examples=x)["out"], [2.0, 4.0])
+    assert (
+        signature.structured_input_signature
+        == tf.saved_model.load(str(tmp_path)).signatures["serving_default"].structured_input_signature
+    )
+    calls = []
+    original = signature._signature
+    signature._signature = lambda *args, **kwargs: calls.append((args, kwargs)) or original(*args, **kwargs)
+    signature(x)
+    assert calls[0][0] == () and list(calls[0][1]) == ["examples"]  # no positional attempt reaches TensorFlow
