@@ -5,20 +5,86 @@ a plotting library that inlines its JavaScript would add a megabyte of script pe
 from __future__ import annotations
 
 import base64
+import contextlib
+import functools
+import hashlib
 import io
-from collections.abc import Sequence
+import os
+import pickle
+from collections.abc import Iterator, Sequence
 
-import matplotlib
 import numpy as np
-
-matplotlib.use("Agg")  # no display: render to memory only
-
-import matplotlib.pyplot as plt  # noqa: E402 - after choosing the backend
-import matplotlib.ticker  # noqa: E402
 
 SPLIT_COLOURS = {"train": "#4c72b0", "eval": "#dd8452"}
 PHASE_COLOURS = {"train": "#4c72b0", "validation": "#dd8452"}
 STATE_COLOURS = {"complete": "#55a868", "cached": "#8c8c8c", "FAILED": "#c44e52"}
+
+
+# Drawn plots kept by what they were drawn from (``cache_in``); at most this many files.
+CACHE_LIMIT = 2000
+_cache_dir: str | None = None
+with open(__file__, "rb") as _source:
+    _CODE_DIGEST = hashlib.sha256(_source.read()).hexdigest()  # new plotting code, new plots
+
+
+@contextlib.contextmanager
+def cache_in(directory: str) -> Iterator[None]:
+    """Plots drawn inside are kept in ``directory``, by what they were drawn from; the same
+    plot asked again (a rerun on the same data, a fully cached run) is read back, not drawn."""
+    global _cache_dir
+    previous, _cache_dir = _cache_dir, directory
+    try:
+        yield
+    finally:
+        _cache_dir = previous
+
+
+def _remembered(draw):
+    """``draw`` (a plot function returning a data URI), through the ``cache_in`` directory."""
+
+    @functools.wraps(draw)
+    def remembered(*args, **kwargs) -> str:
+        if _cache_dir is None:
+            return draw(*args, **kwargs)
+        try:
+            described = pickle.dumps((draw.__name__, args, kwargs, _CODE_DIGEST))
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return draw(*args, **kwargs)
+        path = os.path.join(_cache_dir, hashlib.sha256(described).hexdigest() + ".uri")
+        with contextlib.suppress(OSError):
+            with open(path, encoding="ascii") as f:
+                return f.read()
+        uri = draw(*args, **kwargs)
+        os.makedirs(_cache_dir, exist_ok=True)
+        partial = f"{path}.{os.getpid()}"
+        with open(partial, "w", encoding="ascii") as f:
+            f.write(uri)
+        os.replace(partial, path)  # whole or absent, for a concurrent reader
+        _prune(_cache_dir)
+        return uri
+
+    return remembered
+
+
+def _prune(directory: str) -> None:
+    """Drops the oldest kept plots beyond ``CACHE_LIMIT``."""
+    entries = [entry for entry in os.scandir(directory) if entry.name.endswith(".uri")]
+    if len(entries) > CACHE_LIMIT:
+        entries.sort(key=lambda entry: entry.stat().st_mtime)
+        for entry in entries[: len(entries) - CACHE_LIMIT]:
+            with contextlib.suppress(OSError):
+                os.remove(entry.path)
+
+
+def _pyplot():
+    """matplotlib's pyplot, imported on first use (a report whose plots are all kept draws
+    nothing), drawing to memory only."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def _png(figure, left: float = 0.2, bottom: float = 0.3) -> str:
@@ -28,14 +94,16 @@ def _png(figure, left: float = 0.2, bottom: float = 0.3) -> str:
     # measure it (half of the report's time).
     figure.subplots_adjust(left=left, right=0.97, bottom=bottom, top=0.92)
     figure.savefig(buffer, format="png", dpi=90)
-    plt.close(figure)
+    _pyplot().close(figure)
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+@_remembered
 def timeline(components: Sequence) -> str:
     """Each component as a bar from its start to its end, coloured by its state."""
     start = min(c.started for c in components)
     height = 0.35 * len(components) + 1
+    plt = _pyplot()
     figure, axis = plt.subplots(figsize=(8, height))
     for row, component in enumerate(reversed(components)):
         axis.barh(
@@ -49,8 +117,10 @@ def timeline(components: Sequence) -> str:
     return _png(figure, left=0.3, bottom=0.6 / height)
 
 
+@_remembered
 def distribution(columns_by_split: dict) -> str:
     """One column, split by split: a histogram for numbers, the top values for text."""
+    plt = _pyplot()
     figure, axis = plt.subplots(figsize=(4.2, 2.4))
     splits = sorted(columns_by_split)
     width = 0.8 / max(len(splits), 1)
@@ -112,22 +182,28 @@ def _counts(quantiles: list[tuple[float, float, float]], boundaries: list[float]
     return list(spread(histogram, np.array(boundaries)))
 
 
+@_remembered
 def curve(metric: str, by_phase: dict[str, list[tuple[int, float]]]) -> str:
     """A training metric per epoch, for training and validation."""
+    from matplotlib.ticker import MaxNLocator
+
+    plt = _pyplot()
     figure, axis = plt.subplots(figsize=(4.2, 2.6))
     for phase, points in sorted(by_phase.items()):
         axis.plot(
             [e + 1 for e, _ in points], [v for _, v in points], marker="o", label=phase, color=PHASE_COLOURS.get(phase)
         )
     axis.set_xlabel("epoch")
-    axis.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     axis.set_ylabel(metric)
     axis.legend(fontsize=7)
     return _png(figure)
 
 
+@_remembered
 def roc(points: list[tuple[float, float]]) -> str:
     """True against false positive rate over the Evaluator's thresholds."""
+    plt = _pyplot()
     figure, axis = plt.subplots(figsize=(3.6, 3.2))
     ordered = sorted(points)
     axis.plot([0.0] + [p[0] for p in ordered] + [1.0], [0.0] + [p[1] for p in ordered] + [1.0], color="#4c72b0")
@@ -137,8 +213,10 @@ def roc(points: list[tuple[float, float]]) -> str:
     return _png(figure)
 
 
+@_remembered
 def calibration(buckets: list[tuple[float, float, float]]) -> str:
     """Mean prediction against the observed share of positives, per prediction bucket."""
+    plt = _pyplot()
     figure, axis = plt.subplots(figsize=(3.6, 3.2))
     axis.plot([0, 1], [0, 1], linestyle=":", color="#8c8c8c")
     axis.scatter([b[0] for b in buckets], [b[1] for b in buckets], s=[max(8.0, b[2] ** 0.5) for b in buckets])
@@ -147,9 +225,11 @@ def calibration(buckets: list[tuple[float, float, float]]) -> str:
     return _png(figure)
 
 
+@_remembered
 def confusion(matrix: dict) -> str:
     """Counts at the decision threshold: rows are the truth, columns the prediction."""
     cells = [[matrix["tn"], matrix["fp"]], [matrix["fn"], matrix["tp"]]]
+    plt = _pyplot()
     figure, axis = plt.subplots(figsize=(3.2, 2.8))
     axis.imshow(cells, cmap="Blues")
     darkest = max(max(row) for row in cells) or 1
