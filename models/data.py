@@ -1,32 +1,46 @@
-"""The Trainer's input pipeline: Transform's output as batched (features, label) datasets.
+"""The Trainer's input pipeline: ExampleGen's raw examples through the Transform graph, as
+batched (features, label) datasets.
+
+Transform writes no transformed examples (``materialize=False`` in pipeline/pipeline.py):
+encoding and writing every transformed row was most of its time, and training reads only
+some of them. Here the raw tf.Examples ExampleGen wrote (gzipped TFRecords) are parsed
+with the raw schema Transform recorded, and the Transform graph
+(``transform_features_layer``, loaded once) runs inside tf.data, on the host, which is
+also where a TPU's input pipeline runs. The model gets the transformed features; the
+transformed label is split off as the target, never a model input.
 
 Datasets are batched to the global batch (per-replica batch x replicas in sync), which
-tf.distribute splits among the replicas. A split small enough is parsed once into memory,
-so training steps never wait for reading and parsing; larger ones stream through TFXIO.
-With several workers every worker reads the whole split and keeps its own share of each
-global batch (``shard_by_data``), in one element order agreed through a shared seed.
+tf.distribute splits among the replicas. A split small enough is parsed and transformed
+once into memory, so training steps never wait for the input; larger ones stream from the
+files, parsed and transformed in blocks of rows in parallel. With several workers every
+worker reads the whole split and keeps its own share of each global batch
+(``shard_by_data``), in one element order agreed through a shared seed.
 """
 
 from __future__ import annotations
 
 import random
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import tensorflow as tf
 import tensorflow_transform as tft
 from absl import logging
-from tfx_bsl.public import tfxio
 
 from models import features
 
-# Records parsed per step when a split is loaded into memory (chunks parse in parallel).
+# Records parsed and transformed per step when a split is loaded into memory (chunks run in
+# parallel).
 LOAD_CHUNK_ROWS = 16384
+# Streaming: records parsed and transformed per map call, then cut into batches. Each call
+# has a fixed cost, so blocks larger than a batch keep up with training better.
+STREAM_BLOCK_ROWS = 4096
+# Streaming training: records shuffled in a buffer of this many (TFXIO's default).
+SHUFFLE_BUFFER_ROWS = 10000
 
 
 def input_fn(
     file_pattern: Sequence[str],
-    data_accessor,
     tf_transform_output: tft.TFTransformOutput,
     batch_size: int,
     training: bool,
@@ -34,13 +48,14 @@ def input_fn(
     shuffle_seed: int | None = None,
     in_memory_max_bytes: int = 0,
 ) -> tf.data.Dataset:
-    """Batched (features, label) from Transform output, ``batch_size`` being the global batch.
+    """Batched (transformed features, transformed label) from ExampleGen's raw examples,
+    ``batch_size`` being the global batch.
 
-    A split whose files total at most ``in_memory_max_bytes`` is parsed once into memory
-    and batches are cut from it (``in_memory_dataset``): the training steps then never
-    wait for reading and parsing. Otherwise TFXIO streams the files (parallel interleave,
-    prefetch). Training repeats forever, shuffles and drops the last partial batch (static
-    shapes); evaluation makes one ordered pass. With several workers, pass the same
+    A split whose files total at most ``in_memory_max_bytes`` is parsed and transformed
+    once into memory and batches are cut from it (``in_memory_dataset``): the training
+    steps then never wait for the input. Otherwise the files stream (``stream``).
+    Training repeats forever, shuffles and drops the last partial batch (static shapes);
+    evaluation makes one ordered pass. With several workers, pass the same
     ``shuffle_seed`` to all of them: sharding by data needs one element order everywhere.
     """
     in_memory = load_split(file_pattern, tf_transform_output, in_memory_max_bytes)
@@ -48,27 +63,81 @@ def input_fn(
         dataset = in_memory_dataset(in_memory, batch_size, training, drop_remainder, shuffle_seed)
         if dataset is not None:
             return shard_by_data(dataset).prefetch(tf.data.AUTOTUNE)
-    options = tfxio.TensorFlowDatasetOptions(
-        batch_size=batch_size,
-        label_key=features.transformed_name(features.LABEL_KEY),
-        num_epochs=None if training else 1,
-        shuffle=training,
-        shuffle_seed=shuffle_seed,
-        drop_final_batch=drop_remainder,
-        sloppy_ordering=training and shuffle_seed is None,
-    )
-    dataset = data_accessor.tf_dataset_factory(file_pattern, options, tf_transform_output.transformed_metadata.schema)
+    dataset = stream(file_pattern, tf_transform_output, batch_size, training, drop_remainder, shuffle_seed)
     return shard_by_data(dataset).prefetch(tf.data.AUTOTUNE)
+
+
+def transform_records(tf_transform_output: tft.TFTransformOutput) -> Callable[[tf.Tensor], dict[str, tf.Tensor]]:
+    """For ``Dataset.map``: serialized raw tf.Examples to every transformed feature, label
+    included. The Transform graph is loaded here, once (``TFTransformOutput`` keeps one
+    layer, which the export reuses), and only called in the traced map functions."""
+    raw_spec = tf_transform_output.raw_feature_spec()
+    layer = tf_transform_output.transform_features_layer()
+    return lambda records: layer(tf.io.parse_example(records, raw_spec))
+
+
+def split_label(transformed: dict[str, tf.Tensor]) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+    """(the model's inputs, the label): the transformed label is the target, not an input."""
+    inputs = dict(transformed)
+    label = inputs.pop(features.transformed_name(features.LABEL_KEY))
+    return inputs, label
+
+
+def _files(file_pattern: Sequence[str]) -> list[str]:
+    return sorted(f for pattern in file_pattern for f in tf.io.gfile.glob(pattern))
+
+
+def _compression(files: Sequence[str]) -> str:
+    """ExampleGen writes gzipped TFRecords (``.gz``)."""
+    return "GZIP" if all(f.endswith(".gz") for f in files) else ""
+
+
+def stream(
+    file_pattern: Sequence[str],
+    tf_transform_output: tft.TFTransformOutput,
+    batch_size: int,
+    training: bool,
+    drop_remainder: bool,
+    shuffle_seed: int | None,
+) -> tf.data.Dataset:
+    """(features, label) batches read from the files as training consumes them.
+
+    Records are read (files interleaved in parallel), shuffled record by record for
+    training (a seeded buffer, a new order each pass), parsed and transformed
+    ``STREAM_BLOCK_ROWS`` at a time in parallel map calls, then cut into batches
+    (``rebatch``: the batches ``batch`` would make of the same records). Parsing inside the
+    parallel map lets it use every core of the host; TFXIO parses on one thread.
+    """
+    files = _files(file_pattern)
+    if not files:
+        raise ValueError(f"No files match {list(file_pattern)}")
+    names = tf.data.Dataset.from_tensor_slices(files)
+    if training:
+        names = names.shuffle(len(files), seed=shuffle_seed)
+    compression = _compression(files)
+    records = names.interleave(
+        lambda name: tf.data.TFRecordDataset(name, compression_type=compression),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    if training:
+        records = records.shuffle(SHUFFLE_BUFFER_ROWS, seed=shuffle_seed).repeat()
+    transform = transform_records(tf_transform_output)
+    return (
+        records.batch(max(batch_size, STREAM_BLOCK_ROWS))
+        .map(lambda block: split_label(transform(block)), num_parallel_calls=tf.data.AUTOTUNE)
+        .rebatch(batch_size, drop_remainder=drop_remainder)
+    )
 
 
 def load_split(
     file_pattern: Sequence[str], tf_transform_output: tft.TFTransformOutput, max_bytes: int
 ) -> dict[str, tf.Tensor] | None:
-    """Every row of a split, parsed (one tensor per feature), when its files total at most
-    ``max_bytes`` and every feature is dense; None otherwise (stream it instead)."""
+    """Every row of a split, parsed and transformed (one tensor per transformed feature,
+    label included), when its raw files total at most ``max_bytes`` and every transformed
+    feature is dense; None otherwise (stream it instead)."""
     if max_bytes <= 0:
         return None
-    files = sorted(f for pattern in file_pattern for f in tf.io.gfile.glob(pattern))
+    files = _files(file_pattern)
     size = sum(tf.io.gfile.stat(f).length for f in files)
     spec = tf_transform_output.transformed_feature_spec()
     if not files or size > max_bytes or not all(isinstance(s, tf.io.FixedLenFeature) for s in spec.values()):
@@ -79,20 +148,21 @@ def load_split(
             max_bytes / 2**20,
         )
         return None
-    compression = "GZIP" if all(f.endswith(".gz") for f in files) else ""
     chunks = (
         # Files one after the other: an AUTOTUNE parallel read of gzipped files measured
         # several times slower here.
-        tf.data.TFRecordDataset(files, compression_type=compression)
+        tf.data.TFRecordDataset(files, compression_type=_compression(files))
         .batch(LOAD_CHUNK_ROWS)
-        .map(lambda records: tf.io.parse_example(records, spec), num_parallel_calls=tf.data.AUTOTUNE)
+        .map(transform_records(tf_transform_output), num_parallel_calls=tf.data.AUTOTUNE)
     )
-    parsed = list(chunks)
-    if not parsed:
+    transformed = list(chunks)
+    if not transformed:
         return None
-    data = {name: tf.concat([chunk[name] for chunk in parsed], axis=0) for name in spec}
+    data = {name: tf.concat([chunk[name] for chunk in transformed], axis=0) for name in spec}
     logging.info(
-        "Parsed %d rows from %.1f MB of files into memory", int(tf.shape(next(iter(data.values())))[0]), size / 2**20
+        "Parsed and transformed %d rows from %.1f MB of files into memory",
+        int(tf.shape(next(iter(data.values())))[0]),
+        size / 2**20,
     )
     return data
 
@@ -100,11 +170,11 @@ def load_split(
 def in_memory_dataset(
     data: dict[str, tf.Tensor], batch_size: int, training: bool, drop_remainder: bool, shuffle_seed: int | None
 ) -> tf.data.Dataset | None:
-    """(features, label) batches cut from parsed rows: for training a fresh permutation of
-    all rows every epoch (seeded per epoch, so workers given one seed agree), for
-    evaluation one ordered pass. None when there is not one full training batch."""
-    data = dict(data)
-    label = data.pop(features.transformed_name(features.LABEL_KEY))
+    """(features, label) batches cut from transformed rows (``load_split``): for training
+    a fresh permutation of all rows every epoch (seeded per epoch, so workers given one
+    seed agree), for evaluation one ordered pass. None when there is not one full
+    training batch."""
+    data, label = split_label(data)
     rows = int(tf.shape(label)[0])
     full = rows // batch_size
     if training and full == 0:
@@ -134,8 +204,9 @@ def in_memory_dataset(
 def shard_by_data(dataset: tf.data.Dataset) -> tf.data.Dataset:
     """Makes tf.distribute shard ``dataset`` among workers by element, not by file.
 
-    Transform writes one file per split unless the data is large, and tf.data's default
-    policy (AUTO, which tries FILE first) fails outright with fewer files than workers.
+    ExampleGen writes one file per split and Beam worker process (one on small data), and
+    tf.data's default policy (AUTO, which tries FILE first) fails outright with fewer files
+    than workers.
     By DATA, every worker reads the whole split and keeps its own slice of each global
     batch: no example is trained on twice per pass, whatever the number of files. (A
     no-op with one worker.)

@@ -31,11 +31,12 @@ class HParams:
     # execution (a worker or job retry); set a fixed location (shared by all workers, gs://
     # on a cluster) to resume across executions too.
     backup_dir: str | None = None
-    # A split whose Transform output files total at most this many MB is parsed once into
-    # memory, and batches are cut from it (reading and parsing would otherwise hold the
-    # training steps back); larger splits stream from the files. 0: always stream. The
-    # files are gzipped: the parsed rows take several times their size (about 3x here),
-    # and training holds the train split twice (a permuted copy per epoch) plus the eval split.
+    # A split whose ExampleGen files (raw examples) total at most this many MB is parsed and
+    # transformed once into memory, and batches are cut from it (reading, parsing and
+    # transforming would otherwise hold the training steps back); larger splits stream from
+    # the files. 0: always stream. The files are gzipped: the transformed rows take about
+    # twice their size here, and training holds the train split twice (a permuted copy per
+    # epoch) plus the eval split.
     in_memory_max_mb: int = 256
 
     def __post_init__(self) -> None:

@@ -144,6 +144,8 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
     serving_dir = fn_args.serving_model_dir if scratch is None else os.path.join(scratch, "serving_model")
     log_dir = fn_args.model_run_dir if scratch is None else os.path.join(scratch, "logs")
     try:
+        # Its graph transforms the raw examples in the input pipeline (models/data.py): one
+        # loaded layer for both datasets, which the export then saves with the model.
         tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
         seed = shared_shuffle_seed(fn_args.model_run_dir) if worker.num_workers > 1 else None
         # In memory on one machine only: a multi-worker or TPU input pipeline is rewritten
@@ -151,7 +153,6 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
         in_memory_bytes = hparams.in_memory_max_mb * 2**20 if worker.num_workers == 1 and not is_tpu else 0
         train_ds = input_fn(
             fn_args.train_files,
-            fn_args.data_accessor,
             tf_transform_output,
             global_batch,
             training=True,
@@ -161,7 +162,6 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
         # A capped validation reads only its first batches: loading the split would cost more.
         eval_ds = input_fn(
             fn_args.eval_files,
-            fn_args.data_accessor,
             tf_transform_output,
             global_batch,
             training=False,

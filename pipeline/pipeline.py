@@ -217,13 +217,15 @@ def create_pipeline(
         # wires that input (one span), so the cache would be written, never read, and
         # writing it is a large share of Transform's time on small data.
         disable_analyzer_cache=True,
+        # Writing transformed rows was most of its time: the Trainer transforms what it reads.
+        materialize=False,
     )
     # An ordering edge: components/drift_gate.py says why not a data dependency.
     transform.add_upstream_node(drift_gate)
     trainer = _trainer(
         config,
         run_fn=RUN_FN,
-        examples=transform.outputs["transformed_examples"],
+        examples=example_gen.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=validated_schema,
         train_args=trainer_pb2.TrainArgs(splits=[TRAIN_SPLIT], num_steps=config.train_steps),

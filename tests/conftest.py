@@ -86,26 +86,36 @@ def transform(pipe, root, examples, validated_schema):
 
 
 @pytest.fixture(scope="session")
-def trainer(pipe, root, transform, validated_schema):
-    return run_component(
-        node(pipe, "Trainer"),
-        {
-            "examples": transform["transformed_examples"],
-            "transform_graph": transform["transform_graph"],
-            "schema": validated_schema,
-        },
-        root,
-    )
+def materialized(pipe, root, examples, validated_schema):
+    """The pipeline's Transform but writing transformed examples (``materialize=True``), as
+    it did before the Trainer transformed its own input: what the Trainer must still get."""
+    from tfx.components.transform.component import Transform
+
+    configured = node(pipe, "Transform")
+    properties = configured.exec_properties
+    component = Transform(
+        examples=configured.inputs["examples"],
+        schema=configured.inputs["schema"],
+        preprocessing_fn=properties["preprocessing_fn"],
+        disable_statistics=properties["disable_statistics"],
+        disable_analyzer_cache="updated_analyzer_cache" not in configured.outputs,
+        materialize=True,
+    ).with_id("MaterializingTransform")
+    assert component.exec_properties == properties, "configured unlike the pipeline's Transform"
+    assert "transformed_examples" in component.outputs and "transformed_examples" not in configured.outputs
+    return run_component(component, {"examples": examples, "schema": validated_schema}, root)
 
 
 @pytest.fixture(scope="session")
-def transformed(transform, validated_schema) -> dict:
-    """The Trainer's inputs: Transform output of the sample and the validated schema."""
-    return {
-        "examples": transform["transformed_examples"],
-        "transform_graph": transform["transform_graph"],
-        "schema": validated_schema,
-    }
+def trainer_inputs(examples, transform, validated_schema) -> dict:
+    """The Trainer's inputs as the pipeline wires them: ExampleGen's raw examples of the
+    sample, Transform's graph and the validated schema."""
+    return {"examples": examples, "transform_graph": transform["transform_graph"], "schema": validated_schema}
+
+
+@pytest.fixture(scope="session")
+def trainer(pipe, root, trainer_inputs):
+    return run_component(node(pipe, "Trainer"), trainer_inputs, root)
 
 
 @pytest.fixture(scope="session")

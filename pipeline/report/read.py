@@ -249,10 +249,14 @@ def thresholds(evaluation_uri: str) -> list[str]:
     """The blessing's thresholds, in words, from the evaluation's own configuration."""
     import tensorflow_model_analysis as tfma
 
+    from models import batched_metrics
+
     config = tfma.load_eval_result(evaluation_uri).config
     lines = []
     for spec in config.metrics_specs:
         for metric in spec.metrics:
+            if batched_metrics.is_batched(metric):  # named as TFMA names it (AUC, not BatchedAUC)
+                metric = batched_metrics.tfma_metric_config(metric)
             found = [metric.threshold] if metric.HasField("threshold") else []
             found += [t.threshold for t in metric.per_slice_thresholds]
             for threshold in found:

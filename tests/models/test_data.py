@@ -1,7 +1,10 @@
-"""The Trainer's input pipeline (models/data.py) on the pipeline's own Transform output:
-sharding among workers, and splits parsed once into memory."""
+"""The Trainer's input pipeline (models/data.py) on the pipeline's own ExampleGen and
+Transform output: what it yields (the transform graph applied to the raw examples, what
+Transform used to write), sharding among workers, and splits transformed once into memory."""
 
 from __future__ import annotations
+
+from collections import Counter
 
 import pytest
 import tensorflow as tf
@@ -9,8 +12,11 @@ import tensorflow_transform as tft
 from tensorflow.python.distribute import input_ops
 
 from models import data, features
+from tests.support import transformed
 from tests.support.fn_args import fn_args_for
 from tests.support.trainer_entry import fingerprints, split_fingerprints
+
+LABEL = features.transformed_name(features.LABEL_KEY)
 
 
 def _worker_shard(dataset: tf.data.Dataset, index: int) -> tf.data.Dataset:
@@ -18,74 +24,131 @@ def _worker_shard(dataset: tf.data.Dataset, index: int) -> tf.data.Dataset:
     return input_ops.auto_shard_dataset(dataset, num_shards=2, index=index, num_replicas_in_sync=2)
 
 
-def _eval_dataset(transformed: dict, fn_args) -> tf.data.Dataset:
+def _eval_dataset(fn_args) -> tf.data.Dataset:
     output = tft.TFTransformOutput(fn_args.transform_output)
-    return data.input_fn(fn_args.eval_files, fn_args.data_accessor, output, 64, training=False, drop_remainder=False)
+    return data.input_fn(fn_args.eval_files, output, 64, training=False, drop_remainder=False)
 
 
-def test_transform_writes_a_single_file_per_split_so_file_sharding_cannot_work(transformed, tmp_path):
-    """Why run_fn shards by data: tf.data's default policy fails on this output."""
-    fn_args = fn_args_for(transformed, tmp_path, {})
+def test_example_gen_writes_a_single_file_per_split_so_file_sharding_cannot_work(trainer_inputs, tmp_path):
+    """Why input_fn shards by data: tf.data's default policy fails on this output."""
+    fn_args = fn_args_for(trainer_inputs, tmp_path, {})
     assert len(tf.io.gfile.glob(fn_args.eval_files[0])) == 1
     output = tft.TFTransformOutput(fn_args.transform_output)
-    options = data.tfxio.TensorFlowDatasetOptions(batch_size=64, num_epochs=1, shuffle=False)
-    as_tfxio_makes_it = fn_args.data_accessor.tf_dataset_factory(
-        fn_args.eval_files, options, output.transformed_metadata.schema
-    )
+    by_default = data.stream(fn_args.eval_files, output, 64, training=False, drop_remainder=False, shuffle_seed=None)
     with pytest.raises(tf.errors.InvalidArgumentError, match="Could not apply FILE based sharding"):
-        list(_worker_shard(as_tfxio_makes_it, 0))
+        list(_worker_shard(by_default, 0))
 
 
-def test_two_workers_split_the_eval_data_between_them_exactly(transformed, tmp_path):
-    fn_args = fn_args_for(transformed, tmp_path, {})
-    label = features.transformed_name(features.LABEL_KEY)
+def test_two_workers_split_the_eval_data_between_them_exactly(trainer_inputs, tmp_path):
+    fn_args = fn_args_for(trainer_inputs, tmp_path, {})
     seen = []
     for index in (0, 1):
         rows = []
-        for x, _ in _worker_shard(_eval_dataset(transformed, fn_args), index):
-            rows += fingerprints({k: v.numpy() for k, v in x.items() if k != label})
+        for x, _ in _worker_shard(_eval_dataset(fn_args), index):
+            rows += fingerprints({k: v.numpy() for k, v in x.items()})
         seen.append(rows)
-    everything = split_fingerprints(transformed, "eval")
+    everything = split_fingerprints(trainer_inputs, "eval")
     assert len(set(everything)) == len(everything)  # fingerprints identify examples
     assert seen[0] and seen[1]
     assert not set(seen[0]) & set(seen[1])
     assert sorted(seen[0] + seen[1]) == sorted(everything)
 
 
-def _rows(dataset: tf.data.Dataset) -> list[tuple[str, int]]:
-    """(fingerprint, label) of every row of ``dataset``'s (features, label) batches."""
-    label = features.transformed_name(features.LABEL_KEY)
+def _rows(dataset: tf.data.Dataset) -> list[tuple]:
+    """Every row of ``dataset``'s (features, label) batches, as ``transformed.rows`` gives
+    them (the label among the features, under its name); the label is never a feature."""
     rows = []
     for x, y in dataset:
-        rows += zip(
-            fingerprints({k: v.numpy() for k, v in x.items() if k != label}), y.numpy().ravel().tolist(), strict=True
-        )
+        assert LABEL not in x
+        rows += transformed.rows({**{k: v.numpy() for k, v in x.items()}, LABEL: y.numpy()})
+    return rows
+
+
+def _fingerprint_rows(dataset: tf.data.Dataset) -> list[tuple[str, int]]:
+    """(fingerprint of the features, label) of every row of ``dataset``."""
+    rows = []
+    for x, y in dataset:
+        rows += zip(fingerprints({k: v.numpy() for k, v in x.items()}), y.numpy().ravel().tolist(), strict=True)
     return rows
 
 
 @pytest.fixture(scope="module")
-def in_memory(transformed, tmp_path_factory):
-    fn_args = fn_args_for(transformed, tmp_path_factory.mktemp("in_memory"), {})
+def in_memory(trainer_inputs, tmp_path_factory):
+    fn_args = fn_args_for(trainer_inputs, tmp_path_factory.mktemp("in_memory"), {})
     output = tft.TFTransformOutput(fn_args.transform_output)
     return fn_args, output
 
 
+def _datasets(fn_args, output, split: str, training: bool, batch: int = 64) -> dict[str, tf.data.Dataset]:
+    """input_fn's two paths over ``split``: loaded into memory, and streamed."""
+    files = fn_args.train_files if split == "train" else fn_args.eval_files
+    return {
+        path: data.input_fn(
+            files,
+            output,
+            batch,
+            training=training,
+            drop_remainder=training,
+            shuffle_seed=3,
+            in_memory_max_bytes=limit,
+        )
+        for path, limit in (("in memory", 2**30), ("streamed", 0))
+    }
+
+
+@pytest.mark.parametrize("split", ["train", "eval"])
+def test_both_paths_give_the_transform_graph_applied_to_the_raw_examples(trainer_inputs, in_memory, split):
+    """Evaluation: every row once, in file order, equal to the graph applied to the raw
+    examples in one call. Training: each row at most once per pass, in some order."""
+    fn_args, output = in_memory
+    expected = transformed.rows(transformed.graph_applied(trainer_inputs, split))
+    assert len(set(expected)) == len(expected) > 128
+    for path, dataset in _datasets(fn_args, output, split, training=False).items():
+        assert _rows(dataset) == expected, path
+    batch = 32
+    per_pass = len(expected) // batch
+    for path, dataset in _datasets(fn_args, output, split, training=True, batch=batch).items():
+        first_pass = _rows(dataset.take(per_pass))
+        assert len(first_pass) == per_pass * batch, path
+        assert len(set(first_pass)) == len(first_pass) and set(first_pass) <= set(expected), path
+        assert first_pass != expected[: len(first_pass)], path  # shuffled
+
+
+@pytest.mark.parametrize("split", ["train", "eval"])
+def test_the_trainer_gets_what_transform_wrote_when_it_materialized(trainer_inputs, materialized, in_memory, split):
+    """The same rows, value for value, as the transformed examples Transform wrote before
+    (the same Transform with ``materialize=True``, its own analysis of the same data)."""
+    fn_args, output = in_memory
+    written = sorted(transformed.rows(transformed.materialized(materialized, split)))
+    assert sorted(transformed.rows(transformed.graph_applied(trainer_inputs, split))) == written
+    for path, dataset in _datasets(fn_args, output, split, training=False).items():
+        assert sorted(_rows(dataset)) == written, path
+
+
+def test_the_transform_graph_is_loaded_once_for_every_dataset(in_memory, monkeypatch):
+    fn_args, _ = in_memory
+    loads = Counter()
+    real = tft.output_wrapper.saved_transform_io_v2.SavedModelLoader
+
+    class CountingLoader(real):
+        def __init__(self, *args, **kwargs):
+            loads["loads"] += 1
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(tft.output_wrapper.saved_transform_io_v2, "SavedModelLoader", CountingLoader)
+    output = tft.TFTransformOutput(fn_args.transform_output)
+    for split, training in (("train", True), ("eval", False), ("train", False)):
+        for dataset in _datasets(fn_args, output, split, training).values():
+            for _ in dataset.take(3):
+                pass
+    assert loads == {"loads": 1}
+
+
 def test_eval_in_memory_gives_every_row_once_with_its_label_like_streaming(in_memory):
     fn_args, output = in_memory
-    streamed = data.input_fn(
-        fn_args.eval_files, fn_args.data_accessor, output, 64, training=False, drop_remainder=False
-    )
-    loaded = data.input_fn(
-        fn_args.eval_files,
-        fn_args.data_accessor,
-        output,
-        64,
-        training=False,
-        drop_remainder=False,
-        in_memory_max_bytes=2**30,
-    )
-    rows = _rows(loaded)
-    assert sorted(rows) == sorted(_rows(streamed))
+    datasets = _datasets(fn_args, output, "eval", training=False)
+    rows = _fingerprint_rows(datasets["in memory"])
+    assert rows == _fingerprint_rows(datasets["streamed"])
     assert len({fingerprint for fingerprint, _ in rows}) == len(rows) > 64  # a partial last batch too
 
 
@@ -97,15 +160,16 @@ def test_training_in_memory_shows_each_row_once_per_epoch_in_a_new_order(in_memo
     batch = 32
     per_epoch = rows // batch
     dataset = data.in_memory_dataset(split, batch, training=True, drop_remainder=True, shuffle_seed=7)
-    epochs = _rows(dataset.take(2 * per_epoch))
+    epochs = _fingerprint_rows(dataset.take(2 * per_epoch))
     first, second = epochs[: per_epoch * batch], epochs[per_epoch * batch :]
-    everything = set(_rows(tf.data.Dataset.from_tensors((split, split[features.transformed_name(features.LABEL_KEY)]))))
+    features_only = {k: v for k, v in split.items() if k != LABEL}
+    everything = set(_fingerprint_rows(tf.data.Dataset.from_tensors((features_only, split[LABEL]))))
     for epoch in (first, second):
         assert len(set(epoch)) == len(epoch) == per_epoch * batch
         assert set(epoch) <= everything
     assert first != second
     again = data.in_memory_dataset(split, batch, training=True, drop_remainder=True, shuffle_seed=7)
-    assert _rows(again.take(per_epoch)) == first  # one seed, one order: what several workers need
+    assert _fingerprint_rows(again.take(per_epoch)) == first  # one seed, one order: what several workers need
 
 
 def test_splits_over_the_limit_or_tiny_ones_stream_from_the_files(in_memory):

@@ -1,4 +1,4 @@
-"""``run_fn`` for real: on Transform output of a few hundred rows, in this process and in
+"""``run_fn`` for real: on ExampleGen and Transform output of a few hundred rows, in this process and in
 worker processes launched like replicas of a training job (two-worker
 MultiWorkerMirroredStrategy over localhost; a training killed part-way and restarted)."""
 
@@ -83,13 +83,13 @@ class _Validation(tf_keras.callbacks.Callback):
 
 
 @pytest.mark.parametrize("cap_over_split", [5, -1])
-def test_capped_validation_runs_after_every_epoch(transformed, tmp_path, clean_env, cap_over_split):
+def test_capped_validation_runs_after_every_epoch(trainer_inputs, tmp_path, clean_env, cap_over_split):
     """A cap larger than the eval split validates on the whole split every epoch; a
     smaller one on that many batches every epoch."""
     epochs = 3
-    split_batches = math.ceil(len(split_fingerprints(transformed, "eval")) / PER_REPLICA_BATCH)
+    split_batches = math.ceil(len(split_fingerprints(trainer_inputs, "eval")) / PER_REPLICA_BATCH)
     config = HParams(per_replica_batch_size=PER_REPLICA_BATCH, epochs=epochs).to_custom_config()
-    fn_args = fn_args_for(transformed, tmp_path, config, train_steps=epochs * 2)
+    fn_args = fn_args_for(trainer_inputs, tmp_path, config, train_steps=epochs * 2)
     fn_args.eval_steps = split_batches + cap_over_split
     validation = _Validation()
     trainer.run_fn(fn_args, extra_callbacks=[validation])
@@ -97,7 +97,7 @@ def test_capped_validation_runs_after_every_epoch(transformed, tmp_path, clean_e
     assert all("val_auc" in logs for logs in validation.epoch_logs) and len(validation.epoch_logs) == epochs
 
 
-def test_run_fn_on_tpu_refuses_local_paths_before_touching_the_tpu(transformed, tmp_path, clean_env):
+def test_run_fn_on_tpu_refuses_local_paths_before_touching_the_tpu(trainer_inputs, tmp_path, clean_env):
     clean_env.setenv("TPU_NAME", "my-tpu")
     touched = []
 
@@ -108,7 +108,7 @@ def test_run_fn_on_tpu_refuses_local_paths_before_touching_the_tpu(transformed, 
     clean_env.setattr(strategy_lib, "create_strategy", no_tpu)
     clean_env.setattr(strategy_lib.TpuSystem, "real", classmethod(no_tpu))
     clean_env.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", no_tpu)
-    fn_args = fn_args_for(transformed, tmp_path, {})
+    fn_args = fn_args_for(trainer_inputs, tmp_path, {})
     with pytest.raises(ValueError, match="Use gs:// paths") as raised:
         trainer.run_fn(fn_args)
     assert fn_args.model_run_dir in str(raised.value)
@@ -124,11 +124,11 @@ def test_run_fn_on_tpu_refuses_local_paths_before_touching_the_tpu(transformed, 
     ],
 )
 def test_run_fn_rejects_an_unknown_strategy_with_the_allowed_list(
-    transformed, tmp_path, clean_env, custom_config, env, source
+    trainer_inputs, tmp_path, clean_env, custom_config, env, source
 ):
     for name, value in env.items():
         clean_env.setenv(name, value)
-    fn_args = fn_args_for(transformed, tmp_path, custom_config)
+    fn_args = fn_args_for(trainer_inputs, tmp_path, custom_config)
     with pytest.raises(ValueError, match="allowed: auto, tpu, multi_worker, mirrored") as raised:
         trainer.run_fn(fn_args)
     assert source in str(raised.value)
@@ -149,8 +149,8 @@ def _free_ports(count: int) -> list[int]:
             s.close()
 
 
-def _spec(transformed: dict, root: Path, name: str, train_steps: int, custom_config: dict, **extra) -> Path:
-    inputs = {k: transformed[k] for k in ("examples", "transform_graph", "schema")}
+def _spec(trainer_inputs: dict, root: Path, name: str, train_steps: int, custom_config: dict, **extra) -> Path:
+    inputs = {k: trainer_inputs[k] for k in ("examples", "transform_graph", "schema")}
     spec = {
         "inputs": artifact_utils.jsonify_artifact_dict(inputs),
         "outputs": artifact_utils.jsonify_artifact_dict(trainer_outputs(root / "out")),
@@ -202,13 +202,13 @@ def _tail(logs: list[Path]) -> str:
 
 
 @pytest.mark.slow
-def test_two_workers_train_one_model_together_and_only_the_chief_writes_it(transformed, tmp_path):
+def test_two_workers_train_one_model_together_and_only_the_chief_writes_it(trainer_inputs, tmp_path):
     epochs, steps_per_epoch = 2, 4
     ports = _free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
     config = HParams(per_replica_batch_size=PER_REPLICA_BATCH, epochs=epochs).to_custom_config()
     # Both replicas get the same artifacts, as the workers of one Trainer job do.
-    specs = [_spec(transformed, tmp_path, f"worker{i}", epochs * steps_per_epoch, config) for i in range(2)]
+    specs = [_spec(trainer_inputs, tmp_path, f"worker{i}", epochs * steps_per_epoch, config) for i in range(2)]
     logs = [tmp_path / f"worker{i}.log" for i in range(2)]
     processes = [
         _launch(specs[i], logs[i], {"cluster": cluster, "task": {"type": "worker", "index": i}}) for i in range(2)
@@ -230,13 +230,13 @@ def test_two_workers_train_one_model_together_and_only_the_chief_writes_it(trans
 
     # Sharding: within the first pass over the training data no example reached both
     # workers, and every evaluation covered the eval split exactly once between them.
-    train = split_fingerprints(transformed, "train")
+    train = split_fingerprints(trainer_inputs, "train")
     first_pass_steps = len(train) // (2 * PER_REPLICA_BATCH)
     assert first_pass_steps >= 3
     per_worker = [[e for s in r["train_steps"][:first_pass_steps] for e in s["examples"]] for r in reports]
     assert not set(per_worker[0]) & set(per_worker[1])
     assert set(per_worker[0]) | set(per_worker[1]) <= set(train)
-    evaluation = split_fingerprints(transformed, "eval")
+    evaluation = split_fingerprints(trainer_inputs, "eval")
     for epoch in range(epochs):
         seen = [[e for s in r["eval_steps"] if s["epoch"] == epoch for e in s["examples"]] for r in reports]
         assert not set(seen[0]) & set(seen[1]), epoch
@@ -263,7 +263,7 @@ def test_two_workers_train_one_model_together_and_only_the_chief_writes_it(trans
 
 
 @pytest.mark.slow
-def test_a_training_killed_part_way_resumes_from_its_last_completed_epoch(transformed, tmp_path):
+def test_a_training_killed_part_way_resumes_from_its_last_completed_epoch(trainer_inputs, tmp_path):
     epochs, steps_per_epoch = 3, 3
     config = HParams(per_replica_batch_size=PER_REPLICA_BATCH, epochs=epochs).to_custom_config()
     train_steps = epochs * steps_per_epoch
@@ -271,7 +271,7 @@ def test_a_training_killed_part_way_resumes_from_its_last_completed_epoch(transf
 
     # First attempt: killed (SIGKILL) in the middle of epoch 1, after epoch 0 completed.
     first_log = tmp_path / "first.log"
-    first = _launch(_spec(transformed, tmp_path, "first", train_steps, config, kill_at=[1, 1]), first_log)
+    first = _launch(_spec(trainer_inputs, tmp_path, "first", train_steps, config, kill_at=[1, 1]), first_log)
     assert _wait([first], [first_log]) == [-signal.SIGKILL], _tail([first_log])
     report = json.loads((tmp_path / "first.report.json").read_text())
     assert report["epochs_begun"] == [0, 1] and report["killed_at"] == [1, 1]
@@ -281,7 +281,7 @@ def test_a_training_killed_part_way_resumes_from_its_last_completed_epoch(transf
 
     # The same job restarted (same artifacts): continues at epoch 1 with epoch 0's state.
     second_log = tmp_path / "second.log"
-    second = _launch(_spec(transformed, tmp_path, "second", train_steps, config), second_log)
+    second = _launch(_spec(trainer_inputs, tmp_path, "second", train_steps, config), second_log)
     assert _wait([second], [second_log]) == [0], _tail([second_log])
     report = json.loads((tmp_path / "second.report.json").read_text())
     assert report["epochs_begun"] == [1, 2]

@@ -43,6 +43,15 @@ def test_transform_and_trainer_wait_for_the_anomaly_gate(pipe):
     assert "SchemaGen" not in _upstream(ids["Transform"])
 
 
+def test_the_trainer_reads_the_raw_examples_and_transform_writes_none(pipe):
+    """The Trainer applies the transform graph to ExampleGen's examples (models/data.py)."""
+    ids = _ids(pipe)
+    assert "transformed_examples" not in ids["Transform"].outputs
+    assert ids["Trainer"].inputs["examples"].producer_component_id == "CsvExampleGen"
+    assert ids["Trainer"].inputs["examples"].output_key == "examples"
+    assert ids["Trainer"].inputs["transform_graph"].producer_component_id == "Transform"
+
+
 def test_transform_waits_for_the_drift_gate_without_taking_its_output(pipe):
     ids = _ids(pipe)
     assert _upstream(ids["DriftGate"]) == {"StatisticsGen", "AnomalyGate", "latest_blessed_model_resolver"}
@@ -83,7 +92,7 @@ def test_evaluator_has_an_auc_floor_and_a_no_regression_threshold():
     evaluator = _ids(create_pipeline(config))["Evaluator"]
     # The Evaluator keeps its config as JSON, as it will reach the executor.
     eval_config = json_format.Parse(evaluator.exec_properties["eval_config"], tfma.EvalConfig())
-    (auc,) = [m for spec in eval_config.metrics_specs for m in spec.metrics if m.class_name == "AUC"]
+    (auc,) = [m for spec in eval_config.metrics_specs for m in spec.metrics if m.class_name == "BatchedAUC"]
     (per_slice,) = auc.per_slice_thresholds
     assert list(per_slice.slicing_specs) == [tfma.SlicingSpec()]  # the overall slice decides
     assert per_slice.threshold.value_threshold.lower_bound.value == pytest.approx(0.91)

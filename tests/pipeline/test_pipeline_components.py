@@ -12,6 +12,7 @@ import time
 
 import pytest
 import tensorflow as tf
+import tensorflow_transform as tft
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx.components.statistics_gen import stats_artifact_utils
 from tfx.types import artifact_utils
@@ -19,6 +20,7 @@ from tfx.utils import io_utils, path_utils
 
 from models import features
 from pipeline.pipeline import create_pipeline
+from tests.support import transformed
 from tests.support.harness import node, run_component
 from tests.support.raw_examples import raw_example
 from tests.support.sample_data import EMBEDDED_CSV, embedded_rows
@@ -64,14 +66,24 @@ def test_schema_has_the_expected_features_and_types(schema):
     assert set(features.model_input_features()) <= set(types)
 
 
-def test_transform_writes_every_transformed_feature(transform):
-    record = _records(transform["transformed_examples"], "train")[0]
-    expected = {xf(k) for k in features.model_input_features()} | {xf(features.LABEL_KEY)}
-    assert set(record.features.feature) == expected
-    import tensorflow_transform as tft
-
+def test_transform_writes_its_graph_and_no_transformed_examples(transform, trainer_inputs, materialized):
+    """The Trainer applies the graph to ExampleGen's raw examples itself (models/data.py):
+    applied to the raw records, it gives every transformed feature, dense, the values equal
+    to the transformed examples the same Transform wrote when it materialized them."""
+    assert "transformed_examples" not in transform
     output = tft.TFTransformOutput(transform["transform_graph"][0].uri)
     assert b"Cash" in output.vocabulary_by_name("payment_type")
+    expected = {xf(k) for k in features.model_input_features()} | {xf(features.LABEL_KEY)}
+    spec = output.transformed_feature_spec()
+    assert set(spec) == expected and all(isinstance(s, tf.io.FixedLenFeature) for s in spec.values())
+    applied = transformed.graph_applied(trainer_inputs, "eval")
+    assert set(applied) == expected
+    assert {name: (value.dtype, value.shape[1:]) for name, value in applied.items()} == {
+        name: (s.dtype.as_numpy_dtype, tuple(s.shape)) for name, s in spec.items()
+    }
+    assert len(set(applied[xf("payment_type")].ravel())) > 1 and len(set(applied[xf(features.LABEL_KEY)].ravel())) == 2
+    written = transformed.materialized(materialized, "eval")
+    assert sorted(transformed.rows(applied)) == sorted(transformed.rows(written))
 
 
 def test_trainer_exports_serving_and_eval_signatures(trainer):

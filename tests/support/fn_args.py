@@ -1,5 +1,5 @@
 """``FnArgs`` as TFX's Trainer executor (GenericExecutor) builds them, for calling ``run_fn``
-and the input pipeline directly on the pipeline's own Transform output."""
+and the input pipeline directly on the pipeline's own ExampleGen and Transform output."""
 
 from __future__ import annotations
 
@@ -19,14 +19,14 @@ def trainer_outputs(root: Path) -> dict:
     return {"model": [model], "model_run": [model_run]}
 
 
-def fn_args_for(transformed: dict, root: Path, custom_config: dict, train_steps: int = 8) -> fn_args_utils.FnArgs:
+def fn_args_for(trainer_inputs: dict, root: Path, custom_config: dict, train_steps: int = 8) -> fn_args_utils.FnArgs:
     """FnArgs as TFX's GenericExecutor builds them."""
     exec_properties = {
         "train_args": proto_utils.proto_to_json(trainer_pb2.TrainArgs(splits=["train"], num_steps=train_steps)),
         "eval_args": proto_utils.proto_to_json(trainer_pb2.EvalArgs(splits=["eval"])),
         "custom_config": json.dumps(custom_config),
     }
-    fn_args = fn_args_utils.get_common_fn_args(transformed, exec_properties, str(root / "working"))
+    fn_args = fn_args_utils.get_common_fn_args(trainer_inputs, exec_properties, str(root / "working"))
     outputs = trainer_outputs(root)
     fn_args.transform_output = fn_args.transform_graph_path
     fn_args.serving_model_dir = path_utils.serving_model_dir(outputs["model"][0].uri)

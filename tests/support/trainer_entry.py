@@ -28,7 +28,7 @@ RUN_FN = "tests.support.trainer_entry.run_fn"
 
 def fingerprints(features: dict) -> list[str]:
     """One short hash per example of its transformed features (label excluded); the test
-    computes the same from the Transform output to know which examples exist."""
+    computes the same from the raw examples and the transform graph to know which exist."""
     import numpy as np
 
     columns = [np.asarray(features[k], dtype=np.float64).reshape(len(features[k]), -1) for k in sorted(features)]
@@ -36,25 +36,14 @@ def fingerprints(features: dict) -> list[str]:
     return [hashlib.sha1(row.tobytes()).hexdigest()[:16] for row in rows]
 
 
-def split_fingerprints(transformed: dict, split: str) -> list[str]:
-    """Fingerprints of every transformed example of ``split``, as the entry script takes them."""
-    import glob
-
-    import tensorflow as tf
-    import tensorflow_transform as tft
-    from tfx.types import artifact_utils
-
+def split_fingerprints(trainer_inputs: dict, split: str) -> list[str]:
+    """Fingerprints of every example of ``split`` as the Trainer gets it (its raw example
+    through the transform graph), as the entry script takes them."""
     from models import features
+    from tests.support.transformed import graph_applied
 
-    output = tft.TFTransformOutput(artifact_utils.get_single_uri(transformed["transform_graph"]))
-    spec = output.transformed_feature_spec()
     label = features.transformed_name(features.LABEL_KEY)
-    files = glob.glob(os.path.join(artifact_utils.get_split_uri(transformed["examples"], split), "*"))
-    result = []
-    for batch in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(256):
-        parsed = tf.io.parse_example(batch, spec)
-        result += fingerprints({k: v.numpy() for k, v in parsed.items() if k != label})
-    return result
+    return fingerprints({k: v for k, v in graph_applied(trainer_inputs, split).items() if k != label})
 
 
 def run_fn(fn_args) -> None:
