@@ -180,7 +180,7 @@ class BatchedCountCombiner(beam.CombineFn):
 
     def add_input(self, accumulator: float, element: metric_types.StandardMetricInputs) -> float:
         c = self._tfma
-        rows = _rows(element)
+        rows = batch_rows(element.label, element.prediction)
         if not c._example_weighted or element.example_weight is None:
             return accumulator + rows
         weight = element.example_weight
@@ -198,14 +198,15 @@ class BatchedCountCombiner(beam.CombineFn):
         return {key: accumulator for key in self._keys}
 
 
-def _rows(element: metric_types.StandardMetricInputs) -> int:
-    """Examples in a batched input: the leading dimension of its labels (or predictions)."""
-    for value in (element.label, element.prediction):
+def batch_rows(labels: Any, predictions: Any) -> int:
+    """Examples in a batch: the leading dimension of its labels or predictions (arrays, or
+    dicts of them per model or output)."""
+    for value in (labels, predictions):
         while isinstance(value, dict) and value:
             value = next(iter(value.values()))
         if isinstance(value, np.ndarray) and value.ndim:
             return value.shape[0]
-    raise ValueError("Batched example count needs labels or predictions in each batch")
+    raise ValueError("A batch without labels or predictions cannot be evaluated")
 
 
 _BATCHED = {

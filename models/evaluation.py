@@ -93,14 +93,6 @@ def _leaves(value: Any) -> list:
     return [value]
 
 
-def _batch_size(batch: dict) -> int:
-    for key in METRIC_KEYS[:2]:
-        for leaf in _leaves(batch.get(key)):
-            if isinstance(leaf, np.ndarray) and leaf.ndim:
-                return leaf.shape[0]
-    raise ValueError("A batch without labels or predictions cannot be evaluated")
-
-
 def _example_slices(example: dict, specs: list, model_names: list[str]) -> list:
     """TFMA's slice keys for one example's slicing features (as ExtractSliceKeysFn finds them)."""
     transformed = example.get(tfma.constants.TRANSFORMED_FEATURES_KEY)
@@ -149,7 +141,7 @@ def _rows_by_slice(batch: dict, rows: int, columns: set[str], specs: list, model
 def slice_batch(batch: dict, columns: set[str], specs: list, model_names: list[str]) -> list[dict]:
     """One extract per slice found in ``batch``: that slice's rows of the labels,
     predictions and example weights, and the slice key (what TFMA's fan-out reads)."""
-    rows = _batch_size(batch)
+    rows = batched_metrics.batch_rows(batch.get(tfma.constants.LABELS_KEY), batch.get(tfma.constants.PREDICTIONS_KEY))
     metric_inputs = {key: batch[key] for key in METRIC_KEYS if key in batch}
     result = []
     for slice_key, found in _rows_by_slice(batch, rows, columns, specs, model_names).items():
