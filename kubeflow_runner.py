@@ -84,7 +84,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
     training = parser.add_argument_group("Vertex AI Training for the Trainer")
     training.add_argument(
-        "--vertex-training", choices=KINDS, help="Train on Vertex AI: one GPU machine, several workers, or a TPU VM."
+        "--vertex-training",
+        choices=KINDS,
+        help="Train on Vertex AI: one GPU machine, several workers, a chief with workers and parameter servers, "
+        "or a TPU VM.",
     )
     training.add_argument("--training-machine-type", help="Machine type (default: n1-standard-8; TPU: cloud-tpu).")
     training.add_argument("--accelerator-type", help="e.g. NVIDIA_TESLA_T4 (gpu default), TPU_V3 (tpu default).")
@@ -93,7 +96,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--training-replicas",
         type=int,
         default=3,
-        help="Machines for --vertex-training multi-worker (a chief plus N-1 workers).",
+        help="Machines for --vertex-training multi-worker or parameter-server (a chief plus N-1 workers).",
+    )
+    training.add_argument(
+        "--parameter-servers",
+        type=int,
+        default=1,
+        help="Parameter-server machines for --vertex-training parameter-server.",
+    )
+    training.add_argument(
+        "--ps-machine-type", help="Parameter-server machine type (default: n1-highmem-4; they hold the variables)."
     )
 
     serving = parser.add_argument_group("Vertex AI endpoint deployment for the Pusher")
@@ -238,6 +250,12 @@ def vertex_training(args: argparse.Namespace) -> VertexTraining | None:
             return VertexTraining.gpu(args.project, args.region, args.image, **given)
         if args.vertex_training == "multi-worker":
             return VertexTraining.multi_worker(args.project, args.region, args.image, args.training_replicas, **given)
+        if args.vertex_training == "parameter-server":
+            if args.ps_machine_type:
+                given["ps_machine_type"] = args.ps_machine_type
+            return VertexTraining.parameter_server(
+                args.project, args.region, args.image, args.training_replicas, args.parameter_servers, **given
+            )
         if "machine_type" in given:
             raise ValueError("a TPU VM's machine type is always cloud-tpu; drop --training-machine-type")
         return VertexTraining.tpu(args.project, args.region, args.image, **given)

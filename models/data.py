@@ -92,6 +92,13 @@ def _compression(files: Sequence[str]) -> str:
     return "GZIP" if all(f.endswith(".gz") for f in files) else ""
 
 
+def count_records(file_pattern: Sequence[str]) -> int:
+    """How many records the files hold (read through once)."""
+    files = _files(file_pattern)
+    dataset = tf.data.TFRecordDataset(files, compression_type=_compression(files))
+    return int(dataset.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1))
+
+
 def stream(
     file_pattern: Sequence[str],
     tf_transform_output: tft.TFTransformOutput,

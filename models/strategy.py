@@ -12,8 +12,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-AUTO, TPU, MULTI_WORKER, MIRRORED = "auto", "tpu", "multi_worker", "mirrored"
-STRATEGIES: tuple[str, ...] = (AUTO, TPU, MULTI_WORKER, MIRRORED)
+AUTO, TPU, PARAMETER_SERVER, MULTI_WORKER, MIRRORED = "auto", "tpu", "parameter_server", "multi_worker", "mirrored"
+STRATEGIES: tuple[str, ...] = (AUTO, TPU, PARAMETER_SERVER, MULTI_WORKER, MIRRORED)
 # Environment variable that forces a strategy (the Trainer's custom_config wins over it).
 STRATEGY_ENV = "TRAINING_STRATEGY"
 
@@ -29,6 +29,9 @@ class StrategyChoice:
 TRAINING_ROLES: tuple[str, ...] = ("chief", "worker")
 # "master" is the legacy (TF 1 / Cloud ML Engine) name of the chief.
 CHIEF_ROLES: tuple[str, ...] = ("chief", "master")
+# Under ParameterServerStrategy these tasks only serve: the chief schedules work on the
+# workers' servers and keeps the variables on the ps tasks' servers.
+SERVING_ROLES: tuple[str, ...] = ("worker", "ps")
 
 
 def _parse_tf_config(tf_config: str) -> dict:
@@ -92,7 +95,8 @@ def choose_strategy(env: Mapping[str, str], override: str | None = None) -> Stra
         raise ValueError(f"Unknown training strategy {forced!r} (from {source}); allowed: {', '.join(STRATEGIES)}")
 
     tpu_name = env.get("TPU_NAME", "").strip()
-    workers = _cluster_size(_parse_tf_config(env["TF_CONFIG"]).get("cluster", {})) if env.get("TF_CONFIG") else 0
+    cluster = (_parse_tf_config(env["TF_CONFIG"]).get("cluster") or {}) if env.get("TF_CONFIG") else {}
+    workers, ps_tasks = _cluster_size(cluster), len(cluster.get("ps", []))
 
     if forced == TPU:
         if not tpu_name:
@@ -101,15 +105,45 @@ def choose_strategy(env: Mapping[str, str], override: str | None = None) -> Stra
                 "name, a grpc:// address, or 'local' on a TPU VM."
             )
         return StrategyChoice(TPU, f"forced by {source}; TPU_NAME={tpu_name}", tpu_name)
+    if forced == PARAMETER_SERVER:
+        _require_parameter_server_cluster(cluster, f"Strategy 'parameter_server' forced by {source}")
+        return StrategyChoice(PARAMETER_SERVER, f"forced by {source}; TF_CONFIG lists {ps_tasks} ps task(s)")
     if forced == MULTI_WORKER:
         return StrategyChoice(MULTI_WORKER, f"forced by {source}; TF_CONFIG lists {workers} worker(s)")
     if forced == MIRRORED:
         return StrategyChoice(MIRRORED, f"forced by {source}")
     if tpu_name:
         return StrategyChoice(TPU, f"TPU_NAME={tpu_name} is set", tpu_name)
+    if ps_tasks:
+        _require_parameter_server_cluster(cluster, f"TF_CONFIG lists {ps_tasks} ps task(s)")
+        return StrategyChoice(
+            PARAMETER_SERVER,
+            f"TF_CONFIG lists {ps_tasks} ps task(s) and {len(cluster.get('worker', []))} worker(s)",
+        )
     if workers > 1:
         return StrategyChoice(MULTI_WORKER, f"TF_CONFIG lists {workers} workers")
     return StrategyChoice(MIRRORED, "no TPU_NAME and no multi-worker TF_CONFIG: local GPUs, or the CPU")
+
+
+def _require_parameter_server_cluster(cluster: dict, why: str) -> None:
+    """ParameterServerStrategy needs one coordinating 'chief' task, workers and ps tasks."""
+    missing = [
+        role
+        for role, count in (
+            ("chief", len(cluster.get("chief", []))),
+            ("worker", len(cluster.get("worker", []))),
+            ("ps", len(cluster.get("ps", []))),
+        )
+        if not count
+    ]
+    if missing or len(cluster.get("chief", [])) != 1:
+        raise ValueError(
+            f"{why}, but parameter-server training needs exactly one 'chief' task (it coordinates), at "
+            f"least one 'worker' and one 'ps' task; TF_CONFIG's cluster has "
+            f"{ {role: len(tasks) for role, tasks in cluster.items()} }. On Vertex AI the first worker pool "
+            "is the chief, the second the workers and the third the parameter servers; in a Kubeflow "
+            "TFJob, add a Chief replica."
+        )
 
 
 def require_remote_paths(paths: Sequence[str]) -> None:
@@ -120,6 +154,11 @@ def require_remote_paths(paths: Sequence[str]) -> None:
             f"Training on a TPU needs data and model locations on Cloud Storage; these are local: "
             f"{local}. Use gs:// paths for the pipeline root and data."
         )
+
+
+# ParameterServerStrategy shards a variable over the ps tasks only from this size up: smaller
+# ones are cheaper whole, one round trip each.
+PARTITION_MIN_BYTES = 256 << 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +192,25 @@ def create_strategy(
         tpu_system.connect(resolver)
         tpu_system.initialize(resolver)
         return (strategy_factory or tf.distribute.TPUStrategy)(resolver)
+    if choice.kind == PARAMETER_SERVER:
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        ps_tasks = len(resolver.cluster_spec().as_dict().get("ps", []))
+        # Variables of at least PARTITION_MIN_BYTES are split across the ps tasks (the wide
+        # part's one-hot weights and the larger embeddings), so no one server holds them all.
+        partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
+            min_shard_bytes=PARTITION_MIN_BYTES, max_shards=ps_tasks
+        )
+        return (strategy_factory or tf.distribute.ParameterServerStrategy)(resolver, variable_partitioner=partitioner)
     if choice.kind == MULTI_WORKER:
         return (strategy_factory or tf.distribute.MultiWorkerMirroredStrategy)()
     return (strategy_factory or tf.distribute.MirroredStrategy)()
+
+
+def public_name(strategy) -> str:
+    """The strategy's name in tf.distribute's API (its classes carry version suffixes)."""
+    import tensorflow as tf
+
+    for name in ("TPUStrategy", "ParameterServerStrategy", "MultiWorkerMirroredStrategy", "MirroredStrategy"):
+        if isinstance(strategy, getattr(tf.distribute, name)):
+            return name
+    return type(strategy).__name__

@@ -24,7 +24,7 @@ import tensorflow_transform as tft
 import tf_keras as keras
 from absl import logging
 
-from models import features, signatures
+from models import features, parameter_server, signatures
 from models import model as model_lib
 from models import strategy as strategy_lib
 from models.data import input_fn, shared_shuffle_seed
@@ -95,12 +95,47 @@ def _wait_for_all_workers(strategy: tf.distribute.Strategy) -> None:
     barrier()
 
 
+def _datasets(fn_args, tf_transform_output, global_batch: int, is_tpu: bool, seed: int | None, in_memory_bytes: int):
+    """(train, eval) datasets of global batches for the synchronous strategies."""
+    train_ds = input_fn(
+        fn_args.train_files,
+        tf_transform_output,
+        global_batch,
+        training=True,
+        shuffle_seed=seed,
+        in_memory_max_bytes=in_memory_bytes,
+    )
+    # A capped validation reads only its first batches each epoch: loading a large split
+    # would cost more than that. A small one is loaded once, as streaming would parse and
+    # transform it again every epoch.
+    eval_ds = input_fn(
+        fn_args.eval_files,
+        tf_transform_output,
+        global_batch,
+        training=False,
+        drop_remainder=is_tpu,
+        in_memory_max_bytes=in_memory_bytes // EVAL_IN_MEMORY_SHARE if fn_args.eval_steps else in_memory_bytes,
+    )
+    if fn_args.eval_steps:
+        # Capped by the dataset, not by fit's validation_steps: given steps, Keras keeps one
+        # iterator across epochs, so a split shorter than the cap was validated on after
+        # the first epoch only (later epochs found it exhausted).
+        eval_ds = eval_ds.take(fn_args.eval_steps)
+    return train_ds, eval_ds
+
+
 def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) -> None:
     """TFX Trainer entry point (``Trainer(run_fn='models.trainer.run_fn')``).
 
     ``extra_callbacks`` run after this function's own (TFX passes none; tests use them).
     """
     hparams = HParams.from_custom_config(fn_args.custom_config)
+    # With a Tuner upstream, its best hyperparameters replace the configured ones.
+    if getattr(fn_args, "hyperparameters", None):
+        from models import tuning
+
+        hparams = tuning.apply_best(hparams, fn_args.hyperparameters)
+        logging.info("Hyperparameters chosen by the Tuner: %s", hparams)
     choice = strategy_lib.choose_strategy(os.environ, hparams.strategy)
     logging.info("Training strategy: %s (%s)", choice.kind, choice.reason)
     is_tpu = choice.kind == strategy_lib.TPU
@@ -117,23 +152,27 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
         )
         hparams = dataclasses.replace(hparams, ema_momentum=ema)
     # Chief or not matters only when the processes train one model together.
+    parameter_servers = choice.kind == strategy_lib.PARAMETER_SERVER
     worker = (
         strategy_lib.worker_info(os.environ.get("TF_CONFIG"))
-        if choice.kind == strategy_lib.MULTI_WORKER
+        if choice.kind == strategy_lib.MULTI_WORKER or parameter_servers
         else strategy_lib.SINGLE_PROCESS
     )
+    if parameter_servers and worker.task_type in strategy_lib.SERVING_ROLES:
+        parameter_server.serve(worker, os.path.join(fn_args.model_run_dir, TRAINING_RECORD))
+        return
 
     strategy = strategy_lib.create_strategy(choice)
     if worker.num_workers > 1 and strategy.extended.should_checkpoint != worker.is_chief:
         raise RuntimeError(
             f"TF_CONFIG makes {worker.name} {'the' if worker.is_chief else 'not the'} chief, but "
-            f"{type(strategy).__name__} disagrees; refusing to risk two models or none."
+            f"{strategy_lib.public_name(strategy)} disagrees; refusing to risk two models or none."
         )
     replicas = strategy.num_replicas_in_sync
     global_batch = hparams.per_replica_batch_size * replicas
     logging.info(
         "%s (%s of %d worker(s)): %d replica(s) in sync; global batch %d; %d epoch(s) x %d steps",
-        type(strategy).__name__,
+        strategy_lib.public_name(strategy),
         worker.name,
         worker.num_workers,
         replicas,
@@ -155,30 +194,18 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
         # In memory on one machine only: a multi-worker or TPU input pipeline is rewritten
         # and serialised by tf.distribute, which would copy the captured rows.
         in_memory_bytes = hparams.in_memory_max_mb * 2**20 if worker.num_workers == 1 and not is_tpu else 0
-        train_ds = input_fn(
-            fn_args.train_files,
-            tf_transform_output,
-            global_batch,
-            training=True,
-            shuffle_seed=seed,
-            in_memory_max_bytes=in_memory_bytes,
-        )
-        # A capped validation reads only its first batches each epoch: loading a large split
-        # would cost more than that. A small one is loaded once, as streaming would parse and
-        # transform it again every epoch.
-        eval_ds = input_fn(
-            fn_args.eval_files,
-            tf_transform_output,
-            global_batch,
-            training=False,
-            drop_remainder=is_tpu,
-            in_memory_max_bytes=in_memory_bytes // EVAL_IN_MEMORY_SHARE if fn_args.eval_steps else in_memory_bytes,
-        )
-        if fn_args.eval_steps:
-            # Capped by the dataset, not by fit's validation_steps: given steps, Keras keeps one
-            # iterator across epochs, so a split shorter than the cap was validated on after
-            # the first epoch only (later epochs found it exhausted).
-            eval_ds = eval_ds.take(fn_args.eval_steps)
+        validation_steps = None
+        if parameter_servers:
+            parameter_server.transform_layer_per_worker(strategy, tf_transform_output)
+            train_ds = parameter_server.per_worker_dataset(
+                fn_args.train_files, tf_transform_output, global_batch, training=True
+            )
+            eval_ds = parameter_server.per_worker_dataset(
+                fn_args.eval_files, tf_transform_output, global_batch, training=False
+            )
+            validation_steps = parameter_server.validation_steps(fn_args.eval_files, global_batch, fn_args.eval_steps)
+        else:
+            train_ds, eval_ds = _datasets(fn_args, tf_transform_output, global_batch, is_tpu, seed, in_memory_bytes)
 
         with strategy.scope():
             model = model_lib.build_keras_model(categorical_sizes(tf_transform_output), hparams)
@@ -189,6 +216,7 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
             epochs=epochs,
             steps_per_epoch=steps_per_epoch,
             validation_data=eval_ds,
+            validation_steps=validation_steps,
             callbacks=[
                 # First, so an epoch is backed up before any later callback sees its end.
                 keras.callbacks.BackupAndRestore(backup_dir),
@@ -199,7 +227,7 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
             verbose=2,
         )
         signatures.export_serving_model(model, tf_transform_output, serving_dir)
-        if worker.num_workers > 1:
+        if choice.kind == strategy_lib.MULTI_WORKER and worker.num_workers > 1:
             _wait_for_all_workers(strategy)
     finally:
         if scratch is not None:
@@ -208,13 +236,14 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
     if worker.is_chief:
         # What the run report shows of the training besides its curves.
         record = {
-            "strategy": type(strategy).__name__,
+            "strategy": strategy_lib.public_name(strategy),
             "reason": choice.reason,
             "replicas": replicas,
             "workers": worker.num_workers,
             "global_batch": global_batch,
             "epochs": epochs,
             "steps_per_epoch": steps_per_epoch,
+            "hparams": hparams.to_custom_config(),
         }
         with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, TRAINING_RECORD), "w") as f:
             f.write(json.dumps(record))

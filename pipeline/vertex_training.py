@@ -1,9 +1,11 @@
 """Vertex AI Training for the Trainer: worker pools for one GPU machine, several workers,
-or a TPU VM, built from typed settings and checked before anything is compiled.
+parameter servers, or a TPU VM, built from typed settings and checked before anything is
+compiled.
 
 ``run_fn``'s strategy choice then takes over inside the job: Vertex sets a multi-replica
-``TF_CONFIG`` (MultiWorkerMirroredStrategy), the TPU pool sets ``TPU_NAME=local``
-(TPUStrategy), and a single machine gets MirroredStrategy over its GPUs.
+``TF_CONFIG`` (MultiWorkerMirroredStrategy), or one with ``ps`` tasks when the job has a
+third, parameter-server pool (ParameterServerStrategy), the TPU pool sets
+``TPU_NAME=local`` (TPUStrategy), and a single machine gets MirroredStrategy over its GPUs.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ GPU_TYPES: frozenset[str] = frozenset(
 )
 TPU_TYPES: frozenset[str] = frozenset({"TPU_V2", "TPU_V3", "TPU_V4_POD", "TPU_V5_LITEPOD"})
 TPU_MACHINE_TYPE = "cloud-tpu"
-KINDS = ("gpu", "multi-worker", "tpu")
+KINDS = ("gpu", "multi-worker", "parameter-server", "tpu")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +71,8 @@ class WorkerPool:
 
 @dataclasses.dataclass(frozen=True)
 class VertexTraining:
-    """A Vertex AI custom job for the Trainer. Use the ``gpu``/``multi_worker``/``tpu`` builders."""
+    """A Vertex AI custom job for the Trainer. Use the ``gpu``/``multi_worker``/
+    ``parameter_server``/``tpu`` builders."""
 
     project: str
     region: str
@@ -117,6 +120,42 @@ class VertexTraining:
             region,
             image,
             (WorkerPool(replica_count=1, **pool), WorkerPool(replica_count=replicas - 1, **pool)),
+        )
+
+    @classmethod
+    def parameter_server(
+        cls,
+        project: str,
+        region: str,
+        image: str,
+        replicas: int = 3,
+        parameter_servers: int = 1,
+        machine_type: str = "n1-standard-8",
+        accelerator_type: str | None = None,
+        accelerator_count: int = 0,
+        ps_machine_type: str = "n1-highmem-4",
+    ) -> VertexTraining:
+        """A chief, ``replicas - 1`` workers and ``parameter_servers`` ps tasks, in Vertex's
+        pool order (its TF_CONFIG names pool 0 'chief', 1 'worker', 2 'ps'):
+        ParameterServerStrategy. The chief only coordinates and the ps tasks only hold
+        variables, so accelerators go to the workers alone."""
+        if replicas < 2:
+            raise ValueError(
+                f"parameter-server training needs a chief and at least 1 worker (2 replicas), got {replicas}"
+            )
+        if parameter_servers < 1:
+            raise ValueError(f"parameter-server training needs at least 1 parameter server, got {parameter_servers}")
+        if accelerator_type in TPU_TYPES:
+            raise ValueError("parameter-server workers take GPUs, not TPUs; for a TPU use --vertex-training tpu")
+        return cls(
+            project,
+            region,
+            image,
+            (
+                WorkerPool(machine_type),
+                WorkerPool(machine_type, replicas - 1, accelerator_type, accelerator_count),
+                WorkerPool(ps_machine_type, parameter_servers),
+            ),
         )
 
     @classmethod

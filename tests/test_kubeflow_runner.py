@@ -117,6 +117,7 @@ def test_kfp_host_from_the_command_line(tmp_path, capsys):
     [
         (["--vertex-training", "gpu", "--accelerator-type", "NVIDIA_L4"], '"accelerator_type": "NVIDIA_L4"'),
         (["--vertex-training", "multi-worker", "--training-replicas", "2"], '"replica_count": 1'),
+        (["--vertex-training", "parameter-server", "--ps-machine-type", "n2-highmem-8"], '"n2-highmem-8"'),
         (["--vertex-training", "tpu"], '"machine_type": "cloud-tpu"'),
     ],
 )
@@ -140,6 +141,28 @@ def test_vertex_training_is_compiled_into_the_trainer(tmp_path, flags, pool_text
     job = json.loads(output.read_text())
     custom_config = json.dumps(job["pipelineSpec"]["root"]["dag"]["tasks"]["Trainer"])
     assert pool_text.replace('"', '\\"') in custom_config
+
+
+def test_parameter_server_training_compiles_the_three_pools_the_strategy_choice_expects(tmp_path):
+    from models import strategy as strategy_lib
+
+    output = tmp_path / "job.json"
+    flags = ["--vertex-training", "parameter-server", "--training-replicas", "3", "--parameter-servers", "2"]
+    assert kr.main([*cloud.CLOUD_ARGS, "--output-file", str(output), *cloud.PROJECT_ARGS, *flags]) == 0
+    task = json.loads(output.read_text())["pipelineSpec"]["root"]["dag"]["tasks"]["Trainer"]
+    custom_config = json.loads(
+        task["inputs"]["parameters"]["custom_config"]["runtimeValue"]["constantValue"]["stringValue"]
+    )
+    pools = custom_config["ai_platform_training_args"]["job_spec"]["worker_pool_specs"]
+    assert [pool["replica_count"] for pool in pools] == [1, 2, 2]
+    assert pools[2]["machine_spec"] == {"machine_type": "n1-highmem-4"}
+    # The TF_CONFIG Vertex derives from these pools (chief, worker, ps) selects the strategy.
+    cluster = {
+        role: [f"{role}-{i}:2222" for i in range(pool["replica_count"])]
+        for role, pool in zip(("chief", "worker", "ps"), pools, strict=True)
+    }
+    tf_config = json.dumps({"cluster": cluster, "task": {"type": "chief", "index": 0}})
+    assert strategy_lib.choose_strategy({"TF_CONFIG": tf_config}).kind == strategy_lib.PARAMETER_SERVER
 
 
 def test_unknown_accelerator_names_the_flag(capsys):

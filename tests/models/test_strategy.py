@@ -13,6 +13,9 @@ TWO_WORKERS = json.dumps(
     {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}}
 )
 ONE_WORKER = json.dumps({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}})
+# What Vertex AI sets for a job with chief, worker and parameter-server pools.
+PS_CLUSTER = {"chief": ["h:0"], "worker": ["h:1", "h:2"], "ps": ["h:3"]}
+WITH_PS = json.dumps({"cluster": PS_CLUSTER, "task": {"type": "worker", "index": 1}})
 
 
 @pytest.mark.parametrize(
@@ -24,6 +27,8 @@ ONE_WORKER = json.dumps({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type"
         ({"TPU_NAME": "my-tpu"}, S.TPU),
         ({"TPU_NAME": "my-tpu", "TF_CONFIG": TWO_WORKERS}, S.TPU),
         ({"TPU_NAME": "  "}, S.MIRRORED),
+        ({"TF_CONFIG": WITH_PS}, S.PARAMETER_SERVER),
+        ({"TPU_NAME": "my-tpu", "TF_CONFIG": WITH_PS}, S.TPU),
     ],
 )
 def test_automatic_choice(env, expected):
@@ -45,10 +50,58 @@ def test_override_from_environment():
     assert S.choose_strategy({S.STRATEGY_ENV: "multi_worker"}).kind == S.MULTI_WORKER
 
 
-@pytest.mark.parametrize(("env", "override"), [({}, "gpu"), ({S.STRATEGY_ENV: "parameter_server"}, None)])
+@pytest.mark.parametrize(("env", "override"), [({}, "gpu"), ({S.STRATEGY_ENV: "estimator"}, None)])
 def test_unknown_override_lists_the_allowed_values(env, override):
-    with pytest.raises(ValueError, match="allowed: auto, tpu, multi_worker, mirrored"):
+    with pytest.raises(ValueError, match="allowed: auto, tpu, parameter_server, multi_worker, mirrored"):
         S.choose_strategy(env, override)
+
+
+def test_parameter_server_choice_says_what_the_cluster_holds():
+    choice = S.choose_strategy({"TF_CONFIG": WITH_PS})
+    assert choice.reason == "TF_CONFIG lists 1 ps task(s) and 2 worker(s)"
+    forced = S.choose_strategy({"TF_CONFIG": WITH_PS}, "parameter_server")
+    assert forced.kind == S.PARAMETER_SERVER and "custom_config" in forced.reason
+
+
+@pytest.mark.parametrize(
+    ("cluster", "override"),
+    [
+        ({"worker": ["h:1", "h:2"], "ps": ["h:3"]}, None),  # a TFJob without a Chief replica
+        ({"chief": ["h:0", "h:9"], "worker": ["h:1"], "ps": ["h:3"]}, None),
+        ({"chief": ["h:0"], "ps": ["h:3"]}, None),
+        ({"chief": ["h:0"], "worker": ["h:1"]}, "parameter_server"),
+        ({}, "parameter_server"),
+    ],
+)
+def test_parameter_server_training_refuses_a_cluster_it_cannot_run_on(cluster, override):
+    env = {"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "chief", "index": 0}})} if cluster else {}
+    with pytest.raises(ValueError, match="exactly one 'chief' task.*add a Chief replica"):
+        S.choose_strategy(env, override)
+
+
+def test_parameter_server_strategy_is_built_on_the_tf_config_cluster(monkeypatch):
+    monkeypatch.setenv(
+        "TF_CONFIG", json.dumps({"cluster": PS_CLUSTER | {"ps": ["h:3", "h:4"]}, "task": {"type": "chief", "index": 0}})
+    )
+    built = {}
+
+    def factory(resolver, variable_partitioner):
+        built.update(cluster=resolver.cluster_spec().as_dict(), task=(resolver.task_type, resolver.task_id))
+        built["partitioner"] = variable_partitioner
+        return "ps-strategy"
+
+    assert S.create_strategy(S.choose_strategy({"TF_CONFIG": WITH_PS}), strategy_factory=factory) == "ps-strategy"
+    assert built["cluster"]["ps"] == ["h:3", "h:4"] and built["task"] == ("chief", 0)
+    # Large variables are split over both ps tasks; small ones stay whole.
+    partitioner = built["partitioner"]
+    large = partitioner(tf.TensorShape([S.PARTITION_MIN_BYTES, 1]), tf.float32)
+    small = partitioner(tf.TensorShape([16, 4]), tf.float32)
+    assert large == [2, 1] and small == [1, 1]
+
+
+def test_public_name_drops_tf_distributes_version_suffixes():
+    assert S.public_name(tf.distribute.MirroredStrategy()) == "MirroredStrategy"
+    assert S.public_name(object()) == "object"
 
 
 def test_forcing_tpu_without_a_tpu_name_says_how_to_fix_it():

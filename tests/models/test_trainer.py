@@ -120,7 +120,7 @@ def test_run_fn_on_tpu_refuses_local_paths_before_touching_the_tpu(trainer_input
     ("custom_config", "env", "source"),
     [
         ({"strategy": "gpu"}, {}, "custom_config 'strategy'"),
-        ({}, {"TRAINING_STRATEGY": "parameter_server"}, "TRAINING_STRATEGY"),
+        ({}, {"TRAINING_STRATEGY": "estimator"}, "TRAINING_STRATEGY"),
     ],
 )
 def test_run_fn_rejects_an_unknown_strategy_with_the_allowed_list(
@@ -129,7 +129,7 @@ def test_run_fn_rejects_an_unknown_strategy_with_the_allowed_list(
     for name, value in env.items():
         clean_env.setenv(name, value)
     fn_args = fn_args_for(trainer_inputs, tmp_path, custom_config)
-    with pytest.raises(ValueError, match="allowed: auto, tpu, multi_worker, mirrored") as raised:
+    with pytest.raises(ValueError, match="allowed: auto, tpu, parameter_server, multi_worker, mirrored") as raised:
         trainer.run_fn(fn_args)
     assert source in str(raised.value)
     assert not os.path.exists(fn_args.model_run_dir) and not os.path.exists(fn_args.serving_model_dir)
@@ -291,3 +291,59 @@ def test_a_training_killed_part_way_resumes_from_its_last_completed_epoch(traine
     assert "continuing at epoch 1 of 3" in second_log.read_text()
     assert os.path.exists(os.path.join(path_utils.serving_model_dir(str(tmp_path / "out" / "model")), "saved_model.pb"))
     assert not backup_dir.exists()  # deleted once training completed
+
+
+@pytest.mark.slow
+def test_parameter_servers_train_one_model_and_a_restarted_chief_resumes(trainer_inputs, tmp_path):
+    """A chief, two workers and one ps as separate processes, as Vertex AI starts them. The
+    chief is killed as its second epoch begins and restarted; the servers keep serving."""
+    epochs, steps_per_epoch = 3, 4
+    ports = _free_ports(4)
+    cluster = {
+        "chief": [f"127.0.0.1:{ports[0]}"],
+        "worker": [f"127.0.0.1:{ports[1]}", f"127.0.0.1:{ports[2]}"],
+        "ps": [f"127.0.0.1:{ports[3]}"],
+    }
+    tasks = [("chief", 0), ("worker", 0), ("worker", 1), ("ps", 0)]
+    config = HParams(per_replica_batch_size=PER_REPLICA_BATCH, epochs=epochs).to_custom_config()
+    train_steps = epochs * steps_per_epoch
+
+    def launch(name: str, task: tuple[str, int], **extra) -> tuple[subprocess.Popen, Path]:
+        log = tmp_path / f"{name}.log"
+        spec = _spec(trainer_inputs, tmp_path, name, train_steps, config, **extra)
+        return _launch(spec, log, {"cluster": cluster, "task": {"type": task[0], "index": task[1]}}), log
+
+    servers = [launch(f"{kind}{index}", (kind, index)) for kind, index in tasks[1:]]
+    first, first_log = launch("chief-first", tasks[0], kill_at=[1, None])
+    all_logs = [first_log, *(log for _, log in servers)]
+    assert _wait([first], [first_log]) == [-signal.SIGKILL], _tail(all_logs)
+    killed = json.loads((tmp_path / "chief-first.report.json").read_text())
+    assert killed["strategy"] == "ParameterServerStrategy" and killed["choice"] == strategy_lib.PARAMETER_SERVER
+    assert killed["epochs_begun"] == [0, 1] and killed["restored_optimizer_iterations"] == 0
+    assert all(process.poll() is None for process, _ in servers), "a server stopped with the chief"
+
+    second, second_log = launch("chief-second", tasks[0])
+    all_logs.append(second_log)
+    codes = _wait([second, *(process for process, _ in servers)], [second_log, *(log for _, log in servers)])
+    assert codes == [0, 0, 0, 0], _tail(all_logs)
+    resumed = json.loads((tmp_path / "chief-second.report.json").read_text())
+    assert resumed["epochs_begun"] == [1, 2]
+    assert resumed["restored_optimizer_iterations"] == steps_per_epoch
+    assert "continuing at epoch 1 of 3" in second_log.read_text()
+    for name, (kind, index) in zip(("worker0", "worker1", "ps0"), tasks[1:], strict=True):
+        log = (tmp_path / f"{name}.log").read_text()
+        assert f"{kind}:{index} serving at" in log and "The chief is done" in log
+        assert json.loads((tmp_path / f"{name}.report.json").read_text())["epochs_begun"] == []
+
+    # Exactly one serving model, the chief's, and it serves raw examples.
+    serving_dir = path_utils.serving_model_dir(str(tmp_path / "out" / "model"))
+    assert [os.path.dirname(p) for p in glob.glob(str(tmp_path / "**" / "saved_model.pb"), recursive=True)] == [
+        serving_dir
+    ]
+    record = json.loads((tmp_path / "out" / "model_run" / trainer.TRAINING_RECORD).read_text())
+    assert record["strategy"] == "ParameterServerStrategy"
+    rows = embedded_rows(20)
+    loaded = tf.saved_model.load(serving_dir)
+    result = loaded.signatures["serving_default"](examples=tf.constant([raw_example(r) for r in rows]))
+    probability = result["probability"].numpy()
+    assert probability.shape == (20, 1) and ((probability >= 0) & (probability <= 1)).all()

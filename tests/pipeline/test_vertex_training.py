@@ -59,6 +59,30 @@ def test_several_workers_are_a_chief_plus_workers():
     )
 
 
+def test_parameter_servers_are_a_third_pool_after_the_chief_and_workers():
+    training = VertexTraining.parameter_server(
+        "p", "us-central1", IMAGE, replicas=3, parameter_servers=2, accelerator_type="NVIDIA_L4", accelerator_count=1
+    )
+    _, config = _trainer_config(training)
+    container = {"image_uri": IMAGE}
+    assert config == _expected(
+        [
+            # Vertex names pool 0 'chief', 1 'worker' and 2 'ps' in TF_CONFIG.
+            {"machine_spec": {"machine_type": "n1-standard-8"}, "replica_count": 1, "container_spec": container},
+            {
+                "machine_spec": {
+                    "machine_type": "n1-standard-8",
+                    "accelerator_type": "NVIDIA_L4",
+                    "accelerator_count": 1,
+                },
+                "replica_count": 2,
+                "container_spec": container,
+            },
+            {"machine_spec": {"machine_type": "n1-highmem-4"}, "replica_count": 2, "container_spec": container},
+        ]
+    )
+
+
 def test_tpu_vm_sets_tpu_name_local_for_the_strategy_choice():
     _, config = _trainer_config(VertexTraining.tpu("p", "us-central1", IMAGE, "TPU_V2", 8))
     assert config == _expected(
@@ -86,6 +110,12 @@ def test_run_fn_accepts_the_combined_custom_config():
         (lambda: VertexTraining.tpu("p", "r", IMAGE, accelerator_type="TPU_V9"), "Unknown TPU type"),
         (lambda: VertexTraining.gpu("p", "r", IMAGE, accelerator_type="TPU_V3"), "TPU accelerators need"),
         (lambda: VertexTraining.multi_worker("p", "r", IMAGE, replicas=1), "at least 2 replicas"),
+        (lambda: VertexTraining.parameter_server("p", "r", IMAGE, replicas=1), "at least 1 worker"),
+        (lambda: VertexTraining.parameter_server("p", "r", IMAGE, parameter_servers=0), "at least 1 parameter server"),
+        (
+            lambda: VertexTraining.parameter_server("p", "r", IMAGE, accelerator_type="TPU_V3", accelerator_count=8),
+            "take GPUs, not TPUs",
+        ),
         (lambda: WorkerPool("n1-standard-4", accelerator_type="NVIDIA_TESLA_T4"), "go together"),
         (lambda: VertexTraining.gpu("", "r", IMAGE), "project is required"),
     ],

@@ -72,13 +72,8 @@ def run_fn(fn_args) -> None:
         strategy = real_create(choice, *args, **kwargs)
         resolver = getattr(strategy, "cluster_resolver", None)
         cluster = resolver.cluster_spec().as_dict() if resolver is not None else {}
-        public = [
-            n
-            for n in ("MultiWorkerMirroredStrategy", "MirroredStrategy", "TPUStrategy")
-            if isinstance(strategy, getattr(tf.distribute, n))
-        ]
         report.update(
-            strategy=public[0] if public else type(strategy).__name__,
+            strategy=strategy_lib.public_name(strategy),
             choice=choice.kind,
             num_replicas_in_sync=strategy.num_replicas_in_sync,
             task_type=getattr(resolver, "task_type", None),
@@ -102,6 +97,9 @@ def run_fn(fn_args) -> None:
 
     def build_keras_model(*args, **kwargs):
         model = real_build(*args, **kwargs)
+        if isinstance(tf.distribute.get_strategy(), tf.distribute.ParameterServerStrategy):
+            # Steps run on the workers' servers, where no Python function can be called.
+            return model
         real_train, real_test = model.train_step, model.test_step
 
         def tapped(step, kind):
@@ -135,6 +133,17 @@ def run_fn(fn_args) -> None:
             state["epoch"] = epoch
             report["epochs_begun"].append(epoch)
             write_report()
+            if spec.get("kill_at") == [epoch, None]:
+                report["killed_at"] = [epoch, None]
+                write_report()
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        def on_epoch_end(self, epoch, logs=None):
+            report.setdefault("epoch_logs", []).append({"epoch": epoch, **{k: float(v) for k, v in logs.items()}})
+            write_report()
+
+    class BatchKiller(Recorder):
+        """Batch hooks, which ParameterServerStrategy refuses: only when killing mid-epoch."""
 
         def on_train_batch_end(self, batch, logs=None):
             if spec.get("kill_at") == [state["epoch"], batch]:
@@ -146,7 +155,8 @@ def run_fn(fn_args) -> None:
     model_lib.build_keras_model = build_keras_model
     tempfile.mkdtemp = mkdtemp
     try:
-        trainer.run_fn(fn_args, extra_callbacks=[Recorder()])
+        kill_mid_epoch = spec.get("kill_at") and spec["kill_at"][1] is not None
+        trainer.run_fn(fn_args, extra_callbacks=[BatchKiller() if kill_mid_epoch else Recorder()])
     finally:
         strategy_lib.create_strategy, model_lib.build_keras_model, tempfile.mkdtemp = (
             real_create,
