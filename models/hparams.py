@@ -12,6 +12,18 @@ from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
+class Schedule:
+    """The epoch-end callbacks' settings (``models/callbacks.py``), from ``HParams``."""
+
+    early_stopping_patience: int
+    reduce_lr_patience: int
+    reduce_lr_factor: float
+    min_learning_rate: float
+    min_auc_gain: float
+    keep_best_epoch: bool
+
+
+@dataclasses.dataclass(frozen=True)
 class HParams:
     """What ``run_fn`` needs beyond TFX's own ``train_steps``/``eval_steps``."""
 
@@ -38,6 +50,19 @@ class HParams:
     # twice their size here, and training holds the train split twice (a permuted copy per
     # epoch) plus the eval split.
     in_memory_max_mb: int = 256
+    # The training schedule, decided at each epoch's end on the validation AUC
+    # (models/callbacks.py; docs/model.md has the measurements behind these defaults).
+    # Epochs without a gain of min_auc_gain before training stops (0: never stops early).
+    early_stopping_patience: int = 2
+    # Epochs without a gain before the learning rate is multiplied by reduce_lr_factor
+    # (0: never), down to min_learning_rate.
+    reduce_lr_patience: int = 1
+    reduce_lr_factor: float = 0.5
+    min_learning_rate: float = 1e-5
+    min_auc_gain: float = 1e-4
+    # Keep the best epoch's weights (<model_run>/best_epoch) and end with them when a
+    # later epoch validated worse.
+    keep_best_epoch: bool = True
 
     def __post_init__(self) -> None:
         if self.per_replica_batch_size <= 0:
@@ -52,6 +77,19 @@ class HParams:
             raise ValueError(f"ema_momentum must be in [0, 1), got {self.ema_momentum}")
         if self.in_memory_max_mb < 0:
             raise ValueError(f"in_memory_max_mb must be >= 0, got {self.in_memory_max_mb}")
+        if self.early_stopping_patience < 0 or self.reduce_lr_patience < 0:
+            raise ValueError(
+                "early_stopping_patience and reduce_lr_patience are epochs (0 turns each off), got "
+                f"{self.early_stopping_patience} and {self.reduce_lr_patience}"
+            )
+        if not 0.0 < self.reduce_lr_factor < 1.0:
+            raise ValueError(f"reduce_lr_factor must be in (0, 1), got {self.reduce_lr_factor}")
+        if not 0.0 <= self.min_learning_rate <= self.learning_rate:
+            raise ValueError(
+                f"min_learning_rate must be in [0, learning_rate={self.learning_rate}], got {self.min_learning_rate}"
+            )
+        if self.min_auc_gain < 0:
+            raise ValueError(f"min_auc_gain must be >= 0, got {self.min_auc_gain}")
         if self.backup_dir is not None and (not isinstance(self.backup_dir, str) or not self.backup_dir.strip()):
             raise ValueError(f"backup_dir must be a non-empty path or None, got {self.backup_dir!r}")
 
@@ -61,6 +99,10 @@ class HParams:
         if self.ema_momentum and self.ema_momentum**train_steps <= 0.05:
             return self.ema_momentum
         return 0.0
+
+    def schedule(self) -> Schedule:
+        """The epoch-end callbacks' settings (``models.callbacks``)."""
+        return Schedule(**{field.name: getattr(self, field.name) for field in dataclasses.fields(Schedule)})
 
     def to_custom_config(self) -> dict[str, Any]:
         """A JSON-serialisable dict for ``Trainer(custom_config=...)``."""

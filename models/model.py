@@ -50,11 +50,14 @@ def _embedding_dim(num_categories: int) -> int:
     return max(2, min(16, int(round(2 * math.pow(num_categories, 0.25)))))
 
 
-def build_keras_model(categorical_sizes: Mapping[str, int], hparams: HParams = HParams()) -> keras.Model:
+def build_keras_model(
+    categorical_sizes: Mapping[str, int], hparams: HParams = HParams(), steps_per_execution: int = 1
+) -> keras.Model:
     """Builds and compiles the wide-and-deep classifier.
 
     ``categorical_sizes`` maps every categorical transformed feature to its number of
-    categories (vocabulary size + OOV buckets for vocabularies).
+    categories (vocabulary size + OOV buckets for vocabularies). ``steps_per_execution``
+    steps run per call from the host (Keras calls step-level callbacks once per call).
     """
     missing = sorted(set(categorical_feature_keys()) - set(categorical_sizes))
     if missing:
@@ -116,5 +119,6 @@ def build_keras_model(categorical_sizes: Mapping[str, int], hparams: HParams = H
         ),
         loss=keras.losses.BinaryCrossentropy(),
         metrics=[keras.metrics.AUC(name="auc"), keras.metrics.BinaryAccuracy(name="accuracy")],
+        steps_per_execution=steps_per_execution,
     )
     return model

@@ -24,6 +24,7 @@ import tensorflow_transform as tft
 import tf_keras as keras
 from absl import logging
 
+from models import callbacks as callbacks_lib
 from models import features, parameter_server, signatures
 from models import model as model_lib
 from models import strategy as strategy_lib
@@ -207,18 +208,28 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
         else:
             train_ds, eval_ds = _datasets(fn_args, tf_transform_output, global_batch, is_tpu, seed, in_memory_bytes)
 
+        schedule = hparams.schedule()
         with strategy.scope():
-            model = model_lib.build_keras_model(categorical_sizes(tf_transform_output), hparams)
+            model = model_lib.build_keras_model(
+                categorical_sizes(tf_transform_output),
+                hparams,
+                # A TPU runs a whole epoch per call from the host: no host work between steps.
+                steps_per_execution=steps_per_epoch if is_tpu else 1,
+            )
+            schedule_state = callbacks_lib.attach_state(model.optimizer, schedule)
         model.summary(print_fn=logging.info)
+        schedule_callbacks = callbacks_lib.schedule_callbacks(schedule, schedule_state, fn_args.model_run_dir)
 
-        model.fit(
+        history = model.fit(
             train_ds,
             epochs=epochs,
             steps_per_epoch=steps_per_epoch,
             validation_data=eval_ds,
             validation_steps=validation_steps,
             callbacks=[
-                # First, so an epoch is backed up before any later callback sees its end.
+                # Before the backup, so each epoch's backup holds the schedule's decisions.
+                *schedule_callbacks,
+                # Then the backup, so an epoch is backed up before any later callback sees its end.
                 keras.callbacks.BackupAndRestore(backup_dir),
                 _LogStartEpoch(backup_dir, epochs),
                 keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch"),
@@ -244,6 +255,7 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
             "epochs": epochs,
             "steps_per_epoch": steps_per_epoch,
             "hparams": hparams.to_custom_config(),
+            **callbacks_lib.outcome(schedule_callbacks, history),
         }
         with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, TRAINING_RECORD), "w") as f:
             f.write(json.dumps(record))

@@ -128,7 +128,19 @@ def _training(report: Report) -> str:
         if t
         else ""
     )
-    return f"<section id='training'><h2>Training</h2>{ran}<div class='grid'>{figures}</div></section>"
+    return f"<section id='training'><h2>Training</h2>{ran}{_schedule(t)}<div class='grid'>{figures}</div></section>"
+
+
+def _schedule(t: dict) -> str:
+    """What the epoch-end schedule decided (models/callbacks.py), when the record says."""
+    said = []
+    if t.get("stopped_early_at_epoch") is not None:
+        said.append(f"stopped early after epoch {t['stopped_early_at_epoch'] + 1}")
+    if t.get("best_epoch") is not None and t["best_epoch"] != t.get("last_epoch"):
+        said.append(f"ended with epoch {t['best_epoch'] + 1}'s weights (validation AUC {t['best_val_auc']:.4f})")
+    if t.get("final_learning_rate") is not None:
+        said.append(f"final learning rate {t['final_learning_rate']:.2g}")
+    return f"<p>Schedule: {_e('; '.join(said))}.</p>" if said else ""
 
 
 def _evaluation(report: Report) -> str:

@@ -23,11 +23,29 @@ def test_unknown_keys_are_rejected_with_the_known_ones():
 
 @pytest.mark.parametrize(
     "bad",
-    [{"epochs": 0}, {"per_replica_batch_size": -1}, {"hidden_units": ()}, {"dropout": 1.0}, {"ema_momentum": 1.0}],
+    [
+        ({"epochs": 0}, "epochs"),
+        ({"per_replica_batch_size": -1}, "per_replica_batch_size"),
+        ({"hidden_units": ()}, "hidden_units"),
+        ({"dropout": 1.0}, "dropout"),
+        ({"ema_momentum": 1.0}, "ema_momentum"),
+        ({"early_stopping_patience": -1}, "0 turns each off"),
+        ({"reduce_lr_patience": -2}, "0 turns each off"),
+        ({"reduce_lr_factor": 1.0}, "reduce_lr_factor"),
+        ({"min_learning_rate": 0.01}, "min_learning_rate"),
+        ({"min_auc_gain": -0.1}, "min_auc_gain"),
+    ],
 )
-def test_invalid_values_are_rejected(bad):
-    with pytest.raises(ValueError):
-        HParams(**bad)
+def test_invalid_values_are_rejected_naming_the_field(bad):
+    values, named = bad
+    with pytest.raises(ValueError, match=named):
+        HParams(**values)
+
+
+def test_the_schedule_carries_the_callback_settings():
+    schedule = HParams(early_stopping_patience=3, reduce_lr_patience=0, keep_best_epoch=False).schedule()
+    assert (schedule.early_stopping_patience, schedule.reduce_lr_patience, schedule.keep_best_epoch) == (3, 0, False)
+    assert schedule.min_auc_gain == HParams().min_auc_gain
 
 
 def test_weight_averaging_is_kept_for_long_trainings_only():

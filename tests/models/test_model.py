@@ -47,3 +47,9 @@ def test_model_rejects_missing_category_sizes():
     sizes.pop(features.transformed_name("company"))
     with pytest.raises(ValueError, match="company_xf"):
         model_lib.build_keras_model(sizes)
+
+
+def test_steps_per_execution_reaches_keras():
+    """The Trainer asks a TPU for an epoch's steps per host call (no host work between steps)."""
+    assert int(model_lib.build_keras_model(_sizes())._steps_per_execution.numpy()) == 1
+    assert int(model_lib.build_keras_model(_sizes(), steps_per_execution=100)._steps_per_execution.numpy()) == 100

@@ -31,6 +31,8 @@ from tests.support.trainer_entry import split_fingerprints
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PER_REPLICA_BATCH = 32
+# No epoch gains 1.0 AUC: every epoch after the first is a plateau for the schedule.
+PLATEAU = dict(per_replica_batch_size=PER_REPLICA_BATCH, reduce_lr_patience=1, min_auc_gain=1.0)
 # Generous: two processes importing TFX and joining collectives on 2 CPU cores.
 PROCESS_TIMEOUT_S = 300
 
@@ -203,12 +205,14 @@ def _tail(logs: list[Path]) -> str:
 
 @pytest.mark.slow
 def test_two_workers_train_one_model_together_and_only_the_chief_writes_it(trainer_inputs, tmp_path):
-    epochs, steps_per_epoch = 2, 4
+    # The schedule sees no epoch gain 1.0 AUC: the rate halves after epoch 1, which ends
+    # training (patience 1) with epoch 0's weights. Both workers must decide alike.
+    planned, epochs, steps_per_epoch = 3, 2, 4
     ports = _free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
-    config = HParams(per_replica_batch_size=PER_REPLICA_BATCH, epochs=epochs).to_custom_config()
+    config = HParams(**PLATEAU, early_stopping_patience=1, epochs=planned).to_custom_config()
     # Both replicas get the same artifacts, as the workers of one Trainer job do.
-    specs = [_spec(trainer_inputs, tmp_path, f"worker{i}", epochs * steps_per_epoch, config) for i in range(2)]
+    specs = [_spec(trainer_inputs, tmp_path, f"worker{i}", planned * steps_per_epoch, config) for i in range(2)]
     logs = [tmp_path / f"worker{i}.log" for i in range(2)]
     processes = [
         _launch(specs[i], logs[i], {"cluster": cluster, "task": {"type": "worker", "index": i}}) for i in range(2)
@@ -253,6 +257,13 @@ def test_two_workers_train_one_model_together_and_only_the_chief_writes_it(train
     assert not glob.glob(str(tmp_path / "**" / "workertemp_*"), recursive=True)
     assert glob.glob(str(out / "model_run" / "**" / "events.out.tfevents.*"), recursive=True)
     assert not os.path.exists(out / "model_run" / trainer.BACKUP_SUBDIR)
+    # The same decisions on both workers, at every epoch's end.
+    rates = [[logs["lr"] for logs in report["epoch_logs"]] for report in reports]
+    assert rates[0] == rates[1] == pytest.approx([0.001, 0.001])
+    record = json.loads((out / "model_run" / trainer.TRAINING_RECORD).read_text())
+    assert record["stopped_early_at_epoch"] == 1 and record["best_epoch"] == 0
+    assert record["final_learning_rate"] == pytest.approx(0.0005)
+    assert "Restored the weights of epoch 0" in logs[0].read_text() and "Restored the weights" in logs[1].read_text()
 
     rows = embedded_rows(20)
     loaded = tf.saved_model.load(serving_dir)
@@ -265,7 +276,7 @@ def test_two_workers_train_one_model_together_and_only_the_chief_writes_it(train
 @pytest.mark.slow
 def test_a_training_killed_part_way_resumes_from_its_last_completed_epoch(trainer_inputs, tmp_path):
     epochs, steps_per_epoch = 3, 3
-    config = HParams(per_replica_batch_size=PER_REPLICA_BATCH, epochs=epochs).to_custom_config()
+    config = HParams(**PLATEAU, early_stopping_patience=2, epochs=epochs).to_custom_config()
     train_steps = epochs * steps_per_epoch
     backup_dir = tmp_path / "out" / "model_run" / trainer.BACKUP_SUBDIR
 
@@ -291,6 +302,11 @@ def test_a_training_killed_part_way_resumes_from_its_last_completed_epoch(traine
     assert "continuing at epoch 1 of 3" in second_log.read_text()
     assert os.path.exists(os.path.join(path_utils.serving_model_dir(str(tmp_path / "out" / "model")), "saved_model.pb"))
     assert not backup_dir.exists()  # deleted once training completed
+    # The schedule went on from epoch 0's decisions: a fresh one would have taken epoch 1 for
+    # the best, lowered the rate once and not stopped.
+    record = json.loads((tmp_path / "out" / "model_run" / trainer.TRAINING_RECORD).read_text())
+    assert record["best_epoch"] == 0 and record["stopped_early_at_epoch"] == 2
+    assert record["final_learning_rate"] == pytest.approx(0.00025)
 
 
 @pytest.mark.slow
@@ -342,6 +358,7 @@ def test_parameter_servers_train_one_model_and_a_restarted_chief_resumes(trainer
     ]
     record = json.loads((tmp_path / "out" / "model_run" / trainer.TRAINING_RECORD).read_text())
     assert record["strategy"] == "ParameterServerStrategy"
+    assert record["last_epoch"] == epochs - 1 and record["best_epoch"] >= 0
     rows = embedded_rows(20)
     loaded = tf.saved_model.load(serving_dir)
     result = loaded.signatures["serving_default"](examples=tf.constant([raw_example(r) for r in rows]))

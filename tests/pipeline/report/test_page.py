@@ -78,3 +78,17 @@ def test_numbers_are_drawn_on_buckets_every_split_shares():
     eval_ = Column("fare", "number", 5, 0.0, quantiles=[(1.0, 5.0, 3.0), (5.0, 9.0, 2.0)])
     # The train split's interior bounds (4 and 12), cut in equal widths: 700 stays out of them.
     assert shared_boundaries({"train": train, "eval": eval_}, bins=4) == [4.0, 6.0, 8.0, 10.0, 12.0]
+
+
+def test_the_training_section_says_what_the_schedule_decided():
+    report = _report()
+    report.curves = {"auc": {"train": [(0, 0.8), (1, 0.85)], "validation": [(0, 0.82), (1, 0.81)]}}
+    record = dict(strategy="MirroredStrategy", reason="r", replicas=1, workers=1, global_batch=256, epochs=4)
+    report.training = {**record, "steps_per_epoch": 100, "last_epoch": 2, "stopped_early_at_epoch": 2}
+    report.training.update(best_epoch=0, best_val_auc=0.91234, final_learning_rate=0.00025)
+    page = render(report)
+    assert "Schedule: stopped early after epoch 3; ended with epoch 1&#x27;s weights (validation AUC 0.9123)" in page
+    assert "final learning rate 0.00025" in page
+    report.training.update(stopped_early_at_epoch=None, best_epoch=2)
+    page = render(report)
+    assert "stopped early" not in page and "ended with epoch" not in page

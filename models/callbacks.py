@@ -1,0 +1,208 @@
+"""The training schedule's callbacks: early stopping on the validation AUC, a lower learning
+rate on a plateau, and the best epoch's weights kept (and restored when a later epoch was
+worse).
+
+They are Keras' own callbacks with one change: their decision state (epochs waited, best
+AUC so far, best epoch) lives in a variable that BackupAndRestore saves and restores with
+the weights, so a restarted Trainer continues the same schedule instead of starting a new
+one. All of them act at epoch ends only, on the validation logs every worker shares
+(MultiWorkerMirroredStrategy all-reduces the metrics, so every worker takes the same
+decision), and none runs per step (nothing on the host between a TPU's steps; and
+ParameterServerStrategy refuses per-step callbacks).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+from absl import logging
+
+from models.hparams import Schedule
+
+MONITOR, MODE = "val_auc", "max"
+# The best epoch's weights, under the Trainer's model_run directory.
+BEST_EPOCH_SUBDIR = "best_epoch"
+# Name of the schedule's state variable on the optimizer (which the checkpoints track).
+STATE_ATTRIBUTE = "training_schedule_state"
+
+
+class _Saved:
+    """Keeps the named attributes of a Keras callback in ``state[offset:offset + n]``.
+
+    Slot 0 of the state counts completed epochs: 0 means nothing saved yet (a fresh run),
+    so the callback keeps the values its own ``on_train_begin`` set.
+    """
+
+    saved_attributes: tuple[str, ...] = ()
+
+    def bind(self, state: tf.Variable, offset: int) -> int:
+        self._state, self._offset = state, offset
+        return offset + len(self.saved_attributes)
+
+    def _load(self) -> None:
+        values = self._state.numpy()
+        if values[0] > 0:
+            for index, name in enumerate(self.saved_attributes):
+                setattr(self, name, _from_slot(values[self._offset + index]))
+
+    def _store(self) -> dict[int, float]:
+        return {self._offset + i: float(getattr(self, name)) for i, name in enumerate(self.saved_attributes)}
+
+
+def _from_slot(value: float) -> float | int:
+    return int(value) if math.isfinite(value) and float(value).is_integer() else float(value)
+
+
+class EarlyStopping(_Saved, keras.callbacks.EarlyStopping):
+    """Keras' EarlyStopping, resumable; the best weights come back through ``BestEpoch``."""
+
+    saved_attributes = ("wait", "best", "best_epoch", "stopped_epoch")
+
+
+class ReduceLROnPlateau(_Saved, keras.callbacks.ReduceLROnPlateau):
+    """Keras' ReduceLROnPlateau, resumable (the learning rate itself is an optimizer
+    variable, which the backup already holds)."""
+
+    saved_attributes = ("wait", "best", "cooldown_counter")
+
+
+class BestEpoch(_Saved, keras.callbacks.ModelCheckpoint):
+    """Keras' ModelCheckpoint of the best epoch's weights (the chief writes them), which at
+    the end of training replace the final weights when a later epoch validated worse.
+
+    The final weights include the optimizer's moving average, applied when ``fit`` ends;
+    validation saw the raw weights, so those are the ones compared and kept.
+    """
+
+    saved_attributes = ("best", "best_epoch", "last_epoch")
+
+    def __init__(self, directory: str, min_auc_gain: float):
+        # Saved only when an epoch beats the best by min_auc_gain (ModelCheckpoint has no
+        # such margin), through ModelCheckpoint's saving, which only the chief's file keeps.
+        super().__init__(os.path.join(directory, "weights"), monitor=MONITOR, save_weights_only=True)
+        self.min_auc_gain = min_auc_gain
+        self.best, self.best_epoch, self.last_epoch = -np.inf, -1, -1
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.last_epoch = epoch
+        current = (logs or {}).get(MONITOR)
+        if current is None:
+            logging.warning("%s is not in the epoch's logs (%s): the best epoch is not tracked", MONITOR, sorted(logs))
+            return
+        if self.best_epoch < 0 or current > self.best + self.min_auc_gain:
+            self.best, self.best_epoch = float(current), epoch
+            self.epochs_since_last_save = self.period  # due now (the base on_epoch_end counts them)
+            self._save_model(epoch=epoch, batch=None, logs=logs)
+
+    def on_train_end(self, logs=None):
+        if 0 <= self.best_epoch < self.last_epoch:
+            # The file holds the optimizer too; its state no longer matters, but the record
+            # should show the rate training ended with, not the best epoch's.
+            rate = keras.backend.get_value(self.model.optimizer.learning_rate)
+            self.model.load_weights(self.filepath)
+            keras.backend.set_value(self.model.optimizer.learning_rate, rate)
+            logging.info(
+                "Restored the weights of epoch %d (%s %.5f): the last epoch, %d, validated worse",
+                self.best_epoch,
+                MONITOR,
+                self.best,
+                self.last_epoch,
+            )
+
+
+class SaveSchedule(keras.callbacks.Callback):
+    """Loads the schedule callbacks' state before they decide, and stores it after, each
+    epoch: it wraps them so a backup taken at this epoch's end includes their decisions."""
+
+    def __init__(self, state: tf.Variable, schedule: list[_Saved]):
+        super().__init__()
+        self._state, self._schedule = state, schedule
+
+    def set_model(self, model):
+        super().set_model(model)
+        for callback in self._schedule:
+            callback.set_model(model)
+
+    def set_params(self, params):
+        super().set_params(params)
+        for callback in self._schedule:
+            callback.set_params(params)
+
+    def on_train_begin(self, logs=None):
+        for callback in self._schedule:
+            callback.on_train_begin(logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        values = self._state.numpy().copy()
+        for callback in self._schedule:
+            callback._load()
+            callback.on_epoch_end(epoch, logs)
+            for index, value in callback._store().items():
+                values[index] = value
+        values[0] = epoch + 1
+        self._state.assign(values)
+
+    def on_train_end(self, logs=None):
+        for callback in self._schedule:
+            callback.on_train_end(logs)
+
+
+def state_size(schedule: Schedule) -> int:
+    """Slots the state variable needs: the epoch count, then each callback's attributes."""
+    return 1 + sum(len(cls.saved_attributes) for cls in (EarlyStopping, ReduceLROnPlateau, BestEpoch))
+
+
+def attach_state(optimizer: keras.optimizers.Optimizer, schedule: Schedule) -> tf.Variable:
+    """The schedule's state variable, made an attribute of the optimizer so every
+    checkpoint of the model (BackupAndRestore's included) holds it. Create it under the
+    strategy's scope, like the model."""
+    state = tf.Variable(tf.zeros([state_size(schedule)], tf.float32), trainable=False, name=STATE_ATTRIBUTE)
+    setattr(optimizer, STATE_ATTRIBUTE, state)
+    return state
+
+
+def schedule_callbacks(schedule: Schedule, state: tf.Variable, model_run_dir: str) -> list[keras.callbacks.Callback]:
+    """The callbacks ``schedule`` asks for, wrapped so their state is saved; [] if none."""
+    chosen: list[_Saved] = []
+    if schedule.early_stopping_patience:
+        chosen.append(
+            EarlyStopping(
+                monitor=MONITOR, mode=MODE, patience=schedule.early_stopping_patience, min_delta=schedule.min_auc_gain
+            )
+        )
+    if schedule.reduce_lr_patience:
+        chosen.append(
+            ReduceLROnPlateau(
+                monitor=MONITOR,
+                mode=MODE,
+                patience=schedule.reduce_lr_patience,
+                factor=schedule.reduce_lr_factor,
+                min_delta=schedule.min_auc_gain,
+                min_lr=schedule.min_learning_rate,
+            )
+        )
+    if schedule.keep_best_epoch:
+        chosen.append(BestEpoch(os.path.join(model_run_dir, BEST_EPOCH_SUBDIR), schedule.min_auc_gain))
+    offset = 1
+    for callback in chosen:
+        offset = callback.bind(state, offset)
+    return [SaveSchedule(state, chosen)] if chosen else []
+
+
+def outcome(callbacks: list[keras.callbacks.Callback], history: keras.callbacks.History) -> dict:
+    """What the schedule did, for the training record: the last epoch run, where training
+    stopped early, the best epoch kept, and the final learning rate."""
+    record: dict = {"last_epoch": history.epoch[-1] if history.epoch else None}
+    for wrapper in callbacks:
+        for callback in getattr(wrapper, "_schedule", []):
+            if isinstance(callback, EarlyStopping):
+                record["stopped_early_at_epoch"] = int(callback.stopped_epoch) or None
+            if isinstance(callback, BestEpoch):
+                record["best_epoch"] = int(callback.best_epoch)
+                record["best_val_auc"] = float(callback.best)
+    record["final_learning_rate"] = float(keras.backend.get_value(history.model.optimizer.learning_rate))
+    return record
