@@ -151,16 +151,13 @@ class SaveSchedule(keras.callbacks.Callback):
             callback.on_train_end(logs)
 
 
-def state_size(schedule: Schedule) -> int:
-    """Slots the state variable needs: the epoch count, then each callback's attributes."""
-    return 1 + sum(len(cls.saved_attributes) for cls in (EarlyStopping, ReduceLROnPlateau, BestEpoch))
-
-
-def attach_state(optimizer: keras.optimizers.Optimizer, schedule: Schedule) -> tf.Variable:
+def attach_state(optimizer: keras.optimizers.Optimizer) -> tf.Variable:
     """The schedule's state variable, made an attribute of the optimizer so every
     checkpoint of the model (BackupAndRestore's included) holds it. Create it under the
     strategy's scope, like the model."""
-    state = tf.Variable(tf.zeros([state_size(schedule)], tf.float32), trainable=False, name=STATE_ATTRIBUTE)
+    # Slot 0 counts completed epochs, then each callback's attributes.
+    size = 1 + sum(len(cls.saved_attributes) for cls in (EarlyStopping, ReduceLROnPlateau, BestEpoch))
+    state = tf.Variable(tf.zeros([size], tf.float32), trainable=False, name=STATE_ATTRIBUTE)
     setattr(optimizer, STATE_ATTRIBUTE, state)
     return state
 

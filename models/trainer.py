@@ -216,7 +216,7 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
                 # A TPU runs a whole epoch per call from the host: no host work between steps.
                 steps_per_execution=steps_per_epoch if is_tpu else 1,
             )
-            schedule_state = callbacks_lib.attach_state(model.optimizer, schedule)
+            schedule_state = callbacks_lib.attach_state(model.optimizer)
         model.summary(print_fn=logging.info)
         schedule_callbacks = callbacks_lib.schedule_callbacks(schedule, schedule_state, fn_args.model_run_dir)
 

@@ -24,7 +24,7 @@ def _model() -> keras.Model:
 
 
 def _start(model: keras.Model, hparams: HParams, model_run_dir: str) -> tuple[keras.callbacks.Callback, tf.Variable]:
-    state = callbacks.attach_state(model.optimizer, hparams.schedule())
+    state = callbacks.attach_state(model.optimizer)
     (wrapper,) = callbacks.schedule_callbacks(hparams.schedule(), state, model_run_dir)
     wrapper.set_model(model)
     wrapper.set_params({"epochs": 4, "steps": 1, "verbose": 0})
@@ -111,5 +111,5 @@ def test_a_restarted_run_continues_the_same_schedule(tmp_path):
 
 def test_without_a_schedule_there_are_no_callbacks(tmp_path):
     off = HParams(early_stopping_patience=0, reduce_lr_patience=0, keep_best_epoch=False)
-    state = callbacks.attach_state(_model().optimizer, off.schedule())
+    state = callbacks.attach_state(_model().optimizer)
     assert callbacks.schedule_callbacks(off.schedule(), state, str(tmp_path)) == []
