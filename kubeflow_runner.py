@@ -105,6 +105,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="Parameter-server machines for --vertex-training parameter-server.",
     )
     training.add_argument(
+        "--parallel-trials",
+        type=int,
+        default=1,
+        help="With --tune and --vertex-training: tuning trials run at once, one Vertex AI machine each.",
+    )
+    training.add_argument(
         "--ps-machine-type", help="Parameter-server machine type (default: n1-highmem-4; they hold the variables)."
     )
 
@@ -211,6 +217,13 @@ def validate(args: argparse.Namespace) -> None:
         _require_gcs("--dataflow-temp-location", args.dataflow_temp_location)
         if args.dataflow_max_workers < 1:
             raise SettingsError(f"--dataflow-max-workers must be at least 1, got {args.dataflow_max_workers}")
+    if args.parallel_trials != 1 and not (args.tune and args.vertex_training):
+        raise SettingsError("--parallel-trials runs tuning trials on Vertex AI: add --tune and --vertex-training")
+    if args.tune and args.vertex_training == "tpu":
+        raise SettingsError(
+            "--tune with --vertex-training tpu: trials run on GPU or CPU machines; tune with --vertex-training gpu, "
+            "then train on the TPU"
+        )
     if args.kfp_host and not args.kfp_host.startswith(("http://", "https://")):
         raise SettingsError(f"--kfp-host must be an http(s):// URL, got {args.kfp_host!r}")
     _labels(args.label)

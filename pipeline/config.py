@@ -27,6 +27,7 @@ CONTRACT_FILE = "schema.pbtxt"
 
 PREPROCESSING_FN = "models.preprocessing.preprocessing_fn"
 RUN_FN = "models.trainer.run_fn"
+TUNER_FN = "models.tuning.tuner_fn"
 # The Evaluator's user code (TFX looks up custom_extractors in it).
 EVALUATOR_MODULE = "models.evaluation"
 # Vertex AI's prebuilt TensorFlow serving image (the newest the aiplatform client lists).
@@ -47,6 +48,23 @@ class VertexEndpoint:
         for name in ("project", "region", "endpoint_name"):
             if not getattr(self, name):
                 raise ValueError(f"VertexEndpoint.{name} is required")
+
+
+@dataclasses.dataclass(frozen=True)
+class Tuning:
+    """A Tuner before the Trainer (``models/tuning.py``): ``trials`` models trained, the best
+    one's hyperparameters handed on. On Vertex AI Training, ``parallel_trials`` run at once."""
+
+    trials: int = 8
+    parallel_trials: int = 1
+
+    def __post_init__(self) -> None:
+        if self.trials < 1:
+            raise ValueError(f"Tuning needs a budget of at least 1 trial, got {self.trials}")
+        if not 1 <= self.parallel_trials <= self.trials:
+            raise ValueError(
+                f"parallel_trials must be between 1 and the {self.trials} trial(s), got {self.parallel_trials}"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +108,8 @@ class PipelineConfig:
     min_eval_auc: float = 0.90
     max_auc_regression: float = 0.002
     hparams: HParams = dataclasses.field(default_factory=HParams)
+    # Search the hyperparameters with TFX's Tuner before training (None: train with hparams).
+    tuning: Tuning | None = None
     # Deploy blessed models to a Vertex AI endpoint (cloud runs only).
     vertex_endpoint: VertexEndpoint | None = None
     # Train on Vertex AI Training (GPU machine, several workers, TPU VM); cloud runs only.

@@ -10,7 +10,7 @@ import argparse
 import dataclasses
 from typing import Any
 
-from pipeline.config import CONTRACT_FILE, PipelineConfig
+from pipeline.config import CONTRACT_FILE, PipelineConfig, Tuning
 
 DEFAULTS = PipelineConfig()
 
@@ -72,6 +72,18 @@ def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
         help="Have Transform compute pre- and post-transform statistics and anomalies (slower; more memory).",
     )
     parser.add_argument(
+        "--tune",
+        action="store_true",
+        help="Search the learning rate, hidden units, dropout and L2 with TFX's Tuner first; the Trainer "
+        "takes the best (models/tuning.py).",
+    )
+    parser.add_argument(
+        "--tuning-trials",
+        type=int,
+        default=Tuning.trials,
+        help="With --tune: models the search trains (each costs about one training).",
+    )
+    parser.add_argument(
         "--enable-cache",
         action=argparse.BooleanOptionalAction,
         default=DEFAULTS.enable_cache,
@@ -90,4 +102,5 @@ def pipeline_config_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         min_eval_auc=args.min_eval_auc,
         accept_drift=args.accept_drift,
         hparams=dataclasses.replace(DEFAULTS.hparams, epochs=args.epochs, per_replica_batch_size=args.batch_size),
+        tuning=Tuning(args.tuning_trials, getattr(args, "parallel_trials", 1)) if args.tune else None,
     )

@@ -33,7 +33,7 @@ from components.csv_example_gen import CsvExampleGen
 from components.drift_gate import SERVING_SPLIT, DriftGate
 from components.evaluator import Evaluator
 from models import batched_metrics, features, signatures
-from pipeline.config import EVALUATOR_MODULE, PREPROCESSING_FN, RUN_FN, PipelineConfig
+from pipeline.config import EVALUATOR_MODULE, PREPROCESSING_FN, RUN_FN, TUNER_FN, PipelineConfig
 
 EVAL_SPLIT = "eval"
 TRAIN_SPLIT = "train"
@@ -108,6 +108,34 @@ def _trainer(config: PipelineConfig, **inputs):
 
     custom_config.update(config.vertex_training.custom_config())
     return VertexTrainer(custom_config=custom_config, **inputs)
+
+
+def _tuner(config: PipelineConfig, **inputs):
+    """TFX's Tuner here, or its cloud version running trials in parallel on Vertex AI
+    Training when the Trainer trains there."""
+    from models import tuning
+
+    custom_config = tuning.tuner_custom_config(config.hparams, config.tuning.trials)
+    if config.vertex_training is None:
+        from tfx.components.tuner.component import Tuner
+
+        return Tuner(tuner_fn=TUNER_FN, custom_config=custom_config, **inputs)
+    from tfx.extensions.google_cloud_ai_platform.tuner.component import Tuner as VertexTuner
+    from tfx.proto import tuner_pb2
+
+    from pipeline.vertex_tuning import tuning_custom_config
+
+    custom_config.update(
+        tuning_custom_config(
+            config.vertex_training, config.tuning.parallel_trials, f"{config.pipeline_root.rstrip('/')}/tuner_trials"
+        )
+    )
+    return VertexTuner(
+        tuner_fn=TUNER_FN,
+        tune_args=tuner_pb2.TuneArgs(num_parallel_trials=config.tuning.parallel_trials),
+        custom_config=custom_config,
+        **inputs,
+    )
 
 
 def _pusher(config: PipelineConfig, **inputs):
@@ -222,15 +250,18 @@ def create_pipeline(
     )
     # An ordering edge: components/drift_gate.py says why not a data dependency.
     transform.add_upstream_node(drift_gate)
-    trainer = _trainer(
-        config,
-        run_fn=RUN_FN,
+    training_inputs = dict(
         examples=example_gen.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=validated_schema,
         train_args=trainer_pb2.TrainArgs(splits=[TRAIN_SPLIT], num_steps=config.train_steps),
         eval_args=trainer_pb2.EvalArgs(splits=[EVAL_SPLIT], num_steps=config.eval_steps),
     )
+    # Each trial trains as the Trainer would; the Trainer then takes the best one's choices.
+    tuner = _tuner(config, **training_inputs) if config.tuning else None
+    if tuner is not None:
+        training_inputs["hyperparameters"] = tuner.outputs["best_hyperparameters"]
+    trainer = _trainer(config, run_fn=RUN_FN, **training_inputs)
     # TFX's Evaluator, minus evaluating a model against itself on cached reruns.
     evaluator = Evaluator(
         examples=example_gen.outputs["examples"],
@@ -254,6 +285,7 @@ def create_pipeline(
         *serving_components,
         drift_gate,
         transform,
+        *([tuner] if tuner is not None else []),
         trainer,
         evaluator,
         pusher,

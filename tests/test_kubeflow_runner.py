@@ -165,6 +165,48 @@ def test_parameter_server_training_compiles_the_three_pools_the_strategy_choice_
     assert strategy_lib.choose_strategy({"TF_CONFIG": tf_config}).kind == strategy_lib.PARAMETER_SERVER
 
 
+def _compiled_task(tmp_path, flags: list[str], task: str) -> dict:
+    output = tmp_path / "job.json"
+    assert kr.main([*cloud.CLOUD_ARGS, "--output-file", str(output), *cloud.PROJECT_ARGS, *flags]) == 0
+    return json.loads(output.read_text())["pipelineSpec"]["root"]["dag"]["tasks"][task]
+
+
+def _parameter(task: dict, name: str):
+    value = task["inputs"]["parameters"][name]["runtimeValue"]["constantValue"]
+    return value.get("stringValue", value.get("intValue"))
+
+
+def test_tuning_on_vertex_compiles_the_cloud_tuner_with_parallel_trials(tmp_path):
+    flags = ["--vertex-training", "gpu", "--accelerator-type", "NVIDIA_L4", "--tune", "--tuning-trials", "6"]
+    tuner = _compiled_task(tmp_path, [*flags, "--parallel-trials", "3"], "Tuner")
+    config = json.loads(_parameter(tuner, "custom_config"))
+    assert config["ai_platform_enable_vertex"] is True and config["ai_platform_vertex_region"] == cloud.REGION
+    assert config["max_trials"] == 6
+    args = config["ai_platform_tuning_args"]
+    assert args["project"] == cloud.PROJECT
+    pools = args["job_spec"]["worker_pool_specs"]
+    # One machine per parallel trial: the first, and the other two in pool 1.
+    assert [pool["replica_count"] for pool in pools] == [1, 2]
+    assert {pool["machine_spec"]["accelerator_type"] for pool in pools} == {"NVIDIA_L4"}
+    assert config["remote_trials_working_dir"].startswith(cloud.OUTPUT_ROOT)
+    assert json.loads(_parameter(tuner, "tune_args")) == {"num_parallel_trials": 3}
+    trainer = _compiled_task(tmp_path, flags, "Trainer")
+    assert "hyperparameters" in trainer["inputs"]["artifacts"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--parallel-trials", "2"], "--parallel-trials"),
+        (["--tune", "--vertex-training", "tpu"], "--vertex-training tpu"),
+        (["--tune", "--tuning-trials", "0"], "at least 1 trial"),
+    ],
+)
+def test_tuning_settings_that_cannot_work_name_the_flag(capsys, flags, named):
+    assert kr.main([*cloud.CLOUD_ARGS, *cloud.PROJECT_ARGS, *flags]) == 2
+    assert named in capsys.readouterr().err
+
+
 def test_unknown_accelerator_names_the_flag(capsys):
     argv = [
         *cloud.CLOUD_ARGS,

@@ -60,3 +60,10 @@ def test_boolean_flags_can_be_turned_off_explicitly():
 def test_paths_are_left_to_the_runner():
     """Local paths are made absolute, cloud ones must be gs://: each runner decides."""
     assert not {"data_root", "output_root", "schema_path"} & set(pipeline_config_kwargs(_parse([])))
+
+
+def test_tune_adds_a_tuner_with_its_trial_budget():
+    from pipeline.config import Tuning
+
+    assert pipeline_config_kwargs(_parse([]))["tuning"] is None
+    assert pipeline_config_kwargs(_parse(["--tune", "--tuning-trials", "4"]))["tuning"] == Tuning(trials=4)

@@ -152,3 +152,29 @@ def test_with_worker_processes_a_transform_with_statistics_alone_runs_in_process
         assert all(
             args == list(config.beam_pipeline_args) for args in _compiled_beam_args(create_pipeline(config)).values()
         )
+
+
+def test_no_tuner_unless_asked(pipe):
+    assert "Tuner" not in _ids(pipe) and "hyperparameters" not in _ids(pipe)["Trainer"].inputs
+
+
+def test_with_tuning_the_trainer_takes_the_tuners_best_hyperparameters():
+    from pipeline.config import Tuning
+
+    ids = _ids(create_pipeline(PipelineConfig(tuning=Tuning(trials=3))))
+    tuner, trainer = ids["Tuner"], ids["Trainer"]
+    assert trainer.inputs["hyperparameters"] is tuner.outputs["best_hyperparameters"]
+    assert tuner.inputs["examples"] is trainer.inputs["examples"]
+    assert tuner.inputs["transform_graph"] is trainer.inputs["transform_graph"]
+    assert tuner.exec_properties["tuner_fn"] == "models.tuning.tuner_fn"
+    config = json.loads(tuner.exec_properties["custom_config"])
+    assert config["max_trials"] == 3 and config["base_hparams"] == PipelineConfig().hparams.to_custom_config()
+    assert trainer.exec_properties["train_args"] == tuner.exec_properties["train_args"]
+
+
+@pytest.mark.parametrize(("trials", "parallel"), [(0, 1), (2, 3), (2, 0)])
+def test_a_tuning_budget_that_cannot_run_is_refused(trials, parallel):
+    from pipeline.config import Tuning
+
+    with pytest.raises(ValueError, match="trial"):
+        Tuning(trials, parallel)

@@ -1,0 +1,131 @@
+"""The Tuner's user code: a KerasTuner search over the model's hyperparameters, and the
+mapping of the best ones back onto ``HParams`` for the Trainer.
+
+Trials train ``models.model`` exactly as the Trainer does: ExampleGen's raw examples
+through the Transform graph (``models.data.input_fn``), the same steps and batch, judged
+on the validation AUC. The search is random: trials are independent, so the cloud Tuner's
+parallel workers never wait on each other, and with a budget of a few trials a Bayesian
+model of the space would have little to learn from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from models.hparams import HParams
+
+# The searched hyperparameters and their choices. hidden_units is a string ("64,32"), as
+# KerasTuner's choices are scalars.
+SEARCH_SPACE: dict[str, tuple] = {
+    "learning_rate": (0.0003, 0.001, 0.003),
+    "hidden_units": ("32,16", "64,32", "128,64"),
+    "dropout": (0.0, 0.2, 0.4),
+    "l2": (0.0, 1e-4, 1e-3),
+}
+# Keys of the Tuner's custom_config.
+BASE_KEY, TRIALS_KEY, SPACE_KEY = "base_hparams", "max_trials", "search_space"
+OBJECTIVE = "val_auc"
+
+
+def tuner_custom_config(
+    base: HParams, max_trials: int, search_space: Mapping[str, tuple] | None = None
+) -> dict[str, Any]:
+    """The Tuner's custom_config: the HParams the search starts from, its trial budget,
+    and the space (``SEARCH_SPACE`` unless given)."""
+    if max_trials < 1:
+        raise ValueError(f"The tuning budget must be at least 1 trial, got {max_trials}")
+    space = dict(search_space or SEARCH_SPACE)
+    unknown = sorted(set(space) - set(SEARCH_SPACE))
+    if unknown or any(not choices for choices in space.values()):
+        raise ValueError(f"Search space keys must be among {sorted(SEARCH_SPACE)}, each with choices; got {space!r}")
+    return {
+        BASE_KEY: base.to_custom_config(),
+        TRIALS_KEY: max_trials,
+        SPACE_KEY: {name: list(choices) for name, choices in space.items()},
+    }
+
+
+def apply_best(hparams: HParams, hyperparameters: Mapping[str, Any]) -> HParams:
+    """``hparams`` with the Tuner's choices. ``hyperparameters`` is what TFX hands the
+    Trainer (``fn_args.hyperparameters``): a KerasTuner ``HyperParameters`` config, whose
+    ``values`` hold the choices, or the values themselves."""
+    values = hyperparameters.get("values", hyperparameters)
+    unknown = sorted(set(values) - set(SEARCH_SPACE))
+    if unknown:
+        raise ValueError(f"The Tuner chose {unknown}, which HParams cannot take; tunable: {sorted(SEARCH_SPACE)}")
+    chosen = {name: _hparam(name, value) for name, value in values.items()}
+    return dataclasses.replace(hparams, **chosen)
+
+
+def _hparam(name: str, value: Any) -> Any:
+    if name == "hidden_units":
+        try:
+            return tuple(int(units) for units in str(value).split(","))
+        except ValueError as err:
+            raise ValueError(f"hidden_units must be comma-separated layer sizes like '64,32', got {value!r}") from err
+    return float(value)
+
+
+def tuner_fn(fn_args):
+    """TFX Tuner entry point (``Tuner(tuner_fn='models.tuning.tuner_fn')``)."""
+    import keras_tuner
+    import tensorflow_transform as tft
+    from tfx.components.tuner.component import TunerFnResult
+
+    from models import model as model_lib
+    from models.data import input_fn
+    from models.trainer import categorical_sizes, epoch_schedule
+
+    config = fn_args.custom_config or {}
+    base = HParams.from_custom_config(config.get(BASE_KEY))
+    space = config.get(SPACE_KEY) or SEARCH_SPACE
+    epochs, steps_per_epoch = epoch_schedule(fn_args.train_steps, base.epochs)
+    base = dataclasses.replace(base, ema_momentum=base.ema_momentum_for(epochs * steps_per_epoch))
+    tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
+    sizes = categorical_sizes(tf_transform_output)
+
+    def build(hp: keras_tuner.HyperParameters):
+        values = {name: hp.Choice(name, list(choices)) for name, choices in space.items()}
+        return model_lib.build_keras_model(sizes, apply_best(base, values))
+
+    class Search(keras_tuner.RandomSearch):
+        """KerasTuner's random search, each trial trained by tf-keras: this KerasTuner sees
+        Keras 3 installed and would refuse tf-keras models in its own trial loop."""
+
+        def run_trial(self, trial, **fit_kwargs):
+            history = self.hypermodel.build(trial.hyperparameters).fit(**fit_kwargs)
+            return {OBJECTIVE: max(history.history[OBJECTIVE])}
+
+    tuner = Search(
+        build,
+        objective=keras_tuner.Objective(OBJECTIVE, direction="max"),
+        max_trials=int(config.get(TRIALS_KEY, 1)),
+        directory=fn_args.working_dir,
+        project_name="taxi_big_tipper",
+    )
+    in_memory = base.in_memory_max_mb * 2**20
+    train = input_fn(
+        fn_args.train_files, tf_transform_output, base.per_replica_batch_size, True, in_memory_max_bytes=in_memory
+    )
+    evaluation = input_fn(
+        fn_args.eval_files,
+        tf_transform_output,
+        base.per_replica_batch_size,
+        False,
+        False,
+        in_memory_max_bytes=in_memory,
+    )
+    if fn_args.eval_steps:
+        evaluation = evaluation.take(fn_args.eval_steps)
+    return TunerFnResult(
+        tuner=tuner,
+        fit_kwargs={
+            "x": train,
+            "validation_data": evaluation,
+            "epochs": epochs,
+            "steps_per_epoch": steps_per_epoch,
+            "verbose": 2,
+        },
+    )
