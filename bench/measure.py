@@ -185,7 +185,7 @@ def component_states(components: Sequence[ComponentRun]) -> dict[str, str]:
     return {c.node_id: c.state for c in components}
 
 
-def _latest_dir(pattern: str) -> str:
+def latest_dir(pattern: str) -> str:
     found = sorted(glob.glob(pattern), key=lambda p: int(os.path.basename(p)) if os.path.basename(p).isdigit() else -1)
     if not found:
         raise FileNotFoundError(f"nothing matches {pattern}")
@@ -196,8 +196,8 @@ def trainer_input_benchmark(output_root: Path, batch_size: int, steps: int) -> d
     """``input_benchmark`` on the latest run's train split (ExampleGen's raw examples, which
     the Trainer reads) and transform graph."""
     pipeline = output_root / "pipelines" / PIPELINE_NAME
-    train_files = [os.path.join(_latest_dir(str(pipeline / "CsvExampleGen" / "examples" / "*")), "Split-train", "*")]
-    transform_graph = _latest_dir(str(pipeline / "Transform" / "transform_graph" / "*"))
+    train_files = [os.path.join(latest_dir(str(pipeline / "CsvExampleGen" / "examples" / "*")), "Split-train", "*")]
+    transform_graph = latest_dir(str(pipeline / "Transform" / "transform_graph" / "*"))
     return input_benchmark(train_files, transform_graph, batch_size, steps)
 
 
