@@ -7,6 +7,9 @@ With several workers
 (MultiWorkerMirroredStrategy) each worker keeps its own share of every global batch, only
 the chief writes the serving model and TensorBoard logs, and every worker restores the
 same BackupAndRestore state, so a restarted Trainer resumes where it was interrupted.
+Under ParameterServerStrategy only the chief trains (``models/parameter_server.py``): the
+worker and ps tasks serve until it is done. At every epoch's end the validation AUC drives
+the schedule in ``models/callbacks.py``.
 """
 
 from __future__ import annotations
