@@ -127,16 +127,8 @@ def choose_strategy(env: Mapping[str, str], override: str | None = None) -> Stra
 
 def _require_parameter_server_cluster(cluster: dict, why: str) -> None:
     """ParameterServerStrategy needs one coordinating 'chief' task, workers and ps tasks."""
-    missing = [
-        role
-        for role, count in (
-            ("chief", len(cluster.get("chief", []))),
-            ("worker", len(cluster.get("worker", []))),
-            ("ps", len(cluster.get("ps", []))),
-        )
-        if not count
-    ]
-    if missing or len(cluster.get("chief", [])) != 1:
+    counts = {role: len(cluster.get(role, [])) for role in ("chief", "worker", "ps")}
+    if counts["chief"] != 1 or not counts["worker"] or not counts["ps"]:
         raise ValueError(
             f"{why}, but parameter-server training needs exactly one 'chief' task (it coordinates), at "
             f"least one 'worker' and one 'ps' task; TF_CONFIG's cluster has "

@@ -99,8 +99,9 @@ def _wait_for_all_workers(strategy: tf.distribute.Strategy) -> None:
     barrier()
 
 
-def _datasets(fn_args, tf_transform_output, global_batch: int, is_tpu: bool, seed: int | None, in_memory_bytes: int):
-    """(train, eval) datasets of global batches for the synchronous strategies."""
+def datasets(fn_args, tf_transform_output, global_batch: int, is_tpu: bool, seed: int | None, in_memory_bytes: int):
+    """(train, eval) datasets of global batches for the synchronous strategies (and the
+    Tuner's trials, which train as the Trainer does)."""
     train_ds = input_fn(
         fn_args.train_files,
         tf_transform_output,
@@ -209,7 +210,7 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
             )
             validation_steps = parameter_server.validation_steps(fn_args.eval_files, global_batch, fn_args.eval_steps)
         else:
-            train_ds, eval_ds = _datasets(fn_args, tf_transform_output, global_batch, is_tpu, seed, in_memory_bytes)
+            train_ds, eval_ds = datasets(fn_args, tf_transform_output, global_batch, is_tpu, seed, in_memory_bytes)
 
         schedule = hparams.schedule()
         with strategy.scope():

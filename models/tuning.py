@@ -2,7 +2,7 @@
 mapping of the best ones back onto ``HParams`` for the Trainer.
 
 Trials train ``models.model`` exactly as the Trainer does: ExampleGen's raw examples
-through the Transform graph (``models.data.input_fn``), the same steps and batch, judged
+through the Transform graph (the Trainer's own datasets), the same steps and batch, judged
 on the validation AUC. The search is random: trials are independent, so the cloud Tuner's
 parallel workers never wait on each other, and with a budget of a few trials a Bayesian
 model of the space would have little to learn from.
@@ -75,8 +75,7 @@ def tuner_fn(fn_args):
     from tfx.components.tuner.component import TunerFnResult
 
     from models import model as model_lib
-    from models.data import input_fn
-    from models.trainer import categorical_sizes, epoch_schedule
+    from models.trainer import categorical_sizes, datasets, epoch_schedule
 
     config = fn_args.custom_config or {}
     base = HParams.from_custom_config(config.get(BASE_KEY))
@@ -105,20 +104,9 @@ def tuner_fn(fn_args):
         directory=fn_args.working_dir,
         project_name="taxi_big_tipper",
     )
-    in_memory = base.in_memory_max_mb * 2**20
-    train = input_fn(
-        fn_args.train_files, tf_transform_output, base.per_replica_batch_size, True, in_memory_max_bytes=in_memory
+    train, evaluation = datasets(
+        fn_args, tf_transform_output, base.per_replica_batch_size, False, None, base.in_memory_max_mb * 2**20
     )
-    evaluation = input_fn(
-        fn_args.eval_files,
-        tf_transform_output,
-        base.per_replica_batch_size,
-        False,
-        False,
-        in_memory_max_bytes=in_memory,
-    )
-    if fn_args.eval_steps:
-        evaluation = evaluation.take(fn_args.eval_steps)
     return TunerFnResult(
         tuner=tuner,
         fit_kwargs={
