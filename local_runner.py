@@ -166,7 +166,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    _configure_logging(args.verbose)
     if config.schema_path:
         print(f"Data contract: {config.schema_path}")
     else:
@@ -174,31 +173,56 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"No data contract ({CONTRACT_FILE} in --data-root, or --schema-path): the schema is inferred from "
             "this very data, which catches little. Draft one: python -m pipeline.contract --data-root DIR"
         )
-    from pipeline.report.write import write_report
-    from pipeline.run_summary import format_summary, summarize_run
+    from pipeline import unchanged
+    from pipeline.run_summary import format_summary
 
     try:
         lock = hold_run_lock(config)
     except RunLockedError as err:
         print(f"error: {err}", file=sys.stderr)
         return 3
-    failure = None
     with lock:
+        reused = unchanged.reusable_run(config)
+        if reused is not None:
+            print(
+                "\nNothing changed since the last run (configuration, code, data, packages, metadata store): "
+                "every component would be reused from the cache, so TFX was not started. Its summary:"
+            )
+            print("\n" + format_summary(reused.summary, config.min_eval_auc))
+            if args.report and reused.report:
+                print(f"Run report: {reused.report}")
+            return 0
+        return _run_and_summarize(config, args)
+
+
+def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
+    """Runs the pipeline with TFX, prints its summary and writes its report; the exit code."""
+    from pipeline import unchanged
+    from pipeline.report.write import write_report
+    from pipeline.run_summary import format_summary, summarize_run
+
+    _configure_logging(args.verbose)
+    unchanged.forget(config)
+    failure = None
+    try:
+        run(config)
+    except Exception as err:  # noqa: BLE001 - reported below with the summary, exit code 1
+        failure = err
+    try:
+        summary = summarize_run(metadata_config(config), config.pipeline_name)
+    except LookupError as err:
+        print(f"(no run summary: {err})")
+    else:
+        print("\n" + format_summary(summary, config.min_eval_auc))
+        report = None
         try:
-            run(config)
-        except Exception as err:  # noqa: BLE001 - reported below with the summary, exit code 1
-            failure = err
-        try:
-            summary = summarize_run(metadata_config(config), config.pipeline_name)
-            print("\n" + format_summary(summary, config.min_eval_auc))
-        except LookupError as err:
-            print(f"(no run summary: {err})")
-        else:
-            try:
-                if args.report:
-                    print(f"Run report: {write_report(summary, config)}")
-            except Exception as err:  # noqa: BLE001 - the report must never hide the run's own outcome
-                print(f"(no run report: {type(err).__name__}: {err}; python -m pipeline.report writes it again)")
+            if args.report:
+                report = write_report(summary, config)
+                print(f"Run report: {report}")
+        except Exception as err:  # noqa: BLE001 - the report must never hide the run's own outcome
+            print(f"(no run report: {type(err).__name__}: {err}; python -m pipeline.report writes it again)")
+        if failure is None:
+            unchanged.record(config, summary, report)
     if failure is not None:
         print(f"\nThe run FAILED: {type(failure).__name__}: {failure}", file=sys.stderr)
         print(

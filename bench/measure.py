@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.config import REPO_ROOT, PipelineConfig
 
 if TYPE_CHECKING:
-    from pipeline.run_summary import ComponentRun
+    from pipeline.run_summary import ComponentRun, RunSummary
 
 PIPELINE_NAME = "taxi-big-tipper"
 POLL_SECONDS = 0.2
@@ -164,20 +164,29 @@ def _quiet_tensorflow() -> None:
 
 def latest_components(output_root: Path) -> list[ComponentRun]:
     """The components of our latest run as ML Metadata recorded them (``ComponentRun``s)."""
-    return components_in(
-        PipelineConfig(output_root=str(output_root), pipeline_name=PIPELINE_NAME).metadata_path, PIPELINE_NAME
-    )
+    return latest_run(output_root).components
+
+
+def latest_run(output_root: Path) -> RunSummary:
+    """Our latest run as ML Metadata recorded it."""
+    config = PipelineConfig(output_root=str(output_root), pipeline_name=PIPELINE_NAME)
+    return run_in(config.metadata_path, PIPELINE_NAME)
 
 
 def components_in(metadata_path: str, pipeline_name: str) -> list[ComponentRun]:
     """The components of the latest run of ``pipeline_name`` in an ML Metadata SQLite file."""
+    return run_in(metadata_path, pipeline_name).components
+
+
+def run_in(metadata_path: str, pipeline_name: str) -> RunSummary:
+    """The latest run of ``pipeline_name`` in an ML Metadata SQLite file."""
     _quiet_tensorflow()
     from tfx.orchestration import metadata
 
     from pipeline.run_summary import summarize_run
 
     connection = metadata.sqlite_metadata_connection_config(metadata_path)
-    return summarize_run(connection, pipeline_name).components
+    return summarize_run(connection, pipeline_name)
 
 
 def component_states(components: Sequence[ComponentRun]) -> dict[str, str]:
@@ -263,11 +272,14 @@ def input_benchmark(train_files: Sequence[str], transform_graph: str, batch_size
 
 def median_of(repeats: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians of every number across repeats, inside nested dicts too (seconds per
-    component, the template's figures); anything else is taken from the first repeat."""
+    component, the template's figures); a flag holds if it held in every repeat; anything
+    else is taken from the first repeat."""
     result: dict[str, Any] = {}
     for key, value in repeats[0].items():
         present = [r[key] for r in repeats if key in r]
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, bool):
+            result[key] = all(present)  # true of every repeat
+        elif isinstance(value, (int, float)):
             result[key] = statistics.median(present)
         elif isinstance(value, dict):
             result[key] = median_of(present)

@@ -61,6 +61,13 @@ def template_figures(figures: dict[str, Any]) -> dict[str, float] | None:
     return TEMPLATE_REFERENCE["figures_by_rows"].get(int(figures["rows"]))
 
 
+def _steady_states(figures: dict[str, Any]) -> str:
+    """The third run's components: not started at all, or how many TFX found cached."""
+    if figures.get("steady_reused"):
+        return "unchanged: TFX not started"
+    return f"{figures['steady_components']:g}/{figures['components']:g}"
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The results as Markdown: a summary per size, then seconds per component."""
     sizes = results["sizes"]
@@ -110,7 +117,7 @@ def markdown(results: dict[str, Any]) -> str:
             f"{r['peak_pss_mb']:.0f}",
             f"{r['max_process_rss_mb']:.0f}",
             f"{r['cached_wall_s']:.1f} ({r['cached_ratio']:.2f})",
-            f"{r['steady_wall_s']:.1f} ({r['steady_ratio']:.2f}, {r['steady_components']:g}/{r['components']:g})",
+            f"{r['steady_wall_s']:.1f} ({r['steady_ratio']:.2f}, {_steady_states(r)})",
             f"{r['input_vs_cached_ratio']:.2f}",
             f"{r['streamed_vs_cached_ratio']:.2f}",
             f"{r['in_memory_load_s']:.1f}",
@@ -171,7 +178,8 @@ def markdown(results: dict[str, Any]) -> str:
         "ru_maxrss of the largest single process. 2nd run: `--enable-cache` again on the same output root; the "
         "resolver, Evaluator and Pusher rerun because the first run's blessed model is now the baseline (the "
         "reused model itself, so the Evaluator copies its first evaluation of it). 3rd "
-        "run: nothing changed since the 2nd (cached: components ML Metadata records as cached). "
+        "run: nothing changed since the 2nd; local_runner finds it so and starts no TFX (unchanged: "
+        "pipeline/unchanged.py), or TFX runs and ML Metadata records n/m components as cached. "
         "input/in-memory: training steps/s fed by `models.data.input_fn` as run_fn calls it, over steps/s "
         f"on {CACHED_BATCHES} batches cached in memory; streamed: the same with the in-memory load switched off; "
         "load s: parsing the train split into memory. Data: resampled and perturbed from data/taxi.csv "

@@ -146,6 +146,29 @@ def test_second_run_reuses_cached_results_and_compares_with_the_baseline(cached_
 
 
 @pytest.mark.slow
+def test_a_rerun_with_nothing_changed_starts_no_tfx_until_something_changes(cached_runs, sample_dir, capsys):
+    output_root, _, second = cached_runs
+    argv = ["--data-root", str(sample_dir), "--output-root", output_root, "--enable-cache", *SMALL_RUN]
+    capsys.readouterr()
+    assert local_runner.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "so TFX was not started" in out and f"Run {second.run_id}" in out and "BLESSED" in out
+    assert second.pushed_to in out
+    assert _summary(output_root).run_id == second.run_id  # no run recorded: nothing ran
+
+    # Anything else writing to the store (here only its timestamp) sends the run to TFX,
+    # which finds every component cached.
+    store = PipelineConfig(output_root=output_root).metadata_path
+    os.utime(store, ns=(os.stat(store).st_atime_ns, os.stat(store).st_mtime_ns + 1))
+    assert local_runner.main(argv) == 0
+    assert "TFX was not started" not in capsys.readouterr().out
+    third = _summary(output_root)
+    states = {c.node_id: c.state for c in third.components}
+    assert third.run_id != second.run_id
+    assert all(states[n] == "cached" for n in ("CsvExampleGen", "Transform", "Trainer", "Evaluator", "Pusher")), states
+
+
+@pytest.mark.slow
 def test_anomalies_stop_the_run_before_transform_and_a_fixed_rerun_succeeds(
     cached_runs, sample_dir, tmp_path_factory, capsys
 ):

@@ -28,3 +28,18 @@ def test_peak_memory_is_attributed_to_the_component_running_at_the_time():
         "Trainer": 550.0,
         "Pusher": 0.0,
     }
+
+
+def test_medians_of_numbers_and_flags_that_held_in_every_repeat():
+    repeats = [
+        {"wall_s": 10.0, "steady_reused": True, "component_s": {"Trainer": 3.0}, "output_root": "a"},
+        {"wall_s": 30.0, "steady_reused": False, "component_s": {"Trainer": 1.0}, "output_root": "b"},
+        {"wall_s": 20.0, "steady_reused": True, "component_s": {"Trainer": 2.0}, "output_root": "c"},
+    ]
+    assert measure.median_of(repeats) == {
+        "wall_s": 20.0,
+        "steady_reused": False,
+        "component_s": {"Trainer": 2.0},
+        "output_root": "a",
+    }
+    assert measure.median_of([repeats[0], repeats[2]])["steady_reused"] is True

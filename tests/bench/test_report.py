@@ -57,3 +57,10 @@ def test_template_reference_loads_with_its_provenance_and_figures():
         assert quoted["wall_s"] > 0 and quoted["example_gen_s"] > 0
         assert report.template_figures({"rows": size * EMBEDDED_ROWS}) == quoted
     assert report.template_figures({"rows": 7}) is None
+
+
+def test_the_third_run_says_whether_tfx_started():
+    assert report._steady_states({"steady_reused": True, "steady_components": 0, "components": 11}) == (
+        "unchanged: TFX not started"
+    )
+    assert report._steady_states({"steady_reused": False, "steady_components": 9, "components": 11}) == "9/11"
