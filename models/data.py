@@ -73,7 +73,14 @@ def transform_records(tf_transform_output: tft.TFTransformOutput) -> Callable[[t
     layer, which the export reuses), and only called in the traced map functions."""
     raw_spec = tf_transform_output.raw_feature_spec()
     layer = tf_transform_output.transform_features_layer()
-    return lambda records: layer(tf.io.parse_example(records, raw_spec))
+    return _without_autograph(lambda records: layer(tf.io.parse_example(records, raw_spec)))
+
+
+def _without_autograph(fn: Callable) -> Callable:
+    """``fn`` as ``Dataset.map`` traces it, minus AutoGraph: map converts its function, and
+    through Keras's layer call the Transform layer's code, re-parsing TFT's sources in
+    every process, though none of it has tensor-dependent Python control flow."""
+    return tf.autograph.experimental.do_not_convert(fn)
 
 
 def split_label(transformed: dict[str, tf.Tensor]) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
@@ -131,7 +138,7 @@ def stream(
     transform = transform_records(tf_transform_output)
     return (
         records.batch(max(batch_size, STREAM_BLOCK_ROWS))
-        .map(lambda block: split_label(transform(block)), num_parallel_calls=tf.data.AUTOTUNE)
+        .map(_without_autograph(lambda block: split_label(transform(block))), num_parallel_calls=tf.data.AUTOTUNE)
         .rebatch(batch_size, drop_remainder=drop_remainder)
     )
 

@@ -42,7 +42,7 @@ def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutp
     serving_spec = {key: spec for key, spec in raw_spec.items() if key != features.TIPS}
     label_spec = {key: raw_spec[key] for key in (features.TIPS, features.FARE)}
 
-    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
+    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")], autograph=False)
     def serve_tf_examples(serialized):
         raw = tf.io.parse_example(serialized, serving_spec)
         transformed = model.tft_layer(raw)
@@ -54,7 +54,9 @@ def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutp
 
     raw_columns = sorted(serving_spec)
 
-    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name=key) for key in raw_columns])
+    @tf.function(
+        input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name=key) for key in raw_columns], autograph=False
+    )
     def serve_raw_columns(*columns):
         raw = {key: _from_strings(key, text, serving_spec[key]) for key, text in zip(raw_columns, columns, strict=True)}
         transformed = model.tft_layer(raw)
@@ -64,11 +66,11 @@ def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutp
             CLASS_KEY: tf.cast(probability > DECISION_THRESHOLD, tf.int64),
         }
 
-    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
+    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")], autograph=False)
     def transform_features(serialized):
         return model.tft_layer(tf.io.parse_example(serialized, raw_spec))
 
-    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
+    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")], autograph=False)
     def label(serialized):
         return preprocessing.label(tf.io.parse_example(serialized, label_spec))
 
