@@ -247,6 +247,7 @@ def create_pipeline(
         disable_analyzer_cache=True,
         # Writing transformed rows was most of its time: the Trainer transforms what it reads.
         materialize=False,
+        force_tf_compat_v1=config.transform_tf1_graph,
     )
     # An ordering edge: components/drift_gate.py says why not a data dependency.
     transform.add_upstream_node(drift_gate)

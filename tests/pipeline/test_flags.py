@@ -34,6 +34,7 @@ def test_each_flag_reaches_its_field():
         "--min-eval-auc",
         "0.8",
         "--transform-statistics",
+        "--transform-tf1-graph",
         "--enable-cache",
         "--accept-drift",
     ]
@@ -46,6 +47,7 @@ def test_each_flag_reaches_its_field():
         train_steps=120,
         min_eval_auc=0.8,
         transform_statistics=True,
+        transform_tf1_graph=True,
         enable_cache=True,
         accept_drift=True,
         hparams=dataclasses.replace(defaults.hparams, epochs=3, per_replica_batch_size=64),

@@ -134,6 +134,12 @@ def test_transform_computes_statistics_only_when_asked():
     assert not _ids(with_statistics)["Transform"].exec_properties["disable_statistics"]
 
 
+def test_transform_traces_a_tf1_graph_only_when_asked():
+    assert not _ids(create_pipeline(PipelineConfig()))["Transform"].exec_properties["force_tf_compat_v1"]
+    tf1 = create_pipeline(PipelineConfig(transform_tf1_graph=True))
+    assert _ids(tf1)["Transform"].exec_properties["force_tf_compat_v1"]
+
+
 def test_transform_writes_no_analyzer_cache_nothing_would_read():
     transform = _ids(create_pipeline(PipelineConfig()))["Transform"]
     assert "updated_analyzer_cache" not in transform.outputs

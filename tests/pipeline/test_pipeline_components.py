@@ -10,6 +10,7 @@ import glob
 import os
 import time
 
+import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -84,6 +85,27 @@ def test_transform_writes_its_graph_and_no_transformed_examples(transform, train
     assert len(set(applied[xf("payment_type")].ravel())) > 1 and len(set(applied[xf(features.LABEL_KEY)].ravel())) == 2
     written = transformed.materialized(materialized, "eval")
     assert sorted(transformed.rows(applied)) == sorted(transformed.rows(written))
+
+
+def test_a_tf1_transform_graph_gives_the_values_the_tf2_graph_gives(
+    small_config, examples, validated_schema, trainer_inputs, tmp_path
+):
+    """--transform-tf1-graph: traced once as a TF1 graph, the same vocabularies and the
+    same transformed values on the eval split as the default TF2 graph."""
+    tf1_pipe = create_pipeline(dataclasses.replace(small_config, transform_tf1_graph=True))
+    tf1 = run_component(node(tf1_pipe, "Transform"), {"examples": examples, "schema": validated_schema}, str(tmp_path))
+    tf1_inputs = {**trainer_inputs, "transform_graph": tf1["transform_graph"]}
+    tf1_output = tft.TFTransformOutput(tf1["transform_graph"][0].uri)
+    tf2_output = tft.TFTransformOutput(trainer_inputs["transform_graph"][0].uri)
+    assert tf1_output._exported_as_v1 and not tf2_output._exported_as_v1  # noqa: SLF001 - which graph was written
+    for key in features.VOCAB_FEATURES:
+        assert tf1_output.vocabulary_by_name(key) == tf2_output.vocabulary_by_name(key)
+    expected = transformed.graph_applied(trainer_inputs, "eval")
+    applied = transformed.graph_applied(tf1_inputs, "eval")
+    assert set(applied) == set(expected)
+    for name, values in expected.items():
+        assert applied[name].dtype == values.dtype, name
+        np.testing.assert_allclose(applied[name], values, rtol=1e-6, err_msg=name)
 
 
 def test_trainer_exports_serving_and_eval_signatures(trainer):

@@ -20,10 +20,11 @@ def records(examples: list[Artifact], split: str) -> list[bytes]:
 
 def graph_applied(trainer_inputs: dict, split: str) -> dict[str, np.ndarray]:
     """Every transformed feature (label included) of ``split``'s raw examples, through the
-    transform graph in one eager call, in file order."""
+    transform graph's Keras layer (as the Trainer applies it; a TF1 graph too) in one
+    eager call, in file order."""
     output = tft.TFTransformOutput(artifact_utils.get_single_uri(trainer_inputs["transform_graph"]))
     raw = tf.io.parse_example(tf.constant(records(trainer_inputs["examples"], split)), output.raw_feature_spec())
-    return {name: value.numpy() for name, value in output.transform_raw_features(raw).items()}
+    return {name: value.numpy() for name, value in output.transform_features_layer()(raw).items()}
 
 
 def materialized(transform_outputs: dict, split: str) -> dict[str, np.ndarray]:
