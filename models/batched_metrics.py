@@ -7,7 +7,10 @@ classes (same arguments, same metric names, so keys and thresholds do not change
 computations are TFMA's, except that the few combiners that see examples (the calibration
 histogram, binary confusion matrices at given thresholds, the example count) are replaced
 by numpy ones that take a whole batch at once and produce the same accumulators. Everything
-derived from those (AUC, accuracy, the plots) is TFMA's code on TFMA's accumulators.
+derived from those (AUC, accuracy, the plots) is TFMA's code on TFMA's accumulators, but
+for one step: the confusion matrices TFMA derives from the calibration histogram, per slice
+and model, which it computes with Python loops over all 10,000 buckets and thresholds
+(``HistogramMatrices``: the same arithmetic in numpy, in the same order).
 
 They need batched extracts: ``models.evaluation`` slices each batch into one sub-batch per
 slice instead of TFMA's unbatching. Equality with TFMA's default computation, overall and
@@ -17,6 +20,7 @@ per slice, is tested in ``tests/models/test_batched_metrics.py`` and
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
 from typing import Any
 
@@ -209,6 +213,80 @@ def batch_rows(labels: Any, predictions: Any) -> int:
     raise ValueError("A batch without labels or predictions cannot be evaluated")
 
 
+class HistogramMatrices:
+    """TFMA's confusion matrices from a calibration histogram (the derived computation of
+    ``binary_confusion_matrices`` with ``use_histogram``), as TFMA computes them: its
+    ``calibration_histogram.rebin`` onto the thresholds, then the running sums of
+    ``_histogram_to_binary_confusion_matrices``, with numpy's sequential bincount and
+    cumsum in place of Python loops (same additions in the same order)."""
+
+    def __init__(self, thresholds: list[float], input_key: Any, matrices_key: Any):
+        self._thresholds = list(thresholds)
+        self._input_key, self._matrices_key = input_key, matrices_key
+
+    @classmethod
+    def replacing(cls, computation: metric_types.DerivedMetricComputation) -> HistogramMatrices | None:
+        """The replacement for ``computation`` if it is TFMA's histogram-based confusion
+        matrices, else None (the computation then stays TFMA's)."""
+        result = computation.result
+        if (
+            getattr(result, "__module__", None) != binary_confusion_matrices.__name__
+            or getattr(result, "__qualname__", None) != "binary_confusion_matrices.<locals>.result"
+        ):
+            return None
+        try:
+            captured = inspect.getclosurevars(result).nonlocals
+            if not captured["use_histogram"] or captured["example_id_key"]:
+                return None
+            return cls(captured["thresholds"], captured["input_metric_key"], captured["matrices_key"])
+        except (KeyError, TypeError, ValueError):  # another TFMA's closure: leave it to TFMA
+            return None
+
+    def __call__(self, metrics: dict) -> dict:
+        thresholds = self._thresholds
+        histogram = metrics[self._input_key]
+        ids = np.fromiter((b.bucket_id for b in histogram), dtype=np.int64, count=len(histogram))
+        positives = np.fromiter((b.weighted_labels for b in histogram), dtype=np.float64, count=len(histogram))
+        examples = np.fromiter((b.weighted_examples for b in histogram), dtype=np.float64, count=len(histogram))
+        if not (len(thresholds) == 1 and thresholds[0] < 0):
+            positives, examples = self._rebin(ids, positives, examples)
+        return {self._matrices_key: self._matrices(positives, examples - positives)}
+
+    def _rebin(self, ids: np.ndarray, positives: np.ndarray, examples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``calibration_histogram.rebin``: each bucket's weights summed into the last new
+        threshold at or below its left edge, one new bucket per threshold."""
+        thresholds, epsilon = self._thresholds, binary_confusion_matrices._EPSILON
+        edges = [t + epsilon if t != 0 else t for t in thresholds]
+        if thresholds[0] >= 0:
+            edges = [-epsilon, *edges]
+        if thresholds[-1] < 1.0:
+            edges = [*edges, 1.0 + epsilon]
+        buckets = calibration_histogram.DEFAULT_NUM_BUCKETS
+        # rebin's default histogram range, [0, 1), as in TFMA's call.
+        left_edges = (ids - 1) / buckets * 1.0 + 0.0
+        left_edges = np.where(ids == 0, -np.inf, np.where(ids >= buckets + 1, np.inf, left_edges))
+        offsets = np.searchsorted(np.asarray(edges[1:], dtype=np.float64), left_edges, side="right")
+        return (
+            np.bincount(offsets, weights=positives, minlength=len(edges)),
+            np.bincount(offsets, weights=examples, minlength=len(edges)),
+        )
+
+    def _matrices(self, positives: np.ndarray, negatives: np.ndarray) -> binary_confusion_matrices.Matrices:
+        """``_histogram_to_binary_confusion_matrices``: at bucket i, tp/fp sum the buckets
+        from i up, fn/tn those below i."""
+        thresholds, epsilon = self._thresholds, binary_confusion_matrices._EPSILON
+        n = len(positives)
+        tp, fp = np.cumsum(positives[::-1])[::-1], np.cumsum(negatives[::-1])[::-1]
+        fn, tn = np.zeros(n), np.zeros(n)
+        fn[1:], tn[1:] = np.cumsum(positives[:-1]), np.cumsum(negatives[:-1])
+        offset = 1 if (thresholds[0] >= 0 or len(thresholds) == 1) and n > 1 else 0
+        tp, tn, fp, fn = (v[offset : offset + len(thresholds)].tolist() for v in (tp, tn, fp, fn))
+        for i in np.flatnonzero(np.asarray(thresholds) >= 1.0 + epsilon):
+            tp[i] = fp[i] = 0.0
+            fn[i], tn[i] = tp[0], fp[0]
+        return binary_confusion_matrices.Matrices(thresholds, tp, tn, fp, fn)
+
+
 _BATCHED = {
     calibration_histogram._CalibrationHistogramCombiner: BatchedHistogramCombiner,
     binary_confusion_matrices._BinaryConfusionMatrixCombiner: BatchedMatricesCombiner,
@@ -219,12 +297,21 @@ _BATCHED = {
 def batched(computations: metric_types.MetricComputations) -> metric_types.MetricComputations:
     """TFMA's computations with each per-example combiner replaced by its batched version.
 
-    Derived computations (AUC from histograms, accuracy from matrices, plots) stay TFMA's.
+    Derived computations (AUC from histograms, accuracy from matrices, plots) stay TFMA's,
+    but for the confusion matrices derived from a histogram (``HistogramMatrices``).
     A combiner with no batched version is refused, not run on batches it would miscount.
     """
     result = []
     for computation in computations:
-        if isinstance(computation, (metric_types.DerivedMetricComputation, metric_types.CrossSliceMetricComputation)):
+        if isinstance(computation, metric_types.DerivedMetricComputation):
+            matrices = HistogramMatrices.replacing(computation)
+            result.append(
+                computation
+                if matrices is None
+                else metric_types.DerivedMetricComputation(keys=computation.keys, result=matrices)
+            )
+            continue
+        if isinstance(computation, metric_types.CrossSliceMetricComputation):
             result.append(computation)
             continue
         combiner_type = type(computation.combiner)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow_model_analysis as tfma
-from tensorflow_model_analysis.metrics import metric_types
+from tensorflow_model_analysis.metrics import binary_confusion_matrices, calibration_histogram, metric_types
 from tensorflow_model_analysis.utils import util
 
 from models import batched_metrics
@@ -108,11 +108,67 @@ def test_predictions_of_several_models_are_looked_up_by_model_name():
         _same(batched, tfma_value)
 
 
-def test_derived_metrics_stay_tfmas():
+def test_derived_metrics_stay_tfmas_but_the_histogram_matrices():
     auc = batched_metrics.BatchedAUC().computations(eval_config=tfma.EvalConfig(model_specs=[tfma.ModelSpec()]))
     derived = [c for c in auc if isinstance(c, metric_types.DerivedMetricComputation)]
     assert derived and derived[-1].keys[0].name == "auc"  # the metric keeps TFMA's name
     assert all(type(c.combiner).__module__ == batched_metrics.MODULE for c in auc if c not in derived)
+    assert [type(c.result) for c in derived] == [batched_metrics.HistogramMatrices, type(_histogram)]
+
+
+def _histogram(seed: int, occupied: float, ids: tuple[int, ...] = ()) -> list:
+    """A calibration histogram as the batched combiner outputs it: occupied buckets only,
+    ascending, with TFMA's catch-all buckets 0 and 10001 among the candidates."""
+    rng = np.random.default_rng(seed)
+    buckets = calibration_histogram.DEFAULT_NUM_BUCKETS + 2
+    chosen = sorted(set(np.flatnonzero(rng.random(buckets) < occupied).tolist()) | set(ids))
+    result = []
+    for bucket_id in chosen:
+        examples = float(rng.integers(1, 5))
+        labels = float(rng.integers(0, int(examples) + 1)) * rng.choice([1.0, 0.37])  # fractional too
+        result.append(calibration_histogram.Bucket(bucket_id, labels, labels * 0.5, examples))
+    return result
+
+
+@pytest.mark.parametrize(
+    "thresholds",
+    [
+        {"num_thresholds": 10000},  # AUC's default
+        {"num_thresholds": 100},  # the confusion matrix plot's
+        {"thresholds": [0.5]},
+        {"thresholds": [0.0, 0.3, 0.7]},
+        {"thresholds": [0.2, 0.99995, 1.5]},  # above 1 + epsilon: TFMA's reset
+        {"thresholds": [-1e-6], "use_histogram": True},  # the histogram as it is, no rebinning
+    ],
+)
+@pytest.mark.parametrize(
+    "histogram",
+    [
+        _histogram(0, 0.5),
+        _histogram(1, 0.002, ids=(0, 10001)),
+        _histogram(2, 0.001, ids=(5001,)),
+        [],
+    ],
+    ids=["dense", "sparse-with-catch-alls", "one-bucket", "empty"],
+)
+def test_histogram_matrices_equal_tfmas_loops(thresholds, histogram):
+    computations = binary_confusion_matrices.binary_confusion_matrices(**{"use_histogram": True, **thresholds})
+    tfma_derived = computations[-1]
+    ours = batched_metrics.HistogramMatrices.replacing(tfma_derived)
+    assert ours is not None
+    metrics = {computations[-2].keys[-1]: histogram}
+    (key,) = tfma_derived.keys
+    # Exactly equal: the same additions in the same order.
+    assert ours(metrics)[key]._asdict() == tfma_derived.result(metrics)[key]._asdict()
+
+
+def test_other_derived_computations_are_left_to_tfma():
+    sampled = binary_confusion_matrices.binary_confusion_matrices(
+        thresholds=[0.5], use_histogram=False, example_id_key="id", example_ids_count=2
+    )
+    assert batched_metrics.HistogramMatrices.replacing(sampled[-1]) is None
+    accuracy = tfma.metrics.BinaryAccuracy().computations(eval_config=tfma.EvalConfig(model_specs=[tfma.ModelSpec()]))
+    assert batched_metrics.HistogramMatrices.replacing(accuracy[-1]) is None
 
 
 def test_multi_class_inputs_are_refused_with_the_fix():
