@@ -94,8 +94,12 @@ def test_harness_end_to_end_at_a_tiny_size(tmp_path):
             "8",
             "--epochs",
             "1",
+            # Eight steps may leave the model no better than chance: a floor of 0 blesses
+            # the first model whatever it scores, so the second run always goes through
+            # TFX against it (an unblessed first run would be steady, and its rerun
+            # answered without TFX).
             "--min-eval-auc",
-            "0.5",
+            "0",
             "--template",
         ],
         check=True,
