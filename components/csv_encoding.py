@@ -20,6 +20,7 @@ CsvExampleGen's rules kept here (the tests compare the two record by record):
 from __future__ import annotations
 
 import bisect
+import contextlib
 import enum
 import hashlib
 import io
@@ -132,11 +133,26 @@ def read_blocks(path: str, block_bytes: int = BLOCK_BYTES) -> Iterator[pa.Record
         strings_can_be_null=True,
         quoted_strings_can_be_null=True,
     )
-    with _open(path, "rb") as source:
+    # Arrow reads ahead on a thread of its own, and a reader released before its end (the
+    # caller stopped early, or failed) waits for that thread while Python holds the GIL. A
+    # local file is read by Arrow itself, which needs no GIL; a Python file object (gs://
+    # through TFX fileio) needs the GIL for every read, so a reader left early on one
+    # would wait forever: it is read to its end first.
+    native = "://" not in path
+    with pa.OSFile(path, "rb") if native else _open(path, "rb") as source:
         try:
-            for block in pa_csv.open_csv(source, read_options=read, parse_options=parse, convert_options=convert):
-                if block.num_rows:
-                    yield block
+            reader = pa_csv.open_csv(source, read_options=read, parse_options=parse, convert_options=convert)
+            finished = False
+            try:
+                for block in reader:
+                    if block.num_rows:
+                        yield block
+                finished = True
+            finally:
+                if not finished and not native:
+                    with contextlib.suppress(pa.ArrowInvalid):  # the caller's own error stands
+                        for _ in reader:
+                            pass
         except pa.ArrowInvalid as error:
             if "UTF8" in str(error):
                 raise _not_text(path, "rows", "invalid UTF-8 bytes") from error
