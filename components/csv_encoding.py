@@ -83,9 +83,14 @@ class _Readable(io.RawIOBase):
         super().close()
 
 
+def _is_local(path: str) -> bool:
+    """A path on this machine's file system, not one with a scheme (gs://)."""
+    return "://" not in path
+
+
 def _open(path: str, mode: str) -> Any:
     """Local files directly; anything with a scheme (gs://) through TFX's fileio."""
-    if "://" not in path:
+    if _is_local(path):
         return open(path, mode)
     from tfx.dsl.io import fileio
 
@@ -138,7 +143,7 @@ def read_blocks(path: str, block_bytes: int = BLOCK_BYTES) -> Iterator[pa.Record
     # local file is read by Arrow itself, which needs no GIL; a Python file object (gs://
     # through TFX fileio) needs the GIL for every read, so a reader left early on one
     # would wait forever: it is read to its end first.
-    native = "://" not in path
+    native = _is_local(path)
     with pa.OSFile(path, "rb") if native else _open(path, "rb") as source:
         try:
             reader = pa_csv.open_csv(source, read_options=read, parse_options=parse, convert_options=convert)
