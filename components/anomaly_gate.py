@@ -117,19 +117,25 @@ def label_counts(examples: standard_artifacts.Examples, schema: schema_pb2.Schem
     import tensorflow as tf
     from tensorflow_transform.tf_metadata import schema_utils
 
-    from models import features, preprocessing
+    from models import data, features, preprocessing
 
     spec = schema_utils.schema_as_feature_spec(schema).feature_spec
     sources = {key: spec[key] for key in (features.TIPS, features.FARE)}
+    label_key = features.transformed_name(features.LABEL_KEY)
+
+    def count(block: tf.Tensor) -> tf.Tensor:
+        labels = tf.cast(preprocessing.label(tf.io.parse_example(block, sources))[label_key], tf.int64)
+        return tf.stack([tf.reduce_sum(labels), tf.size(block, out_type=tf.int64)])
+
     counts = {}
     for split in artifact_utils.decode_split_names(examples.split_names):
-        files = tf.io.gfile.glob(os.path.join(artifact_utils.get_split_uri([examples], split), "*"))
-        positives = rows = 0
-        for batch in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(8192):
-            labels = preprocessing.label(tf.io.parse_example(batch, sources))
-            positives += int(tf.reduce_sum(labels[features.transformed_name(features.LABEL_KEY)]))
-            rows += int(batch.shape[0])
-        counts[split] = (positives, rows)
+        files = sorted(tf.io.gfile.glob(os.path.join(artifact_utils.get_split_uri([examples], split), "*")))
+        # Files read and blocks parsed in parallel, summed in the graph.
+        blocks = data.record_blocks(files, block_rows=8192).map(
+            count, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False
+        )
+        positives, rows = blocks.reduce(tf.zeros([2], tf.int64), lambda total, block: total + block).numpy()
+        counts[split] = (int(positives), int(rows))
     return counts
 
 

@@ -32,6 +32,8 @@ from models import features
 # Records parsed and transformed per step when a split is loaded into memory (chunks run in
 # parallel).
 LOAD_CHUNK_ROWS = 16384
+# Records counted, or drawn from, per step.
+COUNT_BLOCK_ROWS = 4096
 # Streaming: records parsed and transformed per map call, then cut into batches. Each call
 # has a fixed cost, so blocks larger than a batch keep up with training better.
 STREAM_BLOCK_ROWS = 4096
@@ -47,18 +49,20 @@ def input_fn(
     drop_remainder: bool = True,
     shuffle_seed: int | None = None,
     in_memory_max_bytes: int = 0,
+    max_rows: int | None = None,
 ) -> tf.data.Dataset:
     """Batched (transformed features, transformed label) from ExampleGen's raw examples,
     ``batch_size`` being the global batch.
 
     A split whose files total at most ``in_memory_max_bytes`` is parsed and transformed
     once into memory and batches are cut from it (``in_memory_dataset``): the training
-    steps then never wait for the input. Otherwise the files stream (``stream``).
+    steps then never wait for the input; given ``max_rows`` (the rows training reads), at
+    most that many, drawn from the whole split. Otherwise the files stream (``stream``).
     Training repeats forever, shuffles and drops the last partial batch (static shapes);
     evaluation makes one ordered pass. With several workers, pass the same
     ``shuffle_seed`` to all of them: sharding by data needs one element order everywhere.
     """
-    in_memory = load_split(file_pattern, tf_transform_output, in_memory_max_bytes)
+    in_memory = load_split(file_pattern, tf_transform_output, in_memory_max_bytes, max_rows, shuffle_seed)
     if in_memory is not None:
         dataset = in_memory_dataset(in_memory, batch_size, training, drop_remainder, shuffle_seed)
         if dataset is not None:
@@ -101,9 +105,40 @@ def _compression(files: Sequence[str]) -> str:
 
 def count_records(file_pattern: Sequence[str]) -> int:
     """How many records the files hold (read through once)."""
-    files = _files(file_pattern)
-    dataset = tf.data.TFRecordDataset(files, compression_type=_compression(files))
-    return int(dataset.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1))
+    counts = record_blocks(_files(file_pattern)).map(_rows_in, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+    return int(counts.reduce(tf.constant(0, tf.int64), lambda total, count: total + count))
+
+
+def record_blocks(files: Sequence[str], block_rows: int = COUNT_BLOCK_ROWS) -> tf.data.Dataset:
+    """The files' serialized records in blocks of up to ``block_rows``, the files read in
+    parallel and the blocks in no particular order: for whole-split reductions (counts).
+    Blocks, not records, cross the interleave: records one at a time through a parallel
+    interleave measured several times slower than one file after the other."""
+    compression = _compression(files)
+    return tf.data.Dataset.from_tensor_slices(tf.constant(list(files), tf.string)).interleave(
+        lambda name: tf.data.TFRecordDataset(name, compression_type=compression).batch(block_rows),
+        cycle_length=max(1, len(files)),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=False,
+    )
+
+
+def _rows_in(block: tf.Tensor) -> tf.Tensor:
+    return tf.shape(block, out_type=tf.int64)[0]
+
+
+def sample_records(records: tf.data.Dataset, rows: int, keep: int, seed: int) -> tf.data.Dataset:
+    """``keep`` of the ``rows`` records, drawn uniformly from all of them (seeded), in file
+    order. A block of records per step, each block cut by its slice of the drawn mask."""
+    drawn = tf.random.experimental.stateless_shuffle(tf.range(rows, dtype=tf.int64), seed=[seed, rows])[:keep]
+    mask = tf.scatter_nd(drawn[:, None], tf.ones([keep], tf.bool), [rows])
+    mask = tf.reshape(tf.pad(mask, [[0, -rows % COUNT_BLOCK_ROWS]]), [-1, COUNT_BLOCK_ROWS])
+    return (
+        records.batch(COUNT_BLOCK_ROWS)
+        .enumerate()
+        .map(_without_autograph(lambda i, block: tf.boolean_mask(block, mask[i][: tf.shape(block)[0]])))
+        .unbatch()
+    )
 
 
 def stream(
@@ -144,11 +179,21 @@ def stream(
 
 
 def load_split(
-    file_pattern: Sequence[str], tf_transform_output: tft.TFTransformOutput, max_bytes: int
+    file_pattern: Sequence[str],
+    tf_transform_output: tft.TFTransformOutput,
+    max_bytes: int,
+    max_rows: int | None = None,
+    seed: int | None = None,
 ) -> dict[str, tf.Tensor] | None:
-    """Every row of a split, parsed and transformed (one tensor per transformed feature,
+    """The rows of a split, parsed and transformed (one tensor per transformed feature,
     label included), when its raw files total at most ``max_bytes`` and every transformed
-    feature is dense; None otherwise (stream it instead)."""
+    feature is dense; None otherwise (stream it instead).
+
+    With ``max_rows`` (what training will read), a split holding more rows is loaded as a
+    uniform sample of ``max_rows`` of them drawn from the whole split (``seed``): memory
+    then stays flat however large the data, and training still sees rows from all of it,
+    where a stream, and a prefix of it, would see only the first rows of the files.
+    """
     if max_bytes <= 0:
         return None
     files = _files(file_pattern)
@@ -162,12 +207,15 @@ def load_split(
             max_bytes / 2**20,
         )
         return None
-    chunks = (
-        # Files one after the other: an AUTOTUNE parallel read of gzipped files measured
-        # several times slower here.
-        tf.data.TFRecordDataset(files, compression_type=_compression(files))
-        .batch(LOAD_CHUNK_ROWS)
-        .map(transform_records(tf_transform_output), num_parallel_calls=tf.data.AUTOTUNE)
+    # Files one after the other: an AUTOTUNE parallel read of gzipped files measured
+    # several times slower here.
+    records = tf.data.TFRecordDataset(files, compression_type=_compression(files))
+    rows = count_records(file_pattern) if max_rows else None
+    if rows is not None and rows > max_rows:
+        records = sample_records(records, rows, max_rows, random.randrange(2**31) if seed is None else seed)
+        logging.info("Loading a uniform sample of %d of the split's %d rows: what training reads", max_rows, rows)
+    chunks = records.batch(LOAD_CHUNK_ROWS).map(
+        transform_records(tf_transform_output), num_parallel_calls=tf.data.AUTOTUNE
     )
     transformed = list(chunks)
     if not transformed:

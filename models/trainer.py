@@ -99,9 +99,18 @@ def _wait_for_all_workers(strategy: tf.distribute.Strategy) -> None:
     barrier()
 
 
-def datasets(fn_args, tf_transform_output, global_batch: int, is_tpu: bool, seed: int | None, in_memory_bytes: int):
+def datasets(
+    fn_args,
+    tf_transform_output,
+    global_batch: int,
+    is_tpu: bool,
+    seed: int | None,
+    in_memory_bytes: int,
+    train_rows: int | None = None,
+):
     """(train, eval) datasets of global batches for the synchronous strategies (and the
-    Tuner's trials, which train as the Trainer does)."""
+    Tuner's trials, which train as the Trainer does). ``train_rows``: how many rows the
+    training steps read (steps x global batch), all a training split in memory needs."""
     train_ds = input_fn(
         fn_args.train_files,
         tf_transform_output,
@@ -109,6 +118,7 @@ def datasets(fn_args, tf_transform_output, global_batch: int, is_tpu: bool, seed
         training=True,
         shuffle_seed=seed,
         in_memory_max_bytes=in_memory_bytes,
+        max_rows=train_rows,
     )
     # A capped validation reads only its first batches each epoch: loading a large split
     # would cost more than that. A small one is loaded once, as streaming would parse and
@@ -210,7 +220,15 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
             )
             validation_steps = parameter_server.validation_steps(fn_args.eval_files, global_batch, fn_args.eval_steps)
         else:
-            train_ds, eval_ds = datasets(fn_args, tf_transform_output, global_batch, is_tpu, seed, in_memory_bytes)
+            train_ds, eval_ds = datasets(
+                fn_args,
+                tf_transform_output,
+                global_batch,
+                is_tpu,
+                seed,
+                in_memory_bytes,
+                train_rows=epochs * steps_per_epoch * global_batch,
+            )
 
         schedule = hparams.schedule()
         with strategy.scope():

@@ -105,7 +105,13 @@ def tuner_fn(fn_args):
         project_name="taxi_big_tipper",
     )
     train, evaluation = datasets(
-        fn_args, tf_transform_output, base.per_replica_batch_size, False, None, base.in_memory_max_mb * 2**20
+        fn_args,
+        tf_transform_output,
+        base.per_replica_batch_size,
+        False,
+        None,
+        base.in_memory_max_mb * 2**20,
+        train_rows=epochs * steps_per_epoch * base.per_replica_batch_size,
     )
     return TunerFnResult(
         tuner=tuner,

@@ -122,10 +122,36 @@ def _gate_lines(small_config, tmp_path, edit=None, drop=None) -> list[str]:
     return describe_label(examples[0], _schema_proto(schema))
 
 
+def _labels_one_record_at_a_time(examples, schema: schema_pb2.Schema) -> dict[str, tuple[int, int]]:
+    """What label_counts must find, counted the plain way: every record of every file, in order."""
+    import tensorflow as tf
+    from tensorflow_transform.tf_metadata import schema_utils
+    from tfx.types import artifact_utils
+
+    from models import features, preprocessing
+
+    spec = schema_utils.schema_as_feature_spec(schema).feature_spec
+    sources = {key: spec[key] for key in (features.TIPS, features.FARE)}
+    counts = {}
+    for split in artifact_utils.decode_split_names(examples.split_names):
+        files = tf.io.gfile.glob(os.path.join(artifact_utils.get_split_uri([examples], split), "*"))
+        labels = [
+            int(
+                preprocessing.label(tf.io.parse_example(record[None], sources))[
+                    features.transformed_name(features.LABEL_KEY)
+                ]
+            )
+            for record in tf.data.TFRecordDataset(files, compression_type="GZIP")
+        ]
+        counts[split] = (sum(labels), len(labels))
+    return counts
+
+
 def test_the_label_of_clean_data_has_both_classes(examples, schema):
     counts = label_counts(examples[0], _schema_proto(schema))
     assert set(counts) == {"train", "eval"}
     assert all(0 < positives < rows for positives, rows in counts.values())
+    assert counts == _labels_one_record_at_a_time(examples[0], _schema_proto(schema))
     assert describe_label(examples[0], _schema_proto(schema)) == []
 
 

@@ -184,3 +184,51 @@ def test_splits_over_the_limit_or_tiny_ones_stream_from_the_files(in_memory):
 def test_shuffle_seed_is_shared_by_one_execution_and_differs_between_executions():
     assert data.shared_shuffle_seed("gs://b/model_run/7") == data.shared_shuffle_seed("gs://b/model_run/7")
     assert data.shared_shuffle_seed("gs://b/model_run/7") != data.shared_shuffle_seed("gs://b/model_run/8")
+
+
+def _loaded_rows(split: dict[str, tf.Tensor]) -> list[tuple[str, int]]:
+    features_only = {k: v for k, v in split.items() if k != LABEL}
+    return _fingerprint_rows(tf.data.Dataset.from_tensors((features_only, split[LABEL])))
+
+
+def test_a_split_larger_than_training_reads_is_loaded_as_a_sample_of_all_of_it(in_memory):
+    fn_args, output = in_memory
+    everything = _loaded_rows(data.load_split(fn_args.train_files, output, 2**30))
+    keep = len(everything) // 4
+    sample = _loaded_rows(data.load_split(fn_args.train_files, output, 2**30, max_rows=keep, seed=5))
+    assert len(sample) == len(set(sample)) == keep
+    assert set(sample) <= set(everything)
+    # Drawn from the whole split, not its first rows: some come from each half of the files.
+    position = {row: i for i, row in enumerate(everything)}
+    assert min(position[row] for row in sample) < len(everything) // 2 <= max(position[row] for row in sample)
+    assert sample != everything[:keep]
+    again = _loaded_rows(data.load_split(fn_args.train_files, output, 2**30, max_rows=keep, seed=5))
+    other = _loaded_rows(data.load_split(fn_args.train_files, output, 2**30, max_rows=keep, seed=6))
+    assert again == sample  # one seed, one sample
+    assert set(other) != set(sample)
+
+
+def test_a_split_training_reads_whole_is_loaded_whole(in_memory):
+    fn_args, output = in_memory
+    everything = _loaded_rows(data.load_split(fn_args.train_files, output, 2**30))
+    for max_rows in (len(everything), len(everything) + 1):
+        assert _loaded_rows(data.load_split(fn_args.train_files, output, 2**30, max_rows=max_rows)) == everything
+
+
+def test_sample_records_keeps_exactly_the_drawn_records_across_block_edges():
+    records = tf.data.Dataset.range(2 * data.COUNT_BLOCK_ROWS + 7).map(lambda i: tf.strings.as_string(i))
+    rows = 2 * data.COUNT_BLOCK_ROWS + 7
+    kept = [int(r) for r in data.sample_records(records, rows, 1000, seed=1).as_numpy_iterator()]
+    assert len(kept) == len(set(kept)) == 1000
+    assert kept == sorted(kept)  # file order
+    all_but_three = [int(r) for r in data.sample_records(records, rows, rows - 3, seed=1).as_numpy_iterator()]
+    assert len(set(all_but_three)) == rows - 3 and set(all_but_three) <= set(range(rows))
+    assert all_but_three[-1] >= 2 * data.COUNT_BLOCK_ROWS  # the last, partial block is drawn from too
+    assert [int(r) for r in data.sample_records(records, rows, rows, seed=1).as_numpy_iterator()] == list(range(rows))
+
+
+def test_count_records_counts_every_record(in_memory):
+    fn_args, output = in_memory
+    assert data.count_records(fn_args.train_files) == len(
+        _loaded_rows(data.load_split(fn_args.train_files, output, 2**30))
+    )
