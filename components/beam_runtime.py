@@ -3,9 +3,9 @@ configuration (``pipeline.config``), the local runner (workers by data size) and
 components that take a faster path when Beam would run on this machine anyway.
 
 Local runs use Beam's DirectRunner, in-process for small data and one worker process per
-core for large data (each worker process imports TensorFlow afresh for every Beam
-component, which only pays off once there is enough data). With a ``--runner`` given
-(Dataflow, Flink, ...), only the caller's arguments are used.
+core for large data, the worker processes started once per run and shared by the Beam
+components (``components.beam_pool``). With a ``--runner`` given (Dataflow, Flink, ...),
+only the caller's arguments are used.
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner")
-IN_PROCESS_ARGS = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
+# The DirectRunner with its worker processes shared by every component (components/beam_pool.py).
+POOLED_RUNNER = "components.beam_pool.PooledDirectRunner"
+LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner", POOLED_RUNNER)
+IN_PROCESS_ARGS = ("--runner=DirectRunner", "--direct_running_mode=in_memory", "--direct_num_workers=1")
 # Unless a Beam dependency flag is set, every TFX Beam executor (ExampleGen, StatisticsGen,
 # Transform, Evaluator) copies the whole installed TFX into a new /tmp directory and builds
 # an sdist of it for remote workers to install, on every run, never removed. The
@@ -59,7 +61,7 @@ def usable_cores() -> int:
 
 def pipeline_args(workers: int, extra_args: Sequence[str] = ()) -> list[str]:
     """Beam arguments for a pipeline: DirectRunner with ``workers`` (1: in-process, more:
-    that many processes), then ``extra_args``; given a ``--runner``, ``extra_args`` alone
+    that many processes of the run's pool), then ``extra_args``; given a ``--runner``, ``extra_args`` alone
     (TFX then packages itself for the remote workers, as they need)."""
     if runner(extra_args) is not None:
         return list(extra_args)
@@ -68,7 +70,7 @@ def pipeline_args(workers: int, extra_args: Sequence[str] = ()) -> list[str]:
     if workers == 1:
         mode = list(IN_PROCESS_ARGS)
     else:
-        mode = ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
+        mode = [f"--runner={POOLED_RUNNER}", f"--direct_num_workers={workers}"]
     return [*mode, NO_STAGING_ARG, *extra_args]
 
 
@@ -77,3 +79,8 @@ def workers_for_data(data_root: str, data_pattern: str, min_bytes: int = MULTI_P
     one per core from ``min_bytes`` of input on, else 1 (in-process)."""
     size = sum(os.path.getsize(path) for path in glob.glob(os.path.join(data_root, data_pattern)))
     return usable_cores() if size >= min_bytes else 1
+
+
+def uses_pool(beam_pipeline_args: Sequence[str]) -> bool:
+    """True when these arguments run Beam on the pool of worker processes."""
+    return runner(beam_pipeline_args) == POOLED_RUNNER

@@ -105,21 +105,45 @@ def _compression(files: Sequence[str]) -> str:
 
 def count_records(file_pattern: Sequence[str]) -> int:
     """How many records the files hold (read through once)."""
-    counts = record_blocks(_files(file_pattern)).map(_rows_in, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
-    return int(counts.reduce(tf.constant(0, tf.int64), lambda total, count: total + count))
+    return sum(records_per_file(_files(file_pattern)))
+
+
+def records_per_file(files: Sequence[str]) -> list[int]:
+    """How many records each file holds, the files read in parallel."""
+    blocks = _blocks_per_file(
+        files, lambda i, blocks: blocks.map(lambda block: (i, _rows_in(block))), deterministic=False
+    )
+    counts = blocks.reduce(
+        tf.zeros([len(files)], tf.int64), lambda total, count: tf.tensor_scatter_nd_add(total, [[count[0]]], [count[1]])
+    )
+    return [int(count) for count in counts]
 
 
 def record_blocks(files: Sequence[str], block_rows: int = COUNT_BLOCK_ROWS) -> tf.data.Dataset:
     """The files' serialized records in blocks of up to ``block_rows``, the files read in
-    parallel and the blocks in no particular order: for whole-split reductions (counts).
-    Blocks, not records, cross the interleave: records one at a time through a parallel
-    interleave measured several times slower than one file after the other."""
+    parallel and the blocks in no particular order: for whole-split reductions (counts)."""
+    return _blocks_per_file(files, lambda _, blocks: blocks, deterministic=False, block_rows=block_rows)
+
+
+def _blocks_per_file(
+    files: Sequence[str],
+    per_file: Callable[[tf.Tensor, tf.data.Dataset], tf.data.Dataset],
+    deterministic: bool,
+    block_rows: int = COUNT_BLOCK_ROWS,
+) -> tf.data.Dataset:
+    """``per_file(file index, the file's records in blocks of up to block_rows)`` for every
+    file, the files read in parallel. Blocks, not records, cross the interleave: records one
+    at a time through a parallel interleave measured several times slower than one file
+    after the other."""
+    names = tf.constant(list(files), tf.string)
     compression = _compression(files)
-    return tf.data.Dataset.from_tensor_slices(tf.constant(list(files), tf.string)).interleave(
-        lambda name: tf.data.TFRecordDataset(name, compression_type=compression).batch(block_rows),
+    return tf.data.Dataset.range(len(files)).interleave(
+        _without_autograph(
+            lambda i: per_file(i, tf.data.TFRecordDataset(names[i], compression_type=compression).batch(block_rows))
+        ),
         cycle_length=max(1, len(files)),
         num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=False,
+        deterministic=deterministic,
     )
 
 
@@ -127,18 +151,29 @@ def _rows_in(block: tf.Tensor) -> tf.Tensor:
     return tf.shape(block, out_type=tf.int64)[0]
 
 
-def sample_records(records: tf.data.Dataset, rows: int, keep: int, seed: int) -> tf.data.Dataset:
-    """``keep`` of the ``rows`` records, drawn uniformly from all of them (seeded), in file
-    order. A block of records per step, each block cut by its slice of the drawn mask."""
+def sample_records(files: Sequence[str], counts: Sequence[int], keep: int, seed: int) -> tf.data.Dataset:
+    """``keep`` of the records of ``files`` (holding ``counts`` records each), drawn
+    uniformly from all of them (seeded), in one order for given files. The files are read
+    in parallel, a block of records per step, each block cut by its slice of the draw."""
+    rows = sum(counts)
     drawn = tf.random.experimental.stateless_shuffle(tf.range(rows, dtype=tf.int64), seed=[seed, rows])[:keep]
     mask = tf.scatter_nd(drawn[:, None], tf.ones([keep], tf.bool), [rows])
-    mask = tf.reshape(tf.pad(mask, [[0, -rows % COUNT_BLOCK_ROWS]]), [-1, COUNT_BLOCK_ROWS])
-    return (
-        records.batch(COUNT_BLOCK_ROWS)
-        .enumerate()
-        .map(_without_autograph(lambda i, block: tf.boolean_mask(block, mask[i][: tf.shape(block)[0]])))
-        .unbatch()
+    # [file, block, row in block]: each file's share of the draw, in blocks.
+    blocks = max(-(-count // COUNT_BLOCK_ROWS) for count in counts)
+    starts = [sum(counts[:i]) for i in range(len(counts))]
+    masks = tf.stack(
+        [
+            tf.reshape(tf.pad(mask[start : start + count], [[0, blocks * COUNT_BLOCK_ROWS - count]]), [blocks, -1])
+            for start, count in zip(starts, counts, strict=True)
+        ]
     )
+
+    def kept(i: tf.Tensor, file_blocks: tf.data.Dataset) -> tf.data.Dataset:
+        return file_blocks.enumerate().map(
+            _without_autograph(lambda j, block: tf.boolean_mask(block, masks[i][j][: tf.shape(block)[0]]))
+        )
+
+    return _blocks_per_file(files, kept, deterministic=True).unbatch()
 
 
 def stream(
@@ -210,10 +245,12 @@ def load_split(
     # Files one after the other: an AUTOTUNE parallel read of gzipped files measured
     # several times slower here.
     records = tf.data.TFRecordDataset(files, compression_type=_compression(files))
-    rows = count_records(file_pattern) if max_rows else None
-    if rows is not None and rows > max_rows:
-        records = sample_records(records, rows, max_rows, random.randrange(2**31) if seed is None else seed)
-        logging.info("Loading a uniform sample of %d of the split's %d rows: what training reads", max_rows, rows)
+    counts = records_per_file(files) if max_rows else []
+    if max_rows and sum(counts) > max_rows:
+        records = sample_records(files, counts, max_rows, random.randrange(2**31) if seed is None else seed)
+        logging.info(
+            "Loading a uniform sample of %d of the split's %d rows: what training reads", max_rows, sum(counts)
+        )
     chunks = records.batch(LOAD_CHUNK_ROWS).map(
         transform_records(tf_transform_output), num_parallel_calls=tf.data.AUTOTUNE
     )

@@ -11,6 +11,7 @@ from components import beam_runtime
         ([], True),
         (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], True),
         (["--runner=DirectRunner"], True),
+        (["--runner=components.beam_pool.PooledDirectRunner", "--direct_num_workers=2"], True),
         (["--runner=DataflowRunner", "--project=p"], False),
         (["--runner=DirectRunner", "--runner=FlinkRunner"], False),
         (["--runner", "DataflowRunner"], False),
@@ -34,7 +35,7 @@ def test_beam_runs_in_process_on_small_data_and_one_process_per_core_on_large(tm
 def test_pipeline_args_run_in_process_with_one_worker_and_in_processes_with_more():
     assert beam_runtime.pipeline_args(1) == [*beam_runtime.IN_PROCESS_ARGS, beam_runtime.NO_STAGING_ARG]
     assert beam_runtime.pipeline_args(3, ("--foo=1",)) == [
-        "--direct_running_mode=multi_processing",
+        "--runner=components.beam_pool.PooledDirectRunner",
         "--direct_num_workers=3",
         beam_runtime.NO_STAGING_ARG,
         "--foo=1",
@@ -51,3 +52,11 @@ def test_the_no_staging_arg_names_this_python_and_beam():
     assert beam_runtime.NO_STAGING_ARG.endswith(
         f"python{sys.version_info.major}.{sys.version_info.minor}_sdk:{importlib.metadata.version('apache-beam')}"
     )
+
+
+def test_only_several_local_workers_use_the_pool():
+    assert beam_runtime.uses_pool(beam_runtime.pipeline_args(2))
+    assert not beam_runtime.uses_pool(beam_runtime.pipeline_args(1))
+    assert not beam_runtime.uses_pool(beam_runtime.pipeline_args(2, ("--runner=DataflowRunner",)))
+    # A later --runner wins, as in Beam: a component's in-process override leaves the pool.
+    assert not beam_runtime.uses_pool([*beam_runtime.pipeline_args(2), *beam_runtime.IN_PROCESS_ARGS])

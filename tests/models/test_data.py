@@ -215,16 +215,39 @@ def test_a_split_training_reads_whole_is_loaded_whole(in_memory):
         assert _loaded_rows(data.load_split(fn_args.train_files, output, 2**30, max_rows=max_rows)) == everything
 
 
-def test_sample_records_keeps_exactly_the_drawn_records_across_block_edges():
-    records = tf.data.Dataset.range(2 * data.COUNT_BLOCK_ROWS + 7).map(lambda i: tf.strings.as_string(i))
-    rows = 2 * data.COUNT_BLOCK_ROWS + 7
-    kept = [int(r) for r in data.sample_records(records, rows, 1000, seed=1).as_numpy_iterator()]
-    assert len(kept) == len(set(kept)) == 1000
-    assert kept == sorted(kept)  # file order
-    all_but_three = [int(r) for r in data.sample_records(records, rows, rows - 3, seed=1).as_numpy_iterator()]
+@pytest.fixture
+def numbered_files(tmp_path) -> tuple[list[str], list[int]]:
+    """Two gzipped TFRecord files of the numbers 0..n as text, one of them more than two
+    blocks long, the other shorter than one."""
+    sizes = [2 * data.COUNT_BLOCK_ROWS + 7, 100]
+    files, first = [], 0
+    for index, size in enumerate(sizes):
+        path = str(tmp_path / f"part-{index}.gz")
+        with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+            for number in range(first, first + size):
+                writer.write(str(number).encode())
+        files.append(path)
+        first += size
+    return files, sizes
+
+
+def _numbers(dataset: tf.data.Dataset) -> list[int]:
+    return [int(record) for record in dataset.as_numpy_iterator()]
+
+
+def test_sample_records_keeps_exactly_the_drawn_records_of_every_file(numbered_files):
+    files, sizes = numbered_files
+    rows = sum(sizes)
+    assert data.records_per_file(files) == sizes
+    kept = _numbers(data.sample_records(files, sizes, 1000, seed=1))
+    assert len(kept) == len(set(kept)) == 1000 and set(kept) <= set(range(rows))
+    assert _numbers(data.sample_records(files, sizes, 1000, seed=1)) == kept  # one seed, one order
+    all_but_three = _numbers(data.sample_records(files, sizes, rows - 3, seed=1))
     assert len(set(all_but_three)) == rows - 3 and set(all_but_three) <= set(range(rows))
-    assert all_but_three[-1] >= 2 * data.COUNT_BLOCK_ROWS  # the last, partial block is drawn from too
-    assert [int(r) for r in data.sample_records(records, rows, rows, seed=1).as_numpy_iterator()] == list(range(rows))
+    # The first file's last, partial block and the second file are drawn from too.
+    assert any(2 * data.COUNT_BLOCK_ROWS <= n < sizes[0] for n in all_but_three)
+    assert sum(n >= sizes[0] for n in all_but_three) >= sizes[1] - 3
+    assert sorted(_numbers(data.sample_records(files, sizes, rows, seed=1))) == list(range(rows))
 
 
 def test_count_records_counts_every_record(in_memory):

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.beam_runtime import NO_STAGING_ARG
+from components.beam_runtime import NO_STAGING_ARG, POOLED_RUNNER
 from pipeline.config import PipelineConfig
 
 
@@ -33,7 +33,7 @@ def test_a_runner_given_takes_only_the_extra_args(extra):
 def test_beam_runs_in_process_with_one_worker_and_multiprocess_with_more():
     assert "--direct_running_mode=in_memory" in PipelineConfig().beam_pipeline_args
     args = PipelineConfig(beam_workers=2, extra_beam_args=("--foo=1",)).beam_pipeline_args
-    assert args == ["--direct_running_mode=multi_processing", "--direct_num_workers=2", NO_STAGING_ARG, "--foo=1"]
+    assert args == [f"--runner={POOLED_RUNNER}", "--direct_num_workers=2", NO_STAGING_ARG, "--foo=1"]
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -57,7 +57,11 @@ def test_local_beam_args_keep_tfx_from_packaging_itself_for_remote_workers(worke
 
 def test_a_transform_with_statistics_runs_in_process_and_only_when_workers_would_start():
     config = PipelineConfig(beam_workers=2, transform_statistics=True)
-    assert config.component_beam_args("Transform") == ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+    assert config.component_beam_args("Transform") == [
+        "--runner=DirectRunner",
+        "--direct_running_mode=in_memory",
+        "--direct_num_workers=1",
+    ]
     assert config.component_beam_args("StatisticsGen") == []
     assert PipelineConfig(beam_workers=2).component_beam_args("Transform") == []  # no statistics
     assert PipelineConfig(beam_workers=1, transform_statistics=True).component_beam_args("Transform") == []

@@ -7,12 +7,13 @@ import json
 
 import pytest
 import tensorflow_model_analysis as tfma
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from google.protobuf import json_format
 from tfx import v1 as tfx
 from tfx.dsl.compiler import compiler
 from tfx.proto.orchestration import executable_spec_pb2, pipeline_pb2
 
+from components.beam_runtime import POOLED_RUNNER
 from pipeline.config import PipelineConfig
 from pipeline.pipeline import create_pipeline
 from tests.support.runs import EXECUTED_COMPONENTS
@@ -149,10 +150,15 @@ def test_transform_writes_no_analyzer_cache_nothing_would_read():
 def test_with_worker_processes_a_transform_with_statistics_alone_runs_in_process():
     compiled = _compiled_beam_args(create_pipeline(PipelineConfig(beam_workers=2, transform_statistics=True)))
     assert set(compiled) == {"CsvExampleGen", "StatisticsGen", "Transform", "Evaluator"}
-    modes = {node: PipelineOptions(args).view_as(DirectOptions) for node, args in compiled.items()}
-    assert (modes["Transform"].direct_running_mode, modes["Transform"].direct_num_workers) == ("in_memory", 1)
+    modes = {node: PipelineOptions(args) for node, args in compiled.items()}
+
+    def mode(node: str) -> tuple:
+        direct = modes[node].view_as(DirectOptions)
+        return modes[node].view_as(StandardOptions).runner, direct.direct_running_mode, direct.direct_num_workers
+
+    assert mode("Transform") == ("DirectRunner", "in_memory", 1)
     for node in ("CsvExampleGen", "StatisticsGen", "Evaluator"):
-        assert (modes[node].direct_running_mode, modes[node].direct_num_workers) == ("multi_processing", 2)
+        assert mode(node)[::2] == (POOLED_RUNNER, 2)
     # Without Transform's statistics, or with one worker: no per-component override.
     for config in (PipelineConfig(beam_workers=2), PipelineConfig(transform_statistics=True)):
         assert all(

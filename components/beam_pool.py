@@ -1,0 +1,185 @@
+"""Beam's local worker processes, started once per run and shared by every Beam component.
+
+With Beam's multi-process DirectRunner every Beam component (StatisticsGen, Transform, the
+Evaluator) starts worker processes of its own, and each of them imports Beam, TensorFlow
+and the component's library again before its first bundle, then exits with the
+component. ``PooledDirectRunner`` is that same runner (Beam's FnApiRunner) with workers
+taken from a pool of long-lived processes, one per worker, which import those libraries
+once, in the background, as soon as the pool starts. Each process runs one SDK harness per
+Beam pipeline (Beam's own external worker pool servicer, harness in a thread), so the
+workers of one pipeline are as many processes as before.
+
+Only the local runner changes: the data path is the components' own plain Beam, and a run
+given ``--runner`` (Dataflow) never starts a pool.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+
+# Imported by each pool process once it is listening: what the Beam components' workers
+# would otherwise import afresh for every component.
+WARM_MODULES = (
+    "tensorflow",
+    "tfx_bsl.coders.example_coder",
+    "tensorflow_data_validation",
+    "tensorflow_transform.beam",
+    "tensorflow_model_analysis",
+    "tfx.components",
+)
+
+_lock = threading.Lock()
+_pool: _Pool | None = None
+
+
+class _Pool:
+    """``size`` worker processes and, in this process, the one address Beam's external
+    environment takes, which hands each worker request to the next process in turn."""
+
+    def __init__(self, size: int) -> None:
+        import grpc
+        from apache_beam.portability.api import beam_fn_api_pb2_grpc
+        from apache_beam.utils import thread_pool_executor
+
+        # The project's root on the path: the workers unpickle its modules (models, components).
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        self.processes = [
+            subprocess.Popen(
+                [sys.executable, "-m", __name__],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            for _ in range(size)
+        ]
+        # Each process prints its address once it listens; its stdin stays open for its
+        # life (it exits when this process's end closes it, however this process ends).
+        addresses = [process.stdout.readline().strip() for process in self.processes]
+        if not all(addresses):
+            self.close()
+            raise RuntimeError(
+                "A Beam worker process of the pool exited before it listened; run with --beam-workers 1 to "
+                "run Beam in this process, and see the error printed above."
+            )
+        self.channels = [grpc.insecure_channel(address) for address in addresses]
+        self.stubs = [beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolStub(channel) for channel in self.channels]
+        self._next = itertools.cycle(self.stubs)
+        self.server = grpc.server(thread_pool_executor.shared_unbounded_instance())
+        self.address = f"localhost:{self.server.add_insecure_port('localhost:0')}"
+        beam_fn_api_pb2_grpc.add_BeamFnExternalWorkerPoolServicer_to_server(_Dispatcher(self), self.server)
+        self.server.start()
+
+    def next_stub(self):
+        with _lock:
+            return next(self._next)
+
+    def alive(self) -> bool:
+        return all(process.poll() is None for process in self.processes)
+
+    def close(self) -> None:
+        if getattr(self, "server", None) is not None:
+            self.server.stop(None)
+        for channel in getattr(self, "channels", ()):
+            channel.close()
+        for process in self.processes:
+            if process.stdin:
+                process.stdin.close()
+        for process in self.processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def _dispatcher_base():
+    from apache_beam.portability.api import beam_fn_api_pb2_grpc
+
+    return beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer
+
+
+class _Dispatcher(_dispatcher_base()):
+    def __init__(self, pool: _Pool) -> None:
+        self._pool = pool
+
+    def StartWorker(self, request, context):  # noqa: N802 - gRPC method name
+        return self._pool.next_stub().StartWorker(request)
+
+    def StopWorker(self, request, context):  # noqa: N802 - gRPC method name
+        from apache_beam.portability.api import beam_fn_api_pb2
+
+        return beam_fn_api_pb2.StopWorkerResponse()
+
+
+def pool_address(size: int) -> str:
+    """The address of this process's pool of ``size`` worker processes, started on first use."""
+    global _pool
+    with _lock:
+        # A pool of another size, or with a process gone (killed, out of memory), is replaced.
+        if _pool is not None and (len(_pool.processes) != size or not _pool.alive()):
+            _pool.close()
+            _pool = None
+        if _pool is None:
+            _pool = _Pool(size)
+            atexit.register(_pool.close)
+        return _pool.address
+
+
+def _runner_base():
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+    return FnApiRunner
+
+
+class PooledDirectRunner(_runner_base()):
+    """Beam's FnApiRunner (the DirectRunner's), its workers taken from the pool:
+    ``--runner=components.beam_pool.PooledDirectRunner --direct_num_workers=N``."""
+
+    def run_pipeline(self, pipeline, options):
+        from apache_beam.options.pipeline_options import DirectOptions
+        from apache_beam.transforms import environments
+
+        workers = options.view_as(DirectOptions).direct_num_workers or os.cpu_count() or 1
+        self._default_environment = environments.ExternalEnvironment(pool_address(workers))
+        return super().run_pipeline(pipeline, options)
+
+
+def serve() -> None:
+    """A pool process: Beam's external worker pool servicer, each worker an SDK harness in a
+    thread of this process; prints its address, imports ``WARM_MODULES``, and exits when
+    its parent closes stdin."""
+    import importlib
+    import logging
+
+    from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer
+
+    # What the workers log stays here; their errors fail the step they ran, and so reach
+    # the runner (the worker processes Beam starts itself log the same way to the runner,
+    # which shows a run's progress only).
+    logging.getLogger().setLevel(logging.ERROR)
+    address, server = BeamFnExternalWorkerPoolServicer.start(use_process=False, state_cache_size=0)
+    print(address, flush=True)
+    for module in WARM_MODULES:
+        # Only a head start: a worker that needs a module imports it anyway.
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
+    sys.stdin.read()
+    server.stop(None)
+    os._exit(0)
+
+
+def main(argv: Sequence[str]) -> int:
+    serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,120 @@
+"""The pool of Beam worker processes (components/beam_pool.py): real Beam pipelines run on
+it give the DirectRunner's results in the pool's processes, every pipeline of a run is
+served by the same processes, a failing step fails its pipeline with its own error and
+leaves the pool usable, and the processes go when their parent goes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import apache_beam as beam
+import psutil
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from components import beam_pool, beam_runtime
+
+WORKERS = 2
+
+
+def _options(tmp_path, *extra: str) -> PipelineOptions:
+    return PipelineOptions(
+        [*beam_runtime.pipeline_args(WORKERS), f"--temp_location={tmp_path}", *extra],
+    )
+
+
+def _square_with_pid(x: int) -> str:
+    return f"{os.getpid()} {x * x}"
+
+
+def _fail_on_seven(x: int) -> int:
+    if x == 7:
+        raise ValueError(f"bad row {x}")
+    return x
+
+
+def _run_squares(tmp_path, name: str) -> list[tuple[int, int]]:
+    """(pid of the process that squared it, x squared) for x in 0..199, run on the pool."""
+    output = str(tmp_path / name)
+    with beam.Pipeline(options=_options(tmp_path)) as pipeline:
+        (
+            pipeline
+            | beam.Create(range(200))
+            | beam.Reshuffle()
+            | beam.Map(_square_with_pid)
+            | beam.io.WriteToText(output, shard_name_template="")
+        )
+    with open(output) as lines:
+        return [tuple(int(v) for v in line.split()) for line in lines]
+
+
+def _pool_pids() -> set[int]:
+    return {process.pid for process in beam_pool._pool.processes}
+
+
+def test_a_pipeline_on_the_pool_gives_the_direct_runners_result_in_the_pools_processes(tmp_path):
+    rows = _run_squares(tmp_path, "squares.txt")
+    assert sorted(square for _, square in rows) == sorted(x * x for x in range(200))
+    assert {pid for pid, _ in rows} <= _pool_pids()
+    assert os.getpid() not in _pool_pids()
+    assert len(_pool_pids()) == WORKERS
+
+
+def test_every_pipeline_of_a_run_is_served_by_the_same_processes(tmp_path):
+    _run_squares(tmp_path, "first.txt")
+    address, pids = beam_pool.pool_address(WORKERS), _pool_pids()
+    rows = _run_squares(tmp_path, "second.txt")
+    assert beam_pool.pool_address(WORKERS) == address
+    assert _pool_pids() == pids
+    assert {pid for pid, _ in rows} <= pids
+
+
+def test_a_failing_step_fails_its_pipeline_with_its_error_and_the_pool_serves_the_next(tmp_path):
+    with pytest.raises(Exception, match="bad row 7"):
+        with beam.Pipeline(options=_options(tmp_path)) as pipeline:
+            _ = pipeline | beam.Create(range(20)) | beam.Reshuffle() | beam.Map(_fail_on_seven)
+    rows = _run_squares(tmp_path, "after.txt")
+    assert len(rows) == 200
+
+
+def test_a_pool_with_a_process_gone_is_replaced(tmp_path):
+    beam_pool.pool_address(WORKERS)
+    gone = beam_pool._pool.processes[0]
+    gone.kill()
+    gone.wait()
+    rows = _run_squares(tmp_path, "replaced.txt")
+    assert gone.pid not in _pool_pids()
+    assert {pid for pid, _ in rows} <= _pool_pids()
+
+
+def test_the_pool_processes_exit_when_their_parent_is_killed(tmp_path):
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from components import beam_pool; beam_pool.pool_address(2); "
+            "print(*(p.pid for p in beam_pool._pool.processes), flush=True); import time; time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    )
+    children = [int(pid) for pid in parent.stdout.readline().split()]
+    assert len(children) == 2 and all(psutil.pid_exists(pid) for pid in children)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 60
+    while any(_running(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_running(pid) for pid in children)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
