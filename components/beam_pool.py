@@ -24,6 +24,13 @@ import sys
 import threading
 from collections.abc import Sequence
 
+import grpc
+from apache_beam.options.pipeline_options import DirectOptions
+from apache_beam.portability.api import beam_fn_api_pb2, beam_fn_api_pb2_grpc
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.transforms import environments
+from apache_beam.utils import thread_pool_executor
+
 # Imported by each pool process once it is listening: what the Beam components' workers
 # would otherwise import afresh for every component.
 WARM_MODULES = (
@@ -44,10 +51,6 @@ class _Pool:
     environment takes, which hands each worker request to the next process in turn."""
 
     def __init__(self, size: int) -> None:
-        import grpc
-        from apache_beam.portability.api import beam_fn_api_pb2_grpc
-        from apache_beam.utils import thread_pool_executor
-
         # The project's root on the path: the workers unpickle its modules (models, components).
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
@@ -100,13 +103,7 @@ class _Pool:
                 process.kill()
 
 
-def _dispatcher_base():
-    from apache_beam.portability.api import beam_fn_api_pb2_grpc
-
-    return beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer
-
-
-class _Dispatcher(_dispatcher_base()):
+class _Dispatcher(beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer):
     def __init__(self, pool: _Pool) -> None:
         self._pool = pool
 
@@ -114,8 +111,7 @@ class _Dispatcher(_dispatcher_base()):
         return self._pool.next_stub().StartWorker(request)
 
     def StopWorker(self, request, context):  # noqa: N802 - gRPC method name
-        from apache_beam.portability.api import beam_fn_api_pb2
-
+        # Nothing to stop: the harness ends when the runner closes its control channel.
         return beam_fn_api_pb2.StopWorkerResponse()
 
 
@@ -133,20 +129,11 @@ def pool_address(size: int) -> str:
         return _pool.address
 
 
-def _runner_base():
-    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-
-    return FnApiRunner
-
-
-class PooledDirectRunner(_runner_base()):
+class PooledDirectRunner(FnApiRunner):
     """Beam's FnApiRunner (the DirectRunner's), its workers taken from the pool:
     ``--runner=components.beam_pool.PooledDirectRunner --direct_num_workers=N``."""
 
     def run_pipeline(self, pipeline, options):
-        from apache_beam.options.pipeline_options import DirectOptions
-        from apache_beam.transforms import environments
-
         workers = options.view_as(DirectOptions).direct_num_workers or os.cpu_count() or 1
         self._default_environment = environments.ExternalEnvironment(pool_address(workers))
         return super().run_pipeline(pipeline, options)

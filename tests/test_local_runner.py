@@ -311,3 +311,44 @@ def test_a_run_killed_in_the_middle_of_a_component_completes_when_run_again(samp
     # One Transform output per execution: the killed one's folder was left, not reused.
     transform_runs = glob.glob(os.path.join(output_root, "pipelines", "*", "Transform", "transform_graph", "*"))
     assert len(transform_runs) == 2
+
+
+def _statistics_counts(uri: str) -> dict[str, dict[str, int]]:
+    """Per split: examples, and each feature's rows with a value."""
+    from components.drift import read_statistics_dir
+
+    counts = {}
+    for split, statistics in read_statistics_dir(uri).items():
+        dataset = statistics.datasets[0]
+        counts[split] = {"examples": dataset.num_examples}
+        for feature in dataset.features:
+            kind = feature.WhichOneof("stats")
+            common = getattr(feature, kind).common_stats
+            counts[split][".".join(feature.path.step)] = common.num_non_missing
+    return counts
+
+
+def _vocabularies(transform_graph_uri: str) -> dict[str, bytes]:
+    assets = glob.glob(os.path.join(transform_graph_uri, "transform_fn", "assets", "*"))
+    return {os.path.basename(path): open(path, "rb").read() for path in assets}
+
+
+@pytest.mark.slow
+def test_a_run_on_worker_processes_checks_transforms_and_evaluates_the_data_as_in_process(
+    cached_runs, sample_dir, tmp_path
+):
+    from components import beam_pool
+
+    in_process = cached_runs[1]
+    argv = ["--data-root", str(sample_dir), "--output-root", str(tmp_path), "--beam-workers", "2", *SMALL_RUN]
+    assert local_runner.main(argv) == 0
+    pooled = _summary(str(tmp_path))
+    assert all(c.state == "complete" for c in pooled.components)
+    # StatisticsGen, Transform and the Evaluator ran on the run's two worker processes.
+    assert beam_pool._pool is not None and beam_pool._pool.alive() and len(beam_pool._pool.processes) == 2
+    assert _statistics_counts(pooled.outputs["StatisticsGen.statistics"]) == _statistics_counts(
+        in_process.outputs["StatisticsGen.statistics"]
+    )
+    vocabularies = _vocabularies(pooled.outputs["Transform.transform_graph"])
+    assert vocabularies and vocabularies == _vocabularies(in_process.outputs["Transform.transform_graph"])
+    assert pooled.metrics["example_count"] == in_process.metrics["example_count"] > 0
