@@ -242,8 +242,9 @@ def load_split(
             max_bytes / 2**20,
         )
         return None
-    # Files one after the other: an AUTOTUNE parallel read of gzipped files measured
-    # several times slower here.
+    # Whole: the files one after the other (records one at a time through a parallel
+    # interleave measured several times slower); sampled: the files in parallel, a block of
+    # records at a time (sample_records).
     records = tf.data.TFRecordDataset(files, compression_type=_compression(files))
     counts = records_per_file(files) if max_rows else []
     if max_rows and sum(counts) > max_rows:
