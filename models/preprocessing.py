@@ -21,10 +21,18 @@ def _dense(x: tf.Tensor | tf.SparseTensor | tf.RaggedTensor, default) -> tf.Tens
         x = x.to_sparse()
     if isinstance(x, tf.SparseTensor):
         x = tf.sparse.to_dense(
-            tf.SparseTensor(x.indices, x.values, [x.dense_shape[0], 1]),
+            tf.SparseTensor(x.indices, x.values, tf.concat([_batch_size(x), [1]], 0)),
             default_value=tf.cast(default, x.dtype),
         )
     return tf.reshape(x, [-1])
+
+
+# Transform traces preprocessing_fn about nine times per run, and the Trainer and the
+# Evaluator run its graph on every batch: the helpers below build few graph operations
+# (tf.slice rather than Python indexing, which adds constants and a strided slice).
+def _batch_size(x: tf.SparseTensor) -> tf.Tensor:
+    """The batch size of a [batch, ...] sparse tensor, as a shape [1] tensor."""
+    return tf.slice(x.dense_shape, [0], [1])
 
 
 def _is_missing(x: tf.Tensor | tf.SparseTensor | tf.RaggedTensor) -> tf.Tensor:
@@ -32,13 +40,11 @@ def _is_missing(x: tf.Tensor | tf.SparseTensor | tf.RaggedTensor) -> tf.Tensor:
     if isinstance(x, tf.RaggedTensor):
         return tf.equal(x.row_lengths(), 0)
     if isinstance(x, tf.SparseTensor):
-        counts = tf.math.bincount(
-            tf.cast(x.indices[:, 0], tf.int32),
-            minlength=tf.cast(x.dense_shape[0], tf.int32),
-            maxlength=tf.cast(x.dense_shape[0], tf.int32),
-        )
+        # Values per row: a scatter-add of ones at each value's row index.
+        rows = tf.slice(x.indices, [0, 0], [-1, 1])
+        counts = tf.scatter_nd(rows, tf.fill(tf.shape(x.values), 1), _batch_size(x))
         return tf.equal(counts, 0)
-    return tf.zeros([tf.shape(tf.reshape(x, [-1]))[0]], tf.bool)
+    return tf.zeros_like(tf.reshape(x, [-1]), tf.bool)
 
 
 def _as_column(x: tf.Tensor) -> tf.Tensor:
@@ -83,11 +89,12 @@ def z_scores_imputed(columns: dict[str, tuple]) -> dict[str, tf.Tensor]:
         parts += [present, value, value * value]
     # Per column: E[present], E[value * present], E[value^2 * present].
     moments = tft.mean(tf.stack(parts, axis=1), reduce_instance_dims=False)
+    moments = tf.unstack(moments, num=len(parts))
     result = {}
     for i, name in enumerate(columns):
-        fraction = moments[3 * i]
-        mean = tf.math.divide_no_nan(moments[3 * i + 1], fraction)
-        variance = tf.maximum(tf.math.divide_no_nan(moments[3 * i + 2], fraction) - mean * mean, 0.0)
+        fraction, first, second = moments[3 * i : 3 * i + 3]
+        mean = tf.math.divide_no_nan(first, fraction)
+        variance = tf.maximum(tf.math.divide_no_nan(second, fraction) - mean * mean, 0.0)
         deviation = tf.where(missing[name], mean, values[name]) - mean
         std = tf.sqrt(variance * fraction)
         # As tft.scale_to_z_score: a constant column is only centred.
@@ -112,9 +119,9 @@ def quantile_buckets(columns: dict[str, tf.Tensor | tf.SparseTensor], num_bucket
     )
     buckets = tft.bucketize(stacked, num_buckets, elementwise=True)
     missing_bucket = tf.constant(num_buckets, tf.int64)
+    per_column = tf.unstack(tf.cast(buckets, tf.int64), num=len(columns), axis=1)
     return {
-        name: tf.where(missing[name], missing_bucket, tf.cast(buckets[:, i], tf.int64))
-        for i, name in enumerate(columns)
+        name: tf.where(missing[name], missing_bucket, column) for name, column in zip(columns, per_column, strict=True)
     }
 
 
