@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Sequence
 
 from components.beam_runtime import MULTI_PROCESS_MIN_MB, workers_for_data
+from components.frozen_imports import frozen_imports
 from pipeline.config import CONTRACT_FILE, PipelineConfig
 from pipeline.flags import DEFAULTS, add_pipeline_flags, pipeline_config_kwargs
 
@@ -197,11 +198,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
     """Runs the pipeline with TFX, prints its summary and writes its report; the exit code."""
-    from pipeline import unchanged
-    from pipeline.report.write import write_report
-    from pipeline.run_summary import format_summary, summarize_run
+    with frozen_imports():
+        from tfx.orchestration.local.local_dag_runner import LocalDagRunner  # noqa: F401 - imported for run()
 
-    _configure_logging(args.verbose)
+        from pipeline import unchanged
+        from pipeline.pipeline import create_pipeline  # noqa: F401 - imported for run()
+        from pipeline.report.write import write_report
+        from pipeline.run_summary import format_summary, summarize_run
+
+        _configure_logging(args.verbose)
     unchanged.forget(config)
     failure = None
     try:

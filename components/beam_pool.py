@@ -31,6 +31,8 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms import environments
 from apache_beam.utils import thread_pool_executor
 
+from components.frozen_imports import frozen_imports
+
 # Imported by each pool process once it is listening: what the Beam components' workers
 # would otherwise import afresh for every component.
 WARM_MODULES = (
@@ -154,10 +156,11 @@ def serve() -> None:
     logging.getLogger().setLevel(logging.ERROR)
     address, server = BeamFnExternalWorkerPoolServicer.start(use_process=False, state_cache_size=0)
     print(address, flush=True)
-    for module in WARM_MODULES:
-        # Only a head start: a worker that needs a module imports it anyway.
-        with contextlib.suppress(ImportError):
-            importlib.import_module(module)
+    with frozen_imports():
+        for module in WARM_MODULES:
+            # Only a head start: a worker that needs a module imports it anyway.
+            with contextlib.suppress(ImportError):
+                importlib.import_module(module)
     sys.stdin.read()
     server.stop(None)
     os._exit(0)
