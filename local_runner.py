@@ -153,8 +153,10 @@ def run(config: PipelineConfig) -> None:
     """Runs the pipeline; raises what the failing component raised."""
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
+    from components import beam_signatures
     from pipeline.pipeline import create_pipeline
 
+    beam_signatures.install()
     LocalDagRunner().run(create_pipeline(config, metadata_config(config)))
 
 
