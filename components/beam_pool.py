@@ -31,7 +31,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms import environments
 from apache_beam.utils import thread_pool_executor
 
-from components import beam_signatures
+from components import beam_signatures, worker_process_env
 from components.frozen_imports import frozen_imports
 
 # Imported by each pool process once it is listening: what the Beam components' workers
@@ -54,16 +54,13 @@ class _Pool:
     environment takes, which hands each worker request to the next process in turn."""
 
     def __init__(self, size: int) -> None:
-        # The project's root on the path: the workers unpickle its modules (models, components).
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
         self.processes = [
             subprocess.Popen(
                 [sys.executable, "-m", __name__],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
-                env=env,
+                env=worker_process_env(),
             )
             for _ in range(size)
         ]

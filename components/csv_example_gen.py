@@ -25,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,11 +41,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from components import beam_runtime, csv_encoding
-
-# The directory holding the ``components`` package, for the worker processes' imports.
-_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
-
+from components import beam_runtime, csv_encoding, worker_process_env
 
 CHECKED_ROWS = 1000
 
@@ -75,7 +70,7 @@ def _run_workers(jobs: list[dict[str, Any]]) -> list[list[int]]:
     """Runs ``csv_encoding`` worker processes (fresh interpreters: forking a process that
     runs TensorFlow and gRPC threads is unsafe); rows per split of each. If one fails, the
     others are stopped before its error is raised, so none writes on after the failure."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")])))
+    env = worker_process_env()
     processes = []
     with tempfile.TemporaryDirectory(prefix="csv-example-gen-") as jobs_dir:
         try:
