@@ -79,8 +79,3 @@ def workers_for_data(data_root: str, data_pattern: str, min_bytes: int = MULTI_P
     one per core from ``min_bytes`` of input on, else 1 (in-process)."""
     size = sum(os.path.getsize(path) for path in glob.glob(os.path.join(data_root, data_pattern)))
     return usable_cores() if size >= min_bytes else 1
-
-
-def uses_pool(beam_pipeline_args: Sequence[str]) -> bool:
-    """True when these arguments run Beam on the pool of worker processes."""
-    return runner(beam_pipeline_args) == POOLED_RUNNER

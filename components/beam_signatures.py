@@ -53,7 +53,3 @@ def get_signature(func: Callable) -> inspect.Signature:
 def install() -> None:
     """Has Beam's DoFn validation in this process use ``get_signature``."""
     core.get_signature = get_signature
-
-
-def installed() -> bool:
-    return core.get_signature is get_signature

@@ -17,6 +17,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from components import beam_pool, beam_runtime
+from pipeline.config import REPO_ROOT
 
 WORKERS = 2
 
@@ -101,7 +102,7 @@ def test_the_pool_processes_exit_when_their_parent_is_killed(tmp_path):
         ],
         stdout=subprocess.PIPE,
         text=True,
-        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+        cwd=REPO_ROOT,
     )
     children = [int(pid) for pid in parent.stdout.readline().split()]
     assert len(children) == 2 and all(psutil.pid_exists(pid) for pid in children)

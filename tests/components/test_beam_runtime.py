@@ -55,8 +55,11 @@ def test_the_no_staging_arg_names_this_python_and_beam():
 
 
 def test_only_several_local_workers_use_the_pool():
-    assert beam_runtime.uses_pool(beam_runtime.pipeline_args(2))
-    assert not beam_runtime.uses_pool(beam_runtime.pipeline_args(1))
-    assert not beam_runtime.uses_pool(beam_runtime.pipeline_args(2, ("--runner=DataflowRunner",)))
+    def uses_pool(args) -> bool:
+        return beam_runtime.runner(args) == beam_runtime.POOLED_RUNNER
+
+    assert uses_pool(beam_runtime.pipeline_args(2))
+    assert not uses_pool(beam_runtime.pipeline_args(1))
+    assert not uses_pool(beam_runtime.pipeline_args(2, ("--runner=DataflowRunner",)))
     # A later --runner wins, as in Beam: a component's in-process override leaves the pool.
-    assert not beam_runtime.uses_pool([*beam_runtime.pipeline_args(2), *beam_runtime.IN_PROCESS_ARGS])
+    assert not uses_pool([*beam_runtime.pipeline_args(2), *beam_runtime.IN_PROCESS_ARGS])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import pathlib
 import subprocess
 import sys
 import weakref
@@ -16,8 +15,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import core, userstate
 
 from components import beam_signatures
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from pipeline.config import REPO_ROOT
 
 
 def _add(x, y=1):
@@ -134,7 +132,7 @@ class _TwoStates(beam.DoFn):
 def installed(monkeypatch):
     monkeypatch.setattr(core, "get_signature", core.get_signature)
     beam_signatures.install()
-    assert beam_signatures.installed()
+    assert core.get_signature is beam_signatures.get_signature
 
 
 def test_installed_beam_still_rejects_an_invalid_dofn(installed):
@@ -154,5 +152,5 @@ def test_importing_installs_nothing():
         "import apache_beam.transforms.core as core; from components import beam_signatures; "
         "print(core.get_signature is beam_signatures.BEAM_GET_SIGNATURE)"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
     assert result.stdout.strip() == "True"
