@@ -16,11 +16,6 @@ def report_path(config: PipelineConfig, run_id: str, root: str | None = None) ->
     return os.path.join(root or config.output_root, REPORT_DIR, config.pipeline_name, run_id, "index.html")
 
 
-def plot_cache_dir(config: PipelineConfig, root: str | None = None) -> str:
-    """Where the pipeline's reports keep the plots they drew (``plots.cache_in``)."""
-    return os.path.join(root or config.output_root, REPORT_DIR, config.pipeline_name, ".plots")
-
-
 def settings(config: PipelineConfig) -> dict:
     """The configuration the report shows: every setting of the run's PipelineConfig."""
     shown = {}
@@ -33,15 +28,12 @@ def settings(config: PipelineConfig) -> dict:
 def write_report(summary, config: PipelineConfig, with_settings: bool = True, root: str | None = None) -> str:
     """Reads the run's artifacts, renders the page, writes it; returns its path. The
     configuration is shown only when ``config`` is the one the run ran with."""
-    from pipeline.report import plots
     from pipeline.report.page import render
     from pipeline.report.read import read_report
 
     path = report_path(config, summary.run_id, root)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    # Plots already drawn from the same data (earlier runs') are read back, not drawn again.
-    with plots.cache_in(plot_cache_dir(config, root)):
-        page = render(read_report(summary), settings(config) if with_settings else None)
+    page = render(read_report(summary), settings(config) if with_settings else None)
     with open(path, "w", encoding="utf-8") as f:
         f.write(page)
     return path
