@@ -15,6 +15,7 @@ import time
 import warnings
 from collections.abc import Sequence
 
+from components import deferred_imports
 from components.beam_runtime import MULTI_PROCESS_MIN_MB, workers_for_data
 from components.frozen_imports import frozen_imports
 from pipeline.config import CONTRACT_FILE, PipelineConfig
@@ -201,6 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
     """Runs the pipeline with TFX, prints its summary and writes its report; the exit code."""
+    deferred_imports.install()
     with frozen_imports():
         from tfx.orchestration.local.local_dag_runner import LocalDagRunner  # noqa: F401 - imported for run()
 

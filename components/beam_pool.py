@@ -31,7 +31,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms import environments
 from apache_beam.utils import thread_pool_executor
 
-from components import beam_signatures, worker_process_env
+from components import beam_signatures, deferred_imports, worker_process_env
 from components.frozen_imports import frozen_imports
 
 # Imported by each pool process once it is listening: what the Beam components' workers
@@ -154,6 +154,7 @@ def serve() -> None:
     logging.getLogger().setLevel(logging.ERROR)
     address, server = BeamFnExternalWorkerPoolServicer.start(use_process=False, state_cache_size=0)
     print(address, flush=True)
+    deferred_imports.install()
     with frozen_imports():
         for module in WARM_MODULES:
             # Only a head start: a worker that needs a module imports it anyway.

@@ -1,0 +1,59 @@
+"""deferred_imports: TFX starts without the deferred modules, which load whole on first use;
+each deferred module is one TFX really imports at start-up. Each check runs in a fresh
+interpreter, as the test process has long imported everything."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from components import deferred_imports
+from pipeline.config import REPO_ROOT
+
+KUBERNETES_RUNNER = "tfx.components.infra_validator.model_server_runners.kubernetes_runner"
+START_UP = "import models; from tfx.orchestration.local.local_dag_runner import LocalDagRunner"
+
+
+def _run(code: str) -> dict:
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT, timeout=300
+    )
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_tfx_starts_without_the_kubernetes_client_and_its_runner_loads_on_first_use():
+    deferred = KUBERNETES_RUNNER
+    assert deferred in deferred_imports.DEFERRED
+    outcome = _run(
+        "import json, sys; from components import deferred_imports; deferred_imports.install(); "
+        f"{START_UP}; "
+        f"module = sys.modules[{deferred!r}]; before = type(module).__name__; "
+        "k8s_before = 'kubernetes' in sys.modules; "
+        "runner = module.KubernetesRunner.__name__; "
+        "print(json.dumps(dict(before=before, k8s_before=k8s_before, after=type(module).__name__, "
+        "k8s_after='kubernetes' in sys.modules, runner=runner)))"
+    )
+    assert outcome["before"] == "_LazyModule" and outcome["k8s_before"] is False
+    assert outcome["after"] == "module" and outcome["k8s_after"] is True
+    assert outcome["runner"] == "KubernetesRunner"
+
+
+def test_each_deferred_module_is_one_tfx_imports_at_start_up():
+    """Without the finder TFX's start-up loads every deferred module: none is deferred for nothing."""
+    outcome = _run(
+        f"import json, sys; {START_UP}; "
+        f"print(json.dumps([m in sys.modules for m in {sorted(deferred_imports.DEFERRED)!r}]))"
+    )
+    assert outcome and all(outcome)
+
+
+def test_installing_twice_adds_one_finder_and_other_modules_load_as_usual():
+    outcome = _run(
+        "import json, sys; from components import deferred_imports; "
+        "deferred_imports.install(); deferred_imports.install(); "
+        "import tfx.components.infra_validator.model_server_runners.local_docker_runner as other; "
+        "finders = [type(f).__name__ for f in sys.meta_path].count('_DeferringFinder'); "
+        "print(json.dumps(dict(finders=finders, other=type(other).__name__)))"
+    )
+    assert outcome == {"finders": 1, "other": "module"}
