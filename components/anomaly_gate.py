@@ -123,9 +123,12 @@ def label_counts(examples: standard_artifacts.Examples, schema: schema_pb2.Schem
     sources = {key: spec[key] for key in (features.TIPS, features.FARE)}
     label_key = features.transformed_name(features.LABEL_KEY)
 
+    @data.without_autograph
     def count(block: tf.Tensor) -> tf.Tensor:
         labels = tf.cast(preprocessing.label(tf.io.parse_example(block, sources))[label_key], tf.int64)
         return tf.stack([tf.reduce_sum(labels), tf.size(block, out_type=tf.int64)])
+
+    add = data.without_autograph(lambda total, block: total + block)
 
     counts = {}
     for split in artifact_utils.decode_split_names(examples.split_names):
@@ -134,7 +137,7 @@ def label_counts(examples: standard_artifacts.Examples, schema: schema_pb2.Schem
         blocks = data.record_blocks(files, block_rows=8192).map(
             count, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False
         )
-        positives, rows = blocks.reduce(tf.zeros([2], tf.int64), lambda total, block: total + block).numpy()
+        positives, rows = blocks.reduce(tf.zeros([2], tf.int64), add).numpy()
         counts[split] = (int(positives), int(rows))
     return counts
 

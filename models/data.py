@@ -77,13 +77,14 @@ def transform_records(tf_transform_output: tft.TFTransformOutput) -> Callable[[t
     layer, which the export reuses), and only called in the traced map functions."""
     raw_spec = tf_transform_output.raw_feature_spec()
     layer = tf_transform_output.transform_features_layer()
-    return _without_autograph(lambda records: layer(tf.io.parse_example(records, raw_spec)))
+    return without_autograph(lambda records: layer(tf.io.parse_example(records, raw_spec)))
 
 
-def _without_autograph(fn: Callable) -> Callable:
-    """``fn`` as ``Dataset.map`` traces it, minus AutoGraph: map converts its function, and
-    through Keras's layer call the Transform layer's code, re-parsing TFT's sources in
-    every process, though none of it has tensor-dependent Python control flow."""
+def without_autograph(fn: Callable) -> Callable:
+    """``fn`` as tf.data traces it (``map``, ``interleave``, ``reduce``...), minus AutoGraph:
+    tf.data converts its functions and every function they call (through Keras's layer
+    call, the Transform layer's code), re-parsing their sources in every process, though
+    none of the input pipeline's has tensor-dependent Python control flow."""
     return tf.autograph.experimental.do_not_convert(fn)
 
 
@@ -111,10 +112,11 @@ def count_records(file_pattern: Sequence[str]) -> int:
 def records_per_file(files: Sequence[str]) -> list[int]:
     """How many records each file holds, the files read in parallel."""
     blocks = _blocks_per_file(
-        files, lambda i, blocks: blocks.map(lambda block: (i, _rows_in(block))), deterministic=False
+        files, lambda i, blocks: blocks.map(without_autograph(lambda block: (i, _rows_in(block)))), deterministic=False
     )
     counts = blocks.reduce(
-        tf.zeros([len(files)], tf.int64), lambda total, count: tf.tensor_scatter_nd_add(total, [[count[0]]], [count[1]])
+        tf.zeros([len(files)], tf.int64),
+        without_autograph(lambda total, count: tf.tensor_scatter_nd_add(total, [[count[0]]], [count[1]])),
     )
     return [int(count) for count in counts]
 
@@ -138,7 +140,7 @@ def _blocks_per_file(
     names = tf.constant(list(files), tf.string)
     compression = _compression(files)
     return tf.data.Dataset.range(len(files)).interleave(
-        _without_autograph(
+        without_autograph(
             lambda i: per_file(i, tf.data.TFRecordDataset(names[i], compression_type=compression).batch(block_rows))
         ),
         cycle_length=max(1, len(files)),
@@ -170,7 +172,7 @@ def sample_records(files: Sequence[str], counts: Sequence[int], keep: int, seed:
 
     def kept(i: tf.Tensor, file_blocks: tf.data.Dataset) -> tf.data.Dataset:
         return file_blocks.enumerate().map(
-            _without_autograph(lambda j, block: tf.boolean_mask(block, masks[i][j][: tf.shape(block)[0]]))
+            without_autograph(lambda j, block: tf.boolean_mask(block, masks[i][j][: tf.shape(block)[0]]))
         )
 
     return _blocks_per_file(files, kept, deterministic=True).unbatch()
@@ -200,7 +202,7 @@ def stream(
         names = names.shuffle(len(files), seed=shuffle_seed)
     compression = _compression(files)
     records = names.interleave(
-        lambda name: tf.data.TFRecordDataset(name, compression_type=compression),
+        without_autograph(lambda name: tf.data.TFRecordDataset(name, compression_type=compression)),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
     if training:
@@ -208,7 +210,7 @@ def stream(
     transform = transform_records(tf_transform_output)
     return (
         records.batch(max(batch_size, STREAM_BLOCK_ROWS))
-        .map(_without_autograph(lambda block: split_label(transform(block))), num_parallel_calls=tf.data.AUTOTUNE)
+        .map(without_autograph(lambda block: split_label(transform(block))), num_parallel_calls=tf.data.AUTOTUNE)
         .rebatch(batch_size, drop_remainder=drop_remainder)
     )
 
@@ -291,7 +293,7 @@ def in_memory_dataset(
         return tf.data.Dataset.from_tensor_slices(({k: cut(v, order) for k, v in data.items()}, cut(label, order)))
 
     if training:
-        return tf.data.Dataset.range(2**62).flat_map(epoch_batches)
+        return tf.data.Dataset.range(2**62).flat_map(without_autograph(epoch_batches))
     dataset = tf.data.Dataset.from_tensor_slices(({k: cut(v, None) for k, v in data.items()}, cut(label, None)))
     if rows > full * batch_size and not drop_remainder:
         rest = tf.data.Dataset.from_tensors(
