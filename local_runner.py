@@ -154,11 +154,12 @@ def run(config: PipelineConfig) -> None:
     """Runs the pipeline; raises what the failing component raised."""
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-    from components import beam_option_views, beam_signatures
+    from components import beam_option_views, beam_overheads, beam_signatures
     from pipeline.pipeline import create_pipeline
 
     beam_signatures.install()
     beam_option_views.install()
+    beam_overheads.install()
     LocalDagRunner().run(create_pipeline(config, metadata_config(config)))
 
 

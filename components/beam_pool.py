@@ -31,7 +31,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms import environments
 from apache_beam.utils import thread_pool_executor
 
-from components import beam_signatures, deferred_imports, worker_process_env
+from components import beam_overheads, beam_signatures, deferred_imports, worker_process_env
 from components.frozen_imports import frozen_imports
 
 # Imported by each pool process once it is listening: what the Beam components' workers
@@ -161,6 +161,7 @@ def serve() -> None:
             with contextlib.suppress(ImportError):
                 importlib.import_module(module)
     beam_signatures.install()
+    beam_overheads.install()
     sys.stdin.read()
     server.stop(None)
     os._exit(0)

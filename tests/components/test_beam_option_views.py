@@ -6,8 +6,6 @@ from __future__ import annotations
 import copy
 import gc
 import pickle
-import subprocess
-import sys
 import weakref
 
 import apache_beam as beam
@@ -23,7 +21,7 @@ from apache_beam.options.pipeline_options import (
 from apache_beam.typehints.decorators import TypeCheckError
 
 from components import beam_option_views
-from pipeline.config import REPO_ROOT
+from tests.support.fresh_python import fresh_python
 
 FLAGS = ["--runner=DirectRunner", "--direct_num_workers=2", "--experiments=a", "--no_pipeline_type_check"]
 BEAM_VIEW_AS = beam_option_views.BEAM_VIEW_AS
@@ -130,5 +128,4 @@ def test_importing_installs_nothing():
         "from components import beam_option_views; "
         "print(PipelineOptions.view_as is beam_option_views.BEAM_VIEW_AS)"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
-    assert result.stdout.strip() == "True"
+    assert fresh_python(code) == "True"

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import subprocess
-import sys
 import weakref
 
 import apache_beam as beam
@@ -15,7 +13,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import core, userstate
 
 from components import beam_signatures
-from pipeline.config import REPO_ROOT
+from tests.support.fresh_python import fresh_python
 
 
 def _add(x, y=1):
@@ -152,5 +150,4 @@ def test_importing_installs_nothing():
         "import apache_beam.transforms.core as core; from components import beam_signatures; "
         "print(core.get_signature is beam_signatures.BEAM_GET_SIGNATURE)"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
-    assert result.stdout.strip() == "True"
+    assert fresh_python(code) == "True"

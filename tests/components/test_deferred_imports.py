@@ -5,21 +5,16 @@ interpreter, as the test process has long imported everything."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from components import deferred_imports
-from pipeline.config import REPO_ROOT
+from tests.support.fresh_python import fresh_python
 
 KUBERNETES_RUNNER = "tfx.components.infra_validator.model_server_runners.kubernetes_runner"
 START_UP = "import models; from tfx.orchestration.local.local_dag_runner import LocalDagRunner"
 
 
 def _run(code: str) -> dict:
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT, timeout=300
-    )
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return json.loads(fresh_python(code).splitlines()[-1])
 
 
 def test_tfx_starts_without_the_kubernetes_client_and_its_runner_loads_on_first_use():
