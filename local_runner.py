@@ -15,7 +15,7 @@ import time
 import warnings
 from collections.abc import Sequence
 
-from components import deferred_imports
+from components import local_start
 from components.beam_runtime import MULTI_PROCESS_MIN_MB, workers_for_data
 from components.frozen_imports import frozen_imports
 from pipeline.config import CONTRACT_FILE, PipelineConfig
@@ -154,12 +154,9 @@ def run(config: PipelineConfig) -> None:
     """Runs the pipeline; raises what the failing component raised."""
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-    from components import beam_option_views, beam_overheads, beam_signatures
     from pipeline.pipeline import create_pipeline
 
-    beam_signatures.install()
-    beam_option_views.install()
-    beam_overheads.install()
+    local_start.after_imports()
     LocalDagRunner().run(create_pipeline(config, metadata_config(config)))
 
 
@@ -203,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
     """Runs the pipeline with TFX, prints its summary and writes its report; the exit code."""
-    deferred_imports.install()
+    local_start.before_imports()
     with frozen_imports():
         from tfx.orchestration.local.local_dag_runner import LocalDagRunner  # noqa: F401 - imported for run()
 

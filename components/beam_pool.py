@@ -31,7 +31,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms import environments
 from apache_beam.utils import thread_pool_executor
 
-from components import beam_overheads, beam_signatures, deferred_imports, worker_process_env
+from components import local_start, worker_process_env
 from components.frozen_imports import frozen_imports
 
 # Imported by each pool process once it is listening: what the Beam components' workers
@@ -154,14 +154,13 @@ def serve() -> None:
     logging.getLogger().setLevel(logging.ERROR)
     address, server = BeamFnExternalWorkerPoolServicer.start(use_process=False, state_cache_size=0)
     print(address, flush=True)
-    deferred_imports.install()
+    local_start.before_imports()
     with frozen_imports():
         for module in WARM_MODULES:
             # Only a head start: a worker that needs a module imports it anyway.
             with contextlib.suppress(ImportError):
                 importlib.import_module(module)
-    beam_signatures.install()
-    beam_overheads.install()
+    local_start.after_imports()
     sys.stdin.read()
     server.stop(None)
     os._exit(0)

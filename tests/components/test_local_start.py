@@ -1,0 +1,29 @@
+"""local_start: both local entry points get every deferral and every Beam patch, checked in
+a new interpreter (the test process may have installed them already)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.support.fresh_python import fresh_python
+
+
+def test_before_and_after_the_imports_everything_is_installed():
+    outcome = json.loads(
+        fresh_python(
+            "import json, sys, dill; "
+            "from apache_beam.options.pipeline_options import PipelineOptions; "
+            "from apache_beam.transforms import core; "
+            "from apache_beam.runners.portability.fn_api_runner import worker_handlers; "
+            "from components import beam_option_views, beam_overheads, beam_signatures, local_start; "
+            "local_start.before_imports(); "
+            "deferring = [type(f).__name__ for f in sys.meta_path].count('_DeferringFinder'); "
+            "local_start.after_imports(); "
+            "print(json.dumps(dict(deferring=deferring, "
+            "signatures=core.get_signature is beam_signatures.get_signature, "
+            "views=PipelineOptions.view_as is beam_option_views.view_as, "
+            "trace=dill.dill._trace is beam_overheads.trace, "
+            "cache=worker_handlers.STATE_CACHE_SIZE_MB)))"
+        ).splitlines()[-1]
+    )
+    assert outcome == {"deferring": 1, "signatures": True, "views": True, "trace": True, "cache": 0}
