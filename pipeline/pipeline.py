@@ -20,7 +20,6 @@ from tfx.components.schema_gen.component import SchemaGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.components.statistics_gen.component import StatisticsGen
 from tfx.components.trainer.component import Trainer
-from tfx.components.transform.component import Transform
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import LatestBlessedModelStrategy
 from tfx.orchestration.pipeline import Pipeline
@@ -32,6 +31,7 @@ from components.anomaly_gate import AnomalyGate
 from components.csv_example_gen import CsvExampleGen
 from components.drift_gate import SERVING_SPLIT, DriftGate
 from components.evaluator import Evaluator
+from components.transform import Transform
 from models import batched_metrics, features, signatures
 from pipeline.config import EVALUATOR_MODULE, PREPROCESSING_FN, RUN_FN, TUNER_FN, PipelineConfig
 
