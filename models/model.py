@@ -121,4 +121,11 @@ def build_keras_model(
         metrics=[keras.metrics.AUC(name="auc"), keras.metrics.BinaryAccuracy(name="accuracy")],
         steps_per_execution=steps_per_execution,
     )
+    # The optimizer's variables (Adam's moments, the moving averages) made now, under the
+    # caller's strategy scope: made inside the first training step instead, they had
+    # tf.function trace that whole step a second time, as it does after any step that
+    # creates variables. Same variables, names and initial values (Keras' own build call,
+    # in its name scope, moved out of the step).
+    with tf.name_scope(model.optimizer.name):
+        model.optimizer.build(model.trainable_variables)
     return model

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import tensorflow as tf
+import tf_keras as keras
 
 from models import features
 from models import model as model_lib
@@ -53,3 +55,45 @@ def test_steps_per_execution_reaches_keras():
     """The Trainer asks a TPU for an epoch's steps per host call (no host work between steps)."""
     assert int(model_lib.build_keras_model(_sizes())._steps_per_execution.numpy()) == 1
     assert int(model_lib.build_keras_model(_sizes(), steps_per_execution=100)._steps_per_execution.numpy()) == 100
+
+
+def _fit(model, sizes: dict[str, int]) -> None:
+    batch = _batch(sizes, n=256, seed=2)
+    labels = (batch[features.transformed_name("payment_type")] == 1).astype("float32")
+    model.fit(batch, labels, epochs=2, batch_size=64, shuffle=False, verbose=0)
+
+
+@pytest.mark.parametrize("strategy", ["default", "mirrored"])
+def test_the_training_step_is_traced_once(strategy):
+    """The optimizer's variables exist before fit: no second trace of the training step
+    (tf.function traces again after a first call that created variables)."""
+    scope = tf.distribute.MirroredStrategy() if strategy == "mirrored" else tf.distribute.get_strategy()
+    with scope.scope():
+        model = model_lib.build_keras_model(_sizes(), HParams(hidden_units=(8,)))
+    assert len(model.optimizer.variables) > 1  # more than its step counter
+    _fit(model, _sizes())
+    assert model.train_function.experimental_get_tracing_count() == 1
+
+
+def test_training_matches_an_optimizer_built_in_the_first_step():
+    """The same weights and moving averages as Keras' default, where the first training
+    step builds the optimizer (a fresh optimizer of the same configuration)."""
+    sizes, hparams = _sizes(), HParams(hidden_units=(8,), dropout=0.0)
+    models = []
+    for _ in range(2):  # the same layer names and initial weights
+        keras.backend.clear_session()
+        keras.utils.set_random_seed(0)
+        models.append(model_lib.build_keras_model(sizes, hparams))
+    built, lazy = models
+    lazy.compile(
+        optimizer=type(lazy.optimizer).from_config(lazy.optimizer.get_config()),
+        loss=lazy.loss,
+        metrics=[type(m).from_config(m.get_config()) for m in built.compiled_metrics._user_metrics],  # noqa: SLF001
+    )
+    assert len(lazy.optimizer.variables) < len(built.optimizer.variables)
+    _fit(built, sizes)
+    _fit(lazy, sizes)
+    assert lazy.train_function.experimental_get_tracing_count() == 2
+    for mine, keras_own in zip(built.get_weights(), lazy.get_weights(), strict=True):
+        np.testing.assert_allclose(mine, keras_own, rtol=1e-6, atol=1e-7)
+    assert [v.name for v in built.optimizer.variables] == [v.name for v in lazy.optimizer.variables]
