@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Sequence
 
 from components import local_start
-from components.beam_runtime import MULTI_PROCESS_MIN_MB, workers_for_data
+from components.beam_runtime import MULTI_PROCESS_MIN_MB, runs_locally, workers_for_data
 from components.frozen_imports import frozen_imports
 from pipeline.config import CONTRACT_FILE, PipelineConfig
 from pipeline.flags import DEFAULTS, add_pipeline_flags, pipeline_config_kwargs
@@ -156,7 +156,7 @@ def run(config: PipelineConfig) -> None:
 
     from pipeline.pipeline import create_pipeline
 
-    local_start.after_imports()
+    local_start.after_imports(pickles_stay_here=runs_locally(config.beam_pipeline_args))
     LocalDagRunner().run(create_pipeline(config, metadata_config(config)))
 
 

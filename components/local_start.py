@@ -13,10 +13,12 @@ def before_imports() -> None:
     deferred_imports.install()
 
 
-def after_imports() -> None:
-    """Beam's per-run costs taken away (each module says which, and why)."""
-    from components import beam_option_views, beam_overheads, beam_signatures
+def after_imports(pickles_stay_here: bool) -> None:
+    """Beam's per-run costs taken away (each module says which, and why).
+    ``pickles_stay_here``: Beam runs on this machine (never a remote runner's workers)."""
+    from components import beam_option_views, beam_overheads, beam_pickle_codec, beam_signatures
 
     beam_signatures.install()
     beam_option_views.install()
     beam_overheads.install()
+    beam_pickle_codec.install(pickles_stay_here)

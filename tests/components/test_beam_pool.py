@@ -14,9 +14,10 @@ import time
 import apache_beam as beam
 import psutil
 import pytest
+from apache_beam.internal import dill_pickler
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from components import beam_pool, beam_runtime
+from components import beam_pickle_codec, beam_pool, beam_runtime
 from pipeline.config import REPO_ROOT
 
 WORKERS = 2
@@ -80,6 +81,19 @@ def test_a_failing_step_fails_its_pipeline_with_its_error_and_the_pool_serves_th
             _ = pipeline | beam.Create(range(20)) | beam.Reshuffle() | beam.Map(_fail_on_seven)
     rows = _run_squares(tmp_path, "after.txt")
     assert len(rows) == 200
+
+
+def test_a_new_pools_workers_read_pickles_in_the_local_form_from_the_first(tmp_path, monkeypatch):
+    """The runner writes its pickles in beam_pickle_codec's form; a pool started for this
+    pipeline reads them from its very first bundle (installed before its server starts)."""
+    monkeypatch.setattr(dill_pickler, "bz2", beam_pickle_codec.BEAM_COMPRESSOR)
+    beam_pickle_codec.install(pickles_stay_here=True)
+    if beam_pool._pool is not None:
+        beam_pool._pool.close()
+        beam_pool._pool = None
+    rows = _run_squares(tmp_path, "local_form.txt")
+    assert sorted(square for _, square in rows) == sorted(x * x for x in range(200))
+    assert {pid for pid, _ in rows} <= _pool_pids()
 
 
 def test_a_pool_with_a_process_gone_is_replaced(tmp_path):

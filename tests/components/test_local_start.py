@@ -5,25 +5,31 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.support.fresh_python import fresh_python
 
 
-def test_before_and_after_the_imports_everything_is_installed():
+@pytest.mark.parametrize("pickles_stay_here", [True, False])
+def test_before_and_after_the_imports_everything_is_installed(pickles_stay_here):
     outcome = json.loads(
         fresh_python(
             "import json, sys, dill; "
+            "from apache_beam.internal import dill_pickler; "
             "from apache_beam.options.pipeline_options import PipelineOptions; "
             "from apache_beam.transforms import core; "
             "from apache_beam.runners.portability.fn_api_runner import worker_handlers; "
             "from components import beam_option_views, beam_overheads, beam_signatures, local_start; "
             "local_start.before_imports(); "
             "deferring = [type(f).__name__ for f in sys.meta_path].count('_DeferringFinder'); "
-            "local_start.after_imports(); "
+            f"local_start.after_imports(pickles_stay_here={pickles_stay_here}); "
             "print(json.dumps(dict(deferring=deferring, "
             "signatures=core.get_signature is beam_signatures.get_signature, "
             "views=PipelineOptions.view_as is beam_option_views.view_as, "
             "trace=dill.dill._trace is beam_overheads.trace, "
-            "cache=worker_handlers.STATE_CACHE_SIZE_MB)))"
+            "cache=worker_handlers.STATE_CACHE_SIZE_MB, "
+            "codec=dill_pickler.bz2.__name__)))"
         ).splitlines()[-1]
     )
-    assert outcome == {"deferring": 1, "signatures": True, "views": True, "trace": True, "cache": 0}
+    codec = "_Writer" if pickles_stay_here else "_Reader"
+    assert outcome == {"deferring": 1, "signatures": True, "views": True, "trace": True, "cache": 0, "codec": codec}

@@ -1,0 +1,54 @@
+"""Beam's pickles compressed with zlib at its fastest level instead of bz2 at its slowest,
+in processes whose pickles never leave this machine.
+
+Beam pickles every DoFn, its arguments and side-input views with dill, several times per
+transform (to check them, to build the pipeline proto, again in the worker), and compresses
+each pickle with bz2 at level 9 so that large ones stay under protocol buffer limits on
+remote runners. Pickles here are a few kilobytes, read back by this process or by the
+local Beam pool's processes, where bz2's cost buys nothing (docs/pipeline.md).
+
+Reading accepts both forms (a bz2 stream starts ``BZh``, a zlib stream never does), so a
+pickle made before the switch, or by a process without it, still loads. Writing switches
+only where :func:`install` is told the pickles stay here: ``local_runner.py`` when Beam runs
+locally, and the pool's processes (before their server starts: a worker may be handed a
+pickle at once). A remote runner's workers (Dataflow) read Beam's own form, and Vertex
+containers never install this module.
+"""
+
+from __future__ import annotations
+
+import bz2
+import zlib
+
+from apache_beam.internal import dill_pickler
+
+# Beam's own compressor, as its pickler calls it (module attribute ``bz2``).
+BEAM_COMPRESSOR = dill_pickler.bz2
+BZ2_MAGIC = b"BZh"
+# zlib's fastest level: these pickles are small, and read back within the run.
+ZLIB_LEVEL = 1
+
+
+class _Reader:
+    """Beam's compressor, except that it also reads zlib streams."""
+
+    @staticmethod
+    def compress(data: bytes, compresslevel: int = 9) -> bytes:
+        return bz2.compress(data, compresslevel)
+
+    @staticmethod
+    def decompress(data: bytes) -> bytes:
+        return bz2.decompress(data) if data[:3] == BZ2_MAGIC else zlib.decompress(data)
+
+
+class _Writer(_Reader):
+    """Writes zlib streams; reads both."""
+
+    @staticmethod
+    def compress(data: bytes, compresslevel: int = 9) -> bytes:
+        return zlib.compress(data, ZLIB_LEVEL)
+
+
+def install(pickles_stay_here: bool) -> None:
+    """Beam's pickler reads both forms; it writes zlib only if ``pickles_stay_here``."""
+    dill_pickler.bz2 = _Writer if pickles_stay_here else _Reader

@@ -1,0 +1,64 @@
+"""beam_pickle_codec: where pickles stay here Beam writes zlib and reads both forms; told
+otherwise it writes Beam's own bz2 form; pipelines give the same results either way."""
+
+from __future__ import annotations
+
+import base64
+import zlib
+
+import apache_beam as beam
+import pytest
+from apache_beam.internal import dill_pickler, pickler
+from apache_beam.testing.util import assert_that, equal_to
+
+from components import beam_pickle_codec
+
+
+class Scale(beam.DoFn):
+    def __init__(self, factor: int):
+        self.factor = factor
+
+    def process(self, element):
+        yield element * self.factor
+
+
+@pytest.fixture
+def beams_own(monkeypatch):
+    monkeypatch.setattr(dill_pickler, "bz2", beam_pickle_codec.BEAM_COMPRESSOR)
+
+
+def compressed(encoded: bytes) -> bytes:
+    return base64.b64decode(encoded)
+
+
+def test_beam_writes_bz2_by_default(beams_own):
+    assert compressed(pickler.dumps({"a": 1}))[:3] == beam_pickle_codec.BZ2_MAGIC
+
+
+def test_pickles_that_stay_here_are_zlib_and_both_forms_load(beams_own):
+    value = {"fn": Scale(3), "numbers": list(range(1000)), "text": "x" * 5000}
+    made_by_beam = pickler.dumps(value)
+    beam_pickle_codec.install(pickles_stay_here=True)
+    made_here = pickler.dumps(value)
+    assert zlib.decompress(compressed(made_here))
+    for encoded in (made_by_beam, made_here):
+        loaded = pickler.loads(encoded)
+        assert (loaded["fn"].factor, loaded["numbers"], loaded["text"]) == (3, value["numbers"], value["text"])
+
+
+def test_pickles_that_may_leave_stay_in_beams_form_and_both_forms_load(beams_own):
+    beam_pickle_codec.install(pickles_stay_here=True)
+    made_here = pickler.dumps([1, 2])
+    beam_pickle_codec.install(pickles_stay_here=False)
+    assert compressed(pickler.dumps([1, 2]))[:3] == beam_pickle_codec.BZ2_MAGIC
+    assert pickler.loads(made_here) == [1, 2]
+
+
+@pytest.mark.parametrize("pickles_stay_here", [True, False])
+def test_a_pipeline_gives_the_same_results(beams_own, pickles_stay_here):
+    beam_pickle_codec.install(pickles_stay_here)
+    with beam.Pipeline(runner="DirectRunner") as pipeline:
+        scaled = pipeline | beam.Create([1, 2, 3]) | beam.ParDo(Scale(10))
+        side = pipeline | "Side" >> beam.Create([5])
+        added = scaled | beam.Map(lambda x, s: x + s, beam.pvalue.AsSingleton(side))
+        assert_that(added, equal_to([15, 25, 35]))
