@@ -3,9 +3,11 @@ sample, and the components of the shipped pipeline that run an executor."""
 
 from __future__ import annotations
 
-# A short training on the sample, with a floor any trained model clears; no run report
-# (tests/pipeline/report/ and one rehearsal check it, the other runs need not write one).
-SMALL_RUN = ["--train-steps", "40", "--epochs", "2", "--batch-size", "32", "--min-eval-auc", "0.5", "--no-report"]
+# A short training on the sample; no run report (tests/pipeline/report/ and one rehearsal
+# check it, the other runs need not write one). The AUC floor is 0: forty unseeded steps on
+# 600 rows score anywhere from about 0.5 to 0.8 (one run in CI scored 0.49), and these runs
+# test the path to a blessing and a push, not the model (the full-data runs test that).
+SMALL_RUN = ["--train-steps", "40", "--epochs", "2", "--batch-size", "32", "--min-eval-auc", "0", "--no-report"]
 # Every component but the latest-blessed-model resolver, in DAG order (schema inferred).
 EXECUTED_COMPONENTS = (
     "CsvExampleGen",
