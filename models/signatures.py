@@ -36,21 +36,30 @@ DECISION_THRESHOLD = 0.5
 def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutput) -> dict:
     """Builds the exported signatures; the Transform layer is tracked on the model."""
     model.tft_layer = tf_transform_output.transform_features_layer()
-    model_inputs = list(model.input.keys()) if isinstance(model.input, dict) else model.input_names
+    model_inputs = list(model.input_names)
     raw_spec = tf_transform_output.raw_feature_spec()
     # The label's source is unknown at serving time; outputs depending on it are pruned.
     serving_spec = {key: spec for key, spec in raw_spec.items() if key != features.TIPS}
     label_spec = {key: raw_spec[key] for key in (features.TIPS, features.FARE)}
+    transformed_spec = {
+        key: tf.TensorSpec(tensor.shape, tensor.dtype, name=key)
+        for key, tensor in zip(model.input_names, model.inputs, strict=True)
+    }
 
-    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")], autograph=False)
-    def serve_tf_examples(serialized):
-        raw = tf.io.parse_example(serialized, serving_spec)
-        transformed = model.tft_layer(raw)
-        probability = model({k: transformed[k] for k in model_inputs})
+    # Both serving signatures call this one function: traced inline in each, the model's
+    # graph was traced, saved and loaded twice (docs/model.md, Export).
+    @tf.function(input_signature=[transformed_spec], autograph=False)
+    def predict(transformed):
+        probability = model(transformed)
         return {
             PREDICTION_KEY: probability,
             CLASS_KEY: tf.cast(probability > DECISION_THRESHOLD, tf.int64),
         }
+
+    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")], autograph=False)
+    def serve_tf_examples(serialized):
+        transformed = model.tft_layer(tf.io.parse_example(serialized, serving_spec))
+        return predict({k: transformed[k] for k in model_inputs})
 
     raw_columns = sorted(serving_spec)
 
@@ -60,11 +69,7 @@ def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutp
     def serve_raw_columns(*columns):
         raw = {key: _from_strings(key, text, serving_spec[key]) for key, text in zip(raw_columns, columns, strict=True)}
         transformed = model.tft_layer(raw)
-        probability = model({k: transformed[k] for k in model_inputs})
-        return {
-            PREDICTION_KEY: probability,
-            CLASS_KEY: tf.cast(probability > DECISION_THRESHOLD, tf.int64),
-        }
+        return predict({k: transformed[k] for k in model_inputs})
 
     @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")], autograph=False)
     def transform_features(serialized):

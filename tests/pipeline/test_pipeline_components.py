@@ -118,6 +118,20 @@ def test_trainer_exports_serving_and_eval_signatures(trainer):
     assert glob.glob(os.path.join(trainer["model_run"][0].uri, "**", "events.out.tfevents.*"), recursive=True)
 
 
+def test_the_export_holds_the_model_graph_once(trainer):
+    """Both serving signatures call one function holding the model (models/signatures.py)."""
+    from tensorflow.python.saved_model import loader_impl
+
+    serving_dir = path_utils.serving_model_path(trainer["model"][0].uri)
+    (meta_graph,) = loader_impl.parse_saved_model(serving_dir).meta_graphs
+    holding = [
+        f.signature.name
+        for f in meta_graph.graph_def.library.function
+        if any(node.name.startswith("model/wide_logit/") for node in f.node_def)
+    ]
+    assert len(holding) == 1, holding
+
+
 def test_exported_model_reloads_with_keras_and_predicts_what_serving_predicts(trainer):
     """The export skips Keras' saved layer traces (half its time); Keras must still rebuild
     the model from its layer configs, with the weights the serving signature uses."""
