@@ -1,5 +1,6 @@
 """components.transform: TFX's inspections of ``preprocessing_fn`` share one trace and
-answer as each of their own traces did; analysis and TF1 traces are made as before."""
+answer as each of their own traces did; analysis and TF1 traces are made as before; the
+analysis' preliminary schema is read from its trace and equals tf.Transform's own."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 from tensorflow_metadata.proto.v0 import schema_pb2
-from tensorflow_transform import impl_helper
+from tensorflow_transform import graph_context, impl_helper, schema_inference
 from tensorflow_transform.beam import analysis_graph_builder
 from tensorflow_transform.beam.analyzer_cache import DatasetKey
 from tfx.utils import io_utils
@@ -35,6 +36,17 @@ def two_phases_fn(inputs: dict) -> dict:
         "scaled": tft.scale_to_z_score(centred),
         "company": tft.compute_and_apply_vocabulary(inputs["company"]),
         "miles": tf.cast(inputs["trip_miles"], tf.float32) * 2.0,
+    }
+
+
+def overridden_outputs_fn(inputs: dict) -> dict:
+    """Outputs that carry schema overrides (a vocabulary's and buckets' indices, returned
+    as they are), one that does not, and a sparse column passed through."""
+    return {
+        "company": tft.compute_and_apply_vocabulary(inputs["company"]),
+        "fare_bucket": tft.bucketize(tf.cast(inputs["fare"], tf.float32), 4),
+        "miles": tf.cast(inputs["trip_miles"], tf.float32) * 2.0,
+        "tract": inputs["pickup_census_tract"],
     }
 
 
@@ -118,6 +130,7 @@ def test_the_tracer_is_tf_transforms_own_outside_the_block(specs):
             assert impl_helper.trace_preprocessing_function is not transform.TRACE_PREPROCESSING_FUNCTION
             raise RuntimeError("inside")
     assert impl_helper.trace_preprocessing_function is transform.TRACE_PREPROCESSING_FUNCTION
+    assert schema_inference.get_traced_metadata_fn is transform.GET_TRACED_METADATA_FN
     traces: list = []
     fn = counted(two_phases_fn, traces)
     tft.get_transform_input_columns(fn, specs)
@@ -128,3 +141,40 @@ def test_the_tracer_is_tf_transforms_own_outside_the_block(specs):
 def test_the_pipelines_transform_runs_this_executor(tmp_path):
     pipe = create_pipeline(PipelineConfig(data_root=str(tmp_path), output_root=str(tmp_path / "out")))
     assert node(pipe, "Transform").executor_spec.executor_class is transform.Executor
+
+
+def preliminary_schema(fn, specs, temp_dir: str) -> schema_pb2.Schema:
+    """What tf.Transform's analysis does for its schema before any analyzer ran."""
+    graph, inputs, outputs = impl_helper.trace_preprocessing_function(fn, specs, False, temp_dir)
+    context = graph_context.TFGraphContext(module_to_export=tf.Module(), temp_dir=temp_dir, evaluated_replacements={})
+    metadata_fn = schema_inference.get_traced_metadata_fn(fn, inputs, context, evaluate_schema_overrides=False)
+    return schema_inference.infer_feature_schema_v2(outputs, metadata_fn, evaluate_schema_overrides=False)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [preprocessing.preprocessing_fn, two_phases_fn, overridden_outputs_fn],
+    ids=["pipeline", "two_phases", "overridden_outputs"],
+)
+def test_the_preliminary_schema_is_read_from_the_analysis_trace(fn, specs, tmp_path):
+    alone: list = []
+    expected = preliminary_schema(counted(fn, alone), specs, str(tmp_path / "alone"))
+    shared: list = []
+    with transform.one_inspection_trace():
+        schema = preliminary_schema(counted(fn, shared), specs, str(tmp_path / "shared"))
+    assert (len(alone), len(shared)) == (2, 1)
+    assert schema == expected
+    if fn is overridden_outputs_fn:
+        categorical = {f.name for f in expected.feature if f.int_domain.is_categorical}
+        assert categorical == {"company", "fare_bucket"}
+
+
+def test_the_final_schema_is_traced_as_before(specs, tmp_path):
+    """Its overrides are evaluated with the analyzers' results: tf.Transform traces it."""
+    traces: list = []
+    fn = counted(overridden_outputs_fn, traces)
+    with transform.one_inspection_trace():
+        _, inputs, _ = impl_helper.trace_preprocessing_function(fn, specs, False, str(tmp_path))
+        context = graph_context.TFGraphContext(module_to_export=tf.Module(), temp_dir=str(tmp_path))
+        schema_inference.get_traced_metadata_fn(fn, inputs, context, evaluate_schema_overrides=True)
+    assert len(traces) == 2

@@ -85,6 +85,9 @@ def test_transform_writes_its_graph_and_no_transformed_examples(transform, train
     assert len(set(applied[xf("payment_type")].ravel())) > 1 and len(set(applied[xf(features.LABEL_KEY)].ravel())) == 2
     written = transformed.materialized(materialized, "eval")
     assert sorted(transformed.rows(applied)) == sorted(transformed.rows(written))
+    # The schema TFX's own executor wrote (this one reads its preliminary schema from a trace).
+    own = tft.TFTransformOutput(materialized["transform_graph"][0].uri)
+    assert output.transformed_metadata.schema == own.transformed_metadata.schema
 
 
 def test_a_tf1_transform_graph_gives_the_values_the_tf2_graph_gives(
