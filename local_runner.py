@@ -156,7 +156,8 @@ def run(config: PipelineConfig) -> None:
 
     from pipeline.pipeline import create_pipeline
 
-    local_start.after_imports(pickles_stay_here=runs_locally(config.beam_pipeline_args))
+    local_start.before_pickles(pickles_stay_here=runs_locally(config.beam_pipeline_args))
+    local_start.after_imports()
     LocalDagRunner().run(create_pipeline(config, metadata_config(config)))
 
 

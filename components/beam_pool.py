@@ -31,7 +31,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms import environments
 from apache_beam.utils import thread_pool_executor
 
-from components import beam_pickle_codec, local_start, worker_process_env
+from components import local_start, worker_process_env
 from components.frozen_imports import frozen_imports
 
 # Imported by each pool process once it is listening: what the Beam components' workers
@@ -153,7 +153,7 @@ def serve() -> None:
     # which shows a run's progress only).
     logging.getLogger().setLevel(logging.ERROR)
     # Before the first worker starts: the runner's pickles may be in the local form.
-    beam_pickle_codec.install(pickles_stay_here=True)
+    local_start.before_pickles(pickles_stay_here=True)
     address, server = BeamFnExternalWorkerPoolServicer.start(use_process=False, state_cache_size=0)
     print(address, flush=True)
     local_start.before_imports()
@@ -162,8 +162,7 @@ def serve() -> None:
             # Only a head start: a worker that needs a module imports it anyway.
             with contextlib.suppress(ImportError):
                 importlib.import_module(module)
-    # Its pickles go to this pool's runner, on this machine.
-    local_start.after_imports(pickles_stay_here=True)
+    local_start.after_imports()
     sys.stdin.read()
     server.stop(None)
     os._exit(0)

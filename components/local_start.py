@@ -1,6 +1,7 @@
-"""What a local process that runs TFX's Beam components sets up around its heavy imports:
-``local_runner.py`` and each Beam pool process (``components/beam_pool.py``) call both, so
-a cost taken away in one is taken away in the other.
+"""What a local process that runs TFX's Beam components sets up around its heavy imports
+and before its first Beam pickle: ``local_runner.py`` and each Beam pool process
+(``components/beam_pool.py``) call all three, so a cost taken away in one is taken away in
+the other.
 """
 
 from __future__ import annotations
@@ -13,12 +14,19 @@ def before_imports() -> None:
     deferred_imports.install()
 
 
-def after_imports(pickles_stay_here: bool) -> None:
-    """Beam's per-run costs taken away (each module says which, and why).
+def before_pickles(pickles_stay_here: bool) -> None:
+    """How Beam's pickles are compressed, set before this process makes or reads one (a
+    pool's worker may be handed one as soon as its server starts).
     ``pickles_stay_here``: Beam runs on this machine (never a remote runner's workers)."""
-    from components import beam_option_views, beam_overheads, beam_pickle_codec, beam_signatures
+    from components import beam_pickle_codec
+
+    beam_pickle_codec.install(pickles_stay_here)
+
+
+def after_imports() -> None:
+    """Beam's per-run costs taken away (each module says which, and why)."""
+    from components import beam_option_views, beam_overheads, beam_signatures
 
     beam_signatures.install()
     beam_option_views.install()
     beam_overheads.install()
-    beam_pickle_codec.install(pickles_stay_here)

@@ -1,5 +1,5 @@
-"""local_start: both local entry points get every deferral and every Beam patch, checked in
-a new interpreter (the test process may have installed them already)."""
+"""local_start: both local entry points get every deferral, the pickle codec and every Beam
+patch, checked in a new interpreter (the test process may have installed them already)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ def test_before_and_after_the_imports_everything_is_installed(pickles_stay_here)
             "from components import beam_option_views, beam_overheads, beam_signatures, local_start; "
             "local_start.before_imports(); "
             "deferring = [type(f).__name__ for f in sys.meta_path].count('_DeferringFinder'); "
-            f"local_start.after_imports(pickles_stay_here={pickles_stay_here}); "
+            f"local_start.before_pickles(pickles_stay_here={pickles_stay_here}); "
+            "local_start.after_imports(); "
             "print(json.dumps(dict(deferring=deferring, "
             "signatures=core.get_signature is beam_signatures.get_signature, "
             "views=PipelineOptions.view_as is beam_option_views.view_as, "
