@@ -32,7 +32,7 @@ class HParams:
     learning_rate: float = 0.001
     hidden_units: tuple[int, ...] = (64, 32)
     dropout: float = 0.2
-    # L2 penalty on the wide weights and embeddings: the one-hot crosses overfit otherwise.
+    # L2 penalty on the wide weights and embeddings: the crosses' cells overfit otherwise.
     l2: float = 1e-4
     # Exponential moving average of the weights (0 disables): steadies the final model.
     ema_momentum: float = 0.99

@@ -1,5 +1,5 @@
-"""The Keras model: wide (one-hot categories and coordinate crosses) and deep (embeddings
-plus numeric z-scores), one sigmoid output for "big tipper".
+"""The Keras model: wide (a weight per category and per coordinate-cross cell) and deep
+(embeddings plus numeric z-scores), one sigmoid output for "big tipper".
 
 It takes the transformed features (``<name>_xf``, each [batch, 1]) and knows nothing of
 TFX; the category counts come in as a dict so it can be built and tested on its own.
@@ -50,6 +50,26 @@ def _embedding_dim(num_categories: int) -> int:
     return max(2, min(16, int(round(2 * math.pow(num_categories, 0.25)))))
 
 
+def _wide_logit(columns: list[tuple[tf.Tensor, int]], regularizer) -> tf.Tensor:
+    """The wide part's logit: one weight per category of each column, summed over the
+    columns. The same linear function of the columns' one-hot encodings that a dense layer
+    over them computes (the same weights, initialisation and regularisation; its bias is
+    the deep part's), looked up in one table where each column has its own rows: one-hot
+    encodings made every trace of the model several times larger (tracing the training
+    step, validation and the export signatures), and each step multiplied mostly zeros.
+    Indices are in range by construction (Transform's vocabularies, clipping and buckets;
+    the sizes read from the same transform output); one out of range fails the step on CPU
+    in the deep part's lookup of the same index."""
+    offset, shifted = 0, []
+    for column, size in columns:
+        shifted.append(column + offset if offset else column)
+        offset += size
+    weights = keras.layers.Embedding(
+        offset, 1, embeddings_initializer="glorot_uniform", embeddings_regularizer=regularizer, name="wide_weights"
+    )(keras.layers.concatenate(shifted, name="wide_cells"))
+    return tf.reduce_sum(keras.layers.Flatten()(weights), axis=1, keepdims=True)
+
+
 def build_keras_model(
     categorical_sizes: Mapping[str, int], hparams: HParams = HParams(), steps_per_execution: int = 1
 ) -> keras.Model:
@@ -68,22 +88,20 @@ def build_keras_model(
 
     regularizer = keras.regularizers.L2(hparams.l2) if hparams.l2 else None
     deep_parts = list(dense_inputs.values())
-    wide_parts = []
+    # The wide part's columns: (category index, number of categories).
+    wide_columns = []
     for key, layer_input in cat_inputs.items():
         size = int(categorical_sizes[key])
         embedded = keras.layers.Embedding(
             size, _embedding_dim(size), embeddings_regularizer=regularizer, name=f"embed_{key}"
         )(layer_input)
         deep_parts.append(keras.layers.Flatten()(embedded))
-        wide_parts.append(keras.layers.CategoryEncoding(size, output_mode="one_hot", name=f"onehot_{key}")(layer_input))
+        wide_columns.append((layer_input, size))
     for lat, lon in COORDINATE_CROSSES:
         lat_key, lon_key = features.transformed_name(lat), features.transformed_name(lon)
         lon_size = int(categorical_sizes[lon_key])
-        cell = cat_inputs[lat_key] * lon_size + cat_inputs[lon_key]
-        wide_parts.append(
-            keras.layers.CategoryEncoding(
-                int(categorical_sizes[lat_key]) * lon_size, output_mode="one_hot", name=f"cross_{lat}_{lon}"
-            )(cell)
+        wide_columns.append(
+            (cat_inputs[lat_key] * lon_size + cat_inputs[lon_key], int(categorical_sizes[lat_key]) * lon_size)
         )
 
     pay_key, fare_key = features.transformed_name("payment_type"), features.transformed_name("fare")
@@ -92,19 +110,14 @@ def build_keras_model(
         bin_boundaries=list(FARE_BUCKET_BOUNDARIES), output_mode="int", name="fare_bucket"
     )(dense_inputs[fare_key])
     pay_fare = cat_inputs[pay_key] * fare_buckets + tf.cast(fare_bucket, tf.int64)
-    wide_parts.append(
-        keras.layers.CategoryEncoding(
-            int(categorical_sizes[pay_key]) * fare_buckets, output_mode="one_hot", name="cross_payment_type_fare"
-        )(pay_fare)
-    )
+    wide_columns.append((pay_fare, int(categorical_sizes[pay_key]) * fare_buckets))
 
     deep = keras.layers.concatenate(deep_parts)
     for units in hparams.hidden_units:
         deep = keras.layers.Dense(units, activation="relu")(deep)
         if hparams.dropout:
             deep = keras.layers.Dropout(hparams.dropout)(deep)
-    wide = keras.layers.concatenate(wide_parts)
-    wide_logit = keras.layers.Dense(1, kernel_regularizer=regularizer, name="wide_logit")(wide)
+    wide_logit = _wide_logit(wide_columns, regularizer)
     deep_logit = keras.layers.Dense(1, name="deep_logit")(deep)
     logit = keras.layers.Add(name="logit")([wide_logit, deep_logit])
     output = keras.layers.Activation("sigmoid", name="big_tipper_probability")(logit)

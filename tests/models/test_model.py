@@ -44,6 +44,33 @@ def test_model_learns_a_separable_signal():
     assert history.history["auc"][-1] > 0.95
 
 
+def _one_hot_columns(batch: dict[str, np.ndarray], sizes: dict[str, int]) -> np.ndarray:
+    """The wide part's columns one-hot encoded side by side, as a dense layer over them
+    would see them: each categorical, the two coordinate crosses, payment x fare bucket."""
+    columns = [(batch[k][:, 0], sizes[k]) for k in model_lib.categorical_feature_keys()]
+    for lat, lon in model_lib.COORDINATE_CROSSES:
+        lat_key, lon_key = features.transformed_name(lat), features.transformed_name(lon)
+        columns.append((batch[lat_key][:, 0] * sizes[lon_key] + batch[lon_key][:, 0], sizes[lat_key] * sizes[lon_key]))
+    pay_key, fare_key = features.transformed_name("payment_type"), features.transformed_name("fare")
+    buckets = len(model_lib.FARE_BUCKET_BOUNDARIES) + 1
+    fare_bucket = np.digitize(batch[fare_key][:, 0], model_lib.FARE_BUCKET_BOUNDARIES)
+    columns.append((batch[pay_key][:, 0] * buckets + fare_bucket, sizes[pay_key] * buckets))
+    return np.concatenate([np.eye(size)[values] for values, size in columns], axis=1)
+
+
+def test_the_wide_part_is_a_linear_function_of_the_one_hot_columns():
+    """One weight per category of each column: the wide logit is the one-hot columns times
+    the weight table, as a dense layer over the encodings computed it."""
+    sizes = _sizes()
+    model = model_lib.build_keras_model(sizes, HParams(hidden_units=(8,)))
+    batch = _batch(sizes, n=64, seed=3)
+    weights = model.get_layer("wide_weights").embeddings.numpy()
+    one_hot = _one_hot_columns(batch, sizes)
+    assert weights.shape == (one_hot.shape[1], 1)
+    wide = keras.Model(model.input, model.get_layer("logit").input[0])
+    np.testing.assert_allclose(wide.predict(batch, verbose=0), one_hot @ weights, rtol=1e-5, atol=1e-6)
+
+
 def test_model_rejects_missing_category_sizes():
     sizes = _sizes()
     sizes.pop(features.transformed_name("company"))

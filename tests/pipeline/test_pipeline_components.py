@@ -130,7 +130,7 @@ def test_the_export_holds_the_model_graph_once(trainer):
     holding = [
         f.signature.name
         for f in meta_graph.graph_def.library.function
-        if any(node.name.startswith("model/wide_logit/") for node in f.node_def)
+        if any(node.name.startswith("model/wide_weights/") for node in f.node_def)
     ]
     assert len(holding) == 1, holding
 
