@@ -27,7 +27,7 @@ def _dense(x: tf.Tensor | tf.SparseTensor | tf.RaggedTensor, default) -> tf.Tens
     return tf.reshape(x, [-1])
 
 
-# Transform traces preprocessing_fn about nine times per run, and the Trainer and the
+# Transform traces preprocessing_fn five times per run, and the Trainer and the
 # Evaluator run its graph on every batch: the helpers below build few graph operations
 # (tf.slice rather than Python indexing, which adds constants and a strided slice).
 def _batch_size(x: tf.SparseTensor) -> tf.Tensor:
