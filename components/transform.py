@@ -111,7 +111,8 @@ def one_inspection_trace() -> Iterator[None]:
     assets they write and are made afresh, as are TF1 traces; the preliminary schema of an
     analysis trace is read from it (module docstring)."""
     kept: dict[tuple, _Trace] = {}
-    # By function and the identity of the analysis trace's inputs (kept alive here).
+    # By function and the identity of the analysis trace's inputs (kept alive by the
+    # entry, so no other object takes that identity while the block lasts).
     overrides: dict[tuple, _Overrides] = {}
 
     def trace(
@@ -137,7 +138,7 @@ def one_inspection_trace() -> Iterator[None]:
         # Only the preliminary schema: overrides not evaluated, no analyzer results given.
         replacements = getattr(tf_graph_context, "_evaluated_replacements", "unknown")
         preliminary = not evaluate_schema_overrides and not replacements
-        if found is not None and found.structured_inputs is structured_inputs and preliminary:
+        if found is not None and preliminary:
             return found.metadata_fn
         return GET_TRACED_METADATA_FN(preprocessing_fn, structured_inputs, tf_graph_context, evaluate_schema_overrides)
 

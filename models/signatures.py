@@ -36,7 +36,6 @@ DECISION_THRESHOLD = 0.5
 def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutput) -> dict:
     """Builds the exported signatures; the Transform layer is tracked on the model."""
     model.tft_layer = tf_transform_output.transform_features_layer()
-    model_inputs = list(model.input_names)
     raw_spec = tf_transform_output.raw_feature_spec()
     # The label's source is unknown at serving time; outputs depending on it are pruned.
     serving_spec = {key: spec for key, spec in raw_spec.items() if key != features.TIPS}
@@ -45,6 +44,7 @@ def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutp
         key: tf.TensorSpec(tensor.shape, tensor.dtype, name=key)
         for key, tensor in zip(model.input_names, model.inputs, strict=True)
     }
+    model_inputs = list(transformed_spec)
 
     # Both serving signatures call this one function: traced inline in each, the model's
     # graph was traced, saved and loaded twice (docs/model.md, Export).
