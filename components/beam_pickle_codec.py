@@ -1,11 +1,12 @@
 """Beam's pickles compressed with zlib at its fastest level instead of bz2 at its slowest,
 in processes whose pickles never leave this machine.
 
-Beam pickles every DoFn, its arguments and side-input views with dill, several times per
-transform (to check them, to build the pipeline proto, again in the worker), and compresses
-each pickle with bz2 at level 9 so that large ones stay under protocol buffer limits on
-remote runners. Pickles here are a few kilobytes, read back by this process or by the
-local Beam pool's processes, where bz2's cost buys nothing (docs/pipeline.md).
+Beam pickles every DoFn, its arguments and side-input views (with dill or cloudpickle,
+``components.beam_runtime``), several times per transform (to check them, to build the
+pipeline proto, again in the worker), and both its picklers compress each pickle with bz2
+at level 9 so that large ones stay under protocol buffer limits on remote runners. Pickles
+here are a few kilobytes, read back by this process or by the local Beam pool's processes,
+where bz2's cost buys nothing (docs/pipeline.md).
 
 Reading accepts both forms (a bz2 stream starts ``BZh``, a zlib stream never does), so a
 pickle made before the switch, or by a process without it, still loads. Writing switches
@@ -20,10 +21,11 @@ from __future__ import annotations
 import bz2
 import zlib
 
-from apache_beam.internal import dill_pickler
+from apache_beam.internal import cloudpickle_pickler, dill_pickler
 
-# Beam's own compressor, as its pickler calls it (module attribute ``bz2``).
+# Beam's own compressor, as its two picklers call it (module attribute ``bz2``).
 BEAM_COMPRESSOR = dill_pickler.bz2
+BEAM_PICKLERS = (dill_pickler, cloudpickle_pickler)
 BZ2_MAGIC = b"BZh"
 # zlib's fastest level: these pickles are small, and read back within the run.
 ZLIB_LEVEL = 1
@@ -50,5 +52,6 @@ class _Writer(_Reader):
 
 
 def install(pickles_stay_here: bool) -> None:
-    """Beam's pickler reads both forms; it writes zlib only if ``pickles_stay_here``."""
-    dill_pickler.bz2 = _Writer if pickles_stay_here else _Reader
+    """Beam's picklers read both forms; they write zlib only if ``pickles_stay_here``."""
+    for beam_pickler in BEAM_PICKLERS:
+        beam_pickler.bz2 = _Writer if pickles_stay_here else _Reader

@@ -4,8 +4,9 @@ components that take a faster path when Beam would run on this machine anyway.
 
 Local runs use Beam's DirectRunner, in-process for small data and one worker process per
 core for large data, the worker processes started once per run and shared by the Beam
-components (``components.beam_pool``). With a ``--runner`` given (Dataflow, Flink, ...),
-only the caller's arguments are used.
+components (``components.beam_pool``), and Beam's cloudpickle to pickle what they run
+(``LOCAL_PICKLER_ARG``). With a ``--runner`` given (Dataflow, Flink, ...), only the
+caller's arguments are used.
 """
 
 from __future__ import annotations
@@ -19,7 +20,18 @@ from collections.abc import Sequence
 # The DirectRunner with its worker processes shared by every component (components/beam_pool.py).
 POOLED_RUNNER = "components.beam_pool.PooledDirectRunner"
 LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner", POOLED_RUNNER)
-IN_PROCESS_ARGS = ("--runner=DirectRunner", "--direct_running_mode=in_memory", "--direct_num_workers=1")
+# Beam pickles every DoFn several times per transform (to check it, for the pipeline's
+# portable form, again in the worker); dill, its default in this Beam, pickles in pure
+# Python, cloudpickle (Beam's own option, its default from Beam 2.65) with Python's C
+# pickler. Local runs only: a remote job keeps the pickler its workers are set up for.
+LOCAL_PICKLE_LIBRARY = "cloudpickle"
+LOCAL_PICKLER_ARG = f"--pickle_library={LOCAL_PICKLE_LIBRARY}"
+IN_PROCESS_ARGS = (
+    "--runner=DirectRunner",
+    "--direct_running_mode=in_memory",
+    "--direct_num_workers=1",
+    LOCAL_PICKLER_ARG,
+)
 # Unless a Beam dependency flag is set, every TFX Beam executor (ExampleGen, StatisticsGen,
 # Transform, Evaluator) copies the whole installed TFX into a new /tmp directory and builds
 # an sdist of it for remote workers to install, on every run, never removed. The
@@ -61,8 +73,9 @@ def usable_cores() -> int:
 
 def pipeline_args(workers: int, extra_args: Sequence[str] = ()) -> list[str]:
     """Beam arguments for a pipeline: DirectRunner with ``workers`` (1: in-process, more:
-    that many processes of the run's pool), then ``extra_args``; given a ``--runner``, ``extra_args`` alone
-    (TFX then packages itself for the remote workers, as they need)."""
+    that many processes of the run's pool) and cloudpickle, then ``extra_args``; given a
+    ``--runner``, ``extra_args`` alone (TFX then packages itself for the remote workers,
+    as they need)."""
     if runner(extra_args) is not None:
         return list(extra_args)
     if workers < 1:
@@ -70,7 +83,7 @@ def pipeline_args(workers: int, extra_args: Sequence[str] = ()) -> list[str]:
     if workers == 1:
         mode = list(IN_PROCESS_ARGS)
     else:
-        mode = [f"--runner={POOLED_RUNNER}", f"--direct_num_workers={workers}"]
+        mode = [f"--runner={POOLED_RUNNER}", f"--direct_num_workers={workers}", LOCAL_PICKLER_ARG]
     return [*mode, NO_STAGING_ARG, *extra_args]
 
 

@@ -15,12 +15,20 @@ def before_imports() -> None:
 
 
 def before_pickles(pickles_stay_here: bool) -> None:
-    """How Beam's pickles are compressed, set before this process makes or reads one (a
-    pool's worker may be handed one as soon as its server starts).
-    ``pickles_stay_here``: Beam runs on this machine (never a remote runner's workers)."""
-    from components import beam_pickle_codec
+    """How Beam's pickles are made and compressed, set before this process makes or reads
+    one (a pool's worker may be handed one as soon as its server starts).
+    ``pickles_stay_here``: Beam runs on this machine (never a remote runner's workers).
+
+    Where they stay, the pickler is the local runs' (``beam_runtime.LOCAL_PICKLE_LIBRARY``)
+    from the start: each Beam pipeline then sets it again from its options, but a pool
+    process builds none and would otherwise pickle again with Beam's default."""
+    from apache_beam.internal import pickler
+
+    from components import beam_pickle_codec, beam_runtime
 
     beam_pickle_codec.install(pickles_stay_here)
+    if pickles_stay_here:
+        pickler.set_library(beam_runtime.LOCAL_PICKLE_LIBRARY)
 
 
 def after_imports() -> None:

@@ -1,5 +1,6 @@
 """beam_pickle_codec: where pickles stay here Beam writes zlib and reads both forms; told
-otherwise it writes Beam's own bz2 form; pipelines give the same results either way."""
+otherwise it writes Beam's own bz2 form; pipelines give the same results either way. All
+of it with each of Beam's picklers (dill, its default; cloudpickle, the local runs')."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import zlib
 
 import apache_beam as beam
 import pytest
-from apache_beam.internal import dill_pickler, pickler
+from apache_beam.internal import cloudpickle_pickler, pickler
+from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
 from components import beam_pickle_codec
@@ -22,20 +24,30 @@ class Scale(beam.DoFn):
         yield element * self.factor
 
 
-@pytest.fixture
-def beams_own(monkeypatch):
-    monkeypatch.setattr(dill_pickler, "bz2", beam_pickle_codec.BEAM_COMPRESSOR)
+def _use(library: str) -> None:
+    pickler.set_library(library)
+
+
+@pytest.fixture(params=["dill", "cloudpickle"])
+def library(request, monkeypatch):
+    """Beam's own compressor in both picklers, and ``request.param`` the pickler in use."""
+    for beam_pickler in beam_pickle_codec.BEAM_PICKLERS:
+        monkeypatch.setattr(beam_pickler, "bz2", beam_pickle_codec.BEAM_COMPRESSOR)
+    previous = "cloudpickle" if pickler.desired_pickle_lib is cloudpickle_pickler else "dill"
+    _use(request.param)
+    yield request.param
+    _use(previous)
 
 
 def compressed(encoded: bytes) -> bytes:
     return base64.b64decode(encoded)
 
 
-def test_beam_writes_bz2_by_default(beams_own):
+def test_beam_writes_bz2_by_default(library):
     assert compressed(pickler.dumps({"a": 1}))[:3] == beam_pickle_codec.BZ2_MAGIC
 
 
-def test_pickles_that_stay_here_are_zlib_and_both_forms_load(beams_own):
+def test_pickles_that_stay_here_are_zlib_and_both_forms_load(library):
     value = {"fn": Scale(3), "numbers": list(range(1000)), "text": "x" * 5000}
     made_by_beam = pickler.dumps(value)
     beam_pickle_codec.install(pickles_stay_here=True)
@@ -46,7 +58,7 @@ def test_pickles_that_stay_here_are_zlib_and_both_forms_load(beams_own):
         assert (loaded["fn"].factor, loaded["numbers"], loaded["text"]) == (3, value["numbers"], value["text"])
 
 
-def test_pickles_that_may_leave_stay_in_beams_form_and_both_forms_load(beams_own):
+def test_pickles_that_may_leave_stay_in_beams_form_and_both_forms_load(library):
     beam_pickle_codec.install(pickles_stay_here=True)
     made_here = pickler.dumps([1, 2])
     beam_pickle_codec.install(pickles_stay_here=False)
@@ -54,10 +66,24 @@ def test_pickles_that_may_leave_stay_in_beams_form_and_both_forms_load(beams_own
     assert pickler.loads(made_here) == [1, 2]
 
 
+def test_a_pickle_made_with_the_other_pickler_loads(library):
+    """A pool process keeps the local runs' pickler even if a run's options chose the
+    other: what either one pickled, a function and a DoFn, the other loads."""
+    other = "cloudpickle" if library == "dill" else "dill"
+    beam_pickle_codec.install(pickles_stay_here=True)
+    _use(other)
+    made_by_other = pickler.dumps((lambda x: x + 1, Scale(4)))
+    _use(library)
+    add_one, scale = pickler.loads(made_by_other)
+    assert (add_one(1), list(scale.process(2))) == (2, [8])
+
+
 @pytest.mark.parametrize("pickles_stay_here", [True, False])
-def test_a_pipeline_gives_the_same_results(beams_own, pickles_stay_here):
+def test_a_pipeline_gives_the_same_results(library, pickles_stay_here):
     beam_pickle_codec.install(pickles_stay_here)
-    with beam.Pipeline(runner="DirectRunner") as pipeline:
+    options = PipelineOptions(["--runner=DirectRunner", f"--pickle_library={library}"])
+    with beam.Pipeline(options=options) as pipeline:
+        assert pickler.desired_pickle_lib.__name__.endswith(f".{library}_pickler")
         scaled = pipeline | beam.Create([1, 2, 3]) | beam.ParDo(Scale(10))
         side = pipeline | "Side" >> beam.Create([5])
         added = scaled | beam.Map(lambda x, s: x + s, beam.pvalue.AsSingleton(side))

@@ -39,19 +39,30 @@ def _fail_on_seven(x: int) -> int:
     return x
 
 
-def _run_squares(tmp_path, name: str) -> list[tuple[int, int]]:
-    """(pid of the process that squared it, x squared) for x in 0..199, run on the pool."""
+def _run_on_pool(tmp_path, name: str, fn) -> list[list[str]]:
+    """The words of ``fn(x)`` for x in 0..199, run on the pool."""
     output = str(tmp_path / name)
     with beam.Pipeline(options=_options(tmp_path)) as pipeline:
         (
             pipeline
             | beam.Create(range(200))
             | beam.Reshuffle()
-            | beam.Map(_square_with_pid)
+            | beam.Map(fn)
             | beam.io.WriteToText(output, shard_name_template="")
         )
     with open(output) as lines:
-        return [tuple(int(v) for v in line.split()) for line in lines]
+        return [line.split() for line in lines]
+
+
+def _run_squares(tmp_path, name: str) -> list[tuple[int, int]]:
+    """(pid of the process that squared it, x squared) for x in 0..199, run on the pool."""
+    return [(int(pid), int(square)) for pid, square in _run_on_pool(tmp_path, name, _square_with_pid)]
+
+
+def _pickler_with_pid(_) -> str:
+    from apache_beam.internal import pickler
+
+    return f"{os.getpid()} {pickler.desired_pickle_lib.__name__}"
 
 
 def _pool_pids() -> set[int]:
@@ -94,6 +105,14 @@ def test_a_new_pools_workers_read_pickles_in_the_local_form_from_the_first(tmp_p
     rows = _run_squares(tmp_path, "local_form.txt")
     assert sorted(square for _, square in rows) == sorted(x * x for x in range(200))
     assert {pid for pid, _ in rows} <= _pool_pids()
+
+
+def test_the_pools_workers_pickle_with_the_local_runs_pickler(tmp_path):
+    """A pool process builds no pipeline, so no pipeline's options set its pickler: it is
+    set when the process starts (local_start.before_pickles), as the runs' args set theirs."""
+    rows = _run_on_pool(tmp_path, "picklers.txt", _pickler_with_pid)
+    assert {int(pid) for pid, _ in rows} <= _pool_pids()
+    assert {name for _, name in rows} == {f"apache_beam.internal.{beam_runtime.LOCAL_PICKLE_LIBRARY}_pickler"}
 
 
 def test_a_pool_with_a_process_gone_is_replaced(tmp_path):

@@ -37,12 +37,26 @@ def test_pipeline_args_run_in_process_with_one_worker_and_in_processes_with_more
     assert beam_runtime.pipeline_args(3, ("--foo=1",)) == [
         "--runner=components.beam_pool.PooledDirectRunner",
         "--direct_num_workers=3",
+        "--pickle_library=cloudpickle",
         beam_runtime.NO_STAGING_ARG,
         "--foo=1",
     ]
     assert beam_runtime.pipeline_args(3, ("--runner", "FlinkRunner")) == ["--runner", "FlinkRunner"]
     with pytest.raises(ValueError, match="at least 1 worker"):
         beam_runtime.pipeline_args(0)
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_local_pipelines_pickle_with_cloudpickle_and_remote_ones_with_beams_default(workers):
+    from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
+
+    def library(args) -> str:
+        return PipelineOptions(args).view_as(SetupOptions).pickle_library
+
+    assert library(beam_runtime.pipeline_args(workers)) == "cloudpickle"
+    # A user's choice comes after ours, and in Beam the last flag wins.
+    assert library(beam_runtime.pipeline_args(workers, ("--pickle_library=dill",))) == "dill"
+    assert library(beam_runtime.pipeline_args(workers, ("--runner=DataflowRunner",))) == "default"
 
 
 def test_the_no_staging_arg_names_this_python_and_beam():

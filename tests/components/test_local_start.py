@@ -1,5 +1,5 @@
-"""local_start: both local entry points get every deferral, the pickle codec and every Beam
-patch, checked in a new interpreter (the test process may have installed them already)."""
+"""local_start: both local entry points get every deferral, the pickle codec and pickler, and
+every Beam patch, checked in a new interpreter (the test process may have installed them already)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def test_before_and_after_the_imports_everything_is_installed(pickles_stay_here)
     outcome = json.loads(
         fresh_python(
             "import json, sys, dill; "
-            "from apache_beam.internal import dill_pickler; "
+            "from apache_beam.internal import dill_pickler, pickler; "
             "from apache_beam.options.pipeline_options import PipelineOptions; "
             "from apache_beam.transforms import core; "
             "from apache_beam.runners.portability.fn_api_runner import worker_handlers; "
@@ -29,8 +29,19 @@ def test_before_and_after_the_imports_everything_is_installed(pickles_stay_here)
             "views=PipelineOptions.view_as is beam_option_views.view_as, "
             "trace=dill.dill._trace is beam_overheads.trace, "
             "cache=worker_handlers.STATE_CACHE_SIZE_MB, "
-            "codec=dill_pickler.bz2.__name__)))"
+            "codec=dill_pickler.bz2.__name__, "
+            "library=pickler.desired_pickle_lib.__name__.rpartition('.')[2])))"
         ).splitlines()[-1]
     )
     codec = "_Writer" if pickles_stay_here else "_Reader"
-    assert outcome == {"deferring": 1, "signatures": True, "views": True, "trace": True, "cache": 0, "codec": codec}
+    # Where pickles stay here, the local runs' pickler from the start; else Beam's default.
+    library = "cloudpickle_pickler" if pickles_stay_here else "dill_pickler"
+    assert outcome == {
+        "deferring": 1,
+        "signatures": True,
+        "views": True,
+        "trace": True,
+        "cache": 0,
+        "codec": codec,
+        "library": library,
+    }

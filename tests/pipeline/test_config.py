@@ -33,7 +33,13 @@ def test_a_runner_given_takes_only_the_extra_args(extra):
 def test_beam_runs_in_process_with_one_worker_and_multiprocess_with_more():
     assert "--direct_running_mode=in_memory" in PipelineConfig().beam_pipeline_args
     args = PipelineConfig(beam_workers=2, extra_beam_args=("--foo=1",)).beam_pipeline_args
-    assert args == [f"--runner={POOLED_RUNNER}", "--direct_num_workers=2", NO_STAGING_ARG, "--foo=1"]
+    assert args == [
+        f"--runner={POOLED_RUNNER}",
+        "--direct_num_workers=2",
+        "--pickle_library=cloudpickle",
+        NO_STAGING_ARG,
+        "--foo=1",
+    ]
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -61,6 +67,7 @@ def test_a_transform_with_statistics_runs_in_process_and_only_when_workers_would
         "--runner=DirectRunner",
         "--direct_running_mode=in_memory",
         "--direct_num_workers=1",
+        "--pickle_library=cloudpickle",
     ]
     assert config.component_beam_args("StatisticsGen") == []
     assert PipelineConfig(beam_workers=2).component_beam_args("Transform") == []  # no statistics
