@@ -23,7 +23,8 @@ LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunn
 # Beam pickles every DoFn several times per transform (to check it, for the pipeline's
 # portable form, again in the worker); dill, its default in this Beam, pickles in pure
 # Python, cloudpickle (Beam's own option, its default from Beam 2.65) with Python's C
-# pickler. Local runs only: a remote job keeps the pickler its workers are set up for.
+# pickler. DirectRunner runs only (here, or inside a Vertex job's container): a remote
+# runner's job keeps Beam's default, which its workers are set up for.
 LOCAL_PICKLE_LIBRARY = "cloudpickle"
 LOCAL_PICKLER_ARG = f"--pickle_library={LOCAL_PICKLE_LIBRARY}"
 IN_PROCESS_ARGS = (
