@@ -27,12 +27,7 @@ LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunn
 # runner's job keeps Beam's default, which its workers are set up for.
 LOCAL_PICKLE_LIBRARY = "cloudpickle"
 LOCAL_PICKLER_ARG = f"--pickle_library={LOCAL_PICKLE_LIBRARY}"
-IN_PROCESS_ARGS = (
-    "--runner=DirectRunner",
-    "--direct_running_mode=in_memory",
-    "--direct_num_workers=1",
-    LOCAL_PICKLER_ARG,
-)
+IN_PROCESS_ARGS = ("--runner=DirectRunner", "--direct_running_mode=in_memory", "--direct_num_workers=1")
 # Unless a Beam dependency flag is set, every TFX Beam executor (ExampleGen, StatisticsGen,
 # Transform, Evaluator) copies the whole installed TFX into a new /tmp directory and builds
 # an sdist of it for remote workers to install, on every run, never removed. The
@@ -84,8 +79,10 @@ def pipeline_args(workers: int, extra_args: Sequence[str] = ()) -> list[str]:
     if workers == 1:
         mode = list(IN_PROCESS_ARGS)
     else:
-        mode = [f"--runner={POOLED_RUNNER}", f"--direct_num_workers={workers}", LOCAL_PICKLER_ARG]
-    return [*mode, NO_STAGING_ARG, *extra_args]
+        mode = [f"--runner={POOLED_RUNNER}", f"--direct_num_workers={workers}"]
+    # Once, before ``extra_args``: a component's own mode args, added after these, then
+    # leave a user's --pickle_library in place.
+    return [*mode, LOCAL_PICKLER_ARG, NO_STAGING_ARG, *extra_args]
 
 
 def workers_for_data(data_root: str, data_pattern: str, min_bytes: int = MULTI_PROCESS_MIN_MB * 2**20) -> int:

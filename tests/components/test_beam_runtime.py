@@ -33,7 +33,11 @@ def test_beam_runs_in_process_on_small_data_and_one_process_per_core_on_large(tm
 
 
 def test_pipeline_args_run_in_process_with_one_worker_and_in_processes_with_more():
-    assert beam_runtime.pipeline_args(1) == [*beam_runtime.IN_PROCESS_ARGS, beam_runtime.NO_STAGING_ARG]
+    assert beam_runtime.pipeline_args(1) == [
+        *beam_runtime.IN_PROCESS_ARGS,
+        "--pickle_library=cloudpickle",
+        beam_runtime.NO_STAGING_ARG,
+    ]
     assert beam_runtime.pipeline_args(3, ("--foo=1",)) == [
         "--runner=components.beam_pool.PooledDirectRunner",
         "--direct_num_workers=3",

@@ -67,7 +67,6 @@ def test_a_transform_with_statistics_runs_in_process_and_only_when_workers_would
         "--runner=DirectRunner",
         "--direct_running_mode=in_memory",
         "--direct_num_workers=1",
-        "--pickle_library=cloudpickle",
     ]
     assert config.component_beam_args("StatisticsGen") == []
     assert PipelineConfig(beam_workers=2).component_beam_args("Transform") == []  # no statistics

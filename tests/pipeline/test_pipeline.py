@@ -7,7 +7,7 @@ import json
 
 import pytest
 import tensorflow_model_analysis as tfma
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, SetupOptions, StandardOptions
 from google.protobuf import json_format
 from tfx import v1 as tfx
 from tfx.dsl.compiler import compiler
@@ -164,6 +164,16 @@ def test_with_worker_processes_a_transform_with_statistics_alone_runs_in_process
         assert all(
             args == list(config.beam_pipeline_args) for args in _compiled_beam_args(create_pipeline(config)).values()
         )
+
+
+@pytest.mark.parametrize(("extra", "library"), [((), "cloudpickle"), (("--pickle_library=dill",), "dill")])
+def test_every_beam_component_pickles_with_the_local_pickler_unless_the_user_chose(extra, library):
+    """Transform's own in-process args come after the user's: they must not undo a choice."""
+    config = PipelineConfig(beam_workers=2, transform_statistics=True, extra_beam_args=extra)
+    compiled = _compiled_beam_args(create_pipeline(config))
+    assert {node: PipelineOptions(args).view_as(SetupOptions).pickle_library for node, args in compiled.items()} == {
+        node: library for node in ("CsvExampleGen", "StatisticsGen", "Transform", "Evaluator")
+    }
 
 
 def test_no_tuner_unless_asked(pipe):
