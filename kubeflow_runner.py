@@ -6,14 +6,14 @@ and optionally submit it.
 Flags become a ``PipelineConfig``; ``pipeline.compiler`` compiles the same
 ``create_pipeline(config)`` that ``local_runner.py`` runs, and ``pipeline.submission``
 sends it: ``--submit`` to Vertex AI Pipelines, ``--kfp-host`` to a Kubeflow Pipelines v2
-endpoint. Nothing talks to a cloud at import, and every setting is checked before
-anything is sent.
+endpoint; ``--rehearse`` executes it on this machine instead (``pipeline.rehearsal.session``).
+This file is the command line only: parse, validate, configure, dispatch. Nothing talks to
+a cloud at import, and every setting is checked before anything is sent.
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import sys
 import warnings
@@ -23,6 +23,7 @@ from pipeline.compiler import TFX_BASE_IMAGE, KfpMissingError, compile_pipeline,
 from pipeline.config import CONTRACT_FILE, DEFAULT_SERVING_IMAGE, PipelineConfig, VertexEndpoint
 from pipeline.flags import add_pipeline_flags, pipeline_config_kwargs
 from pipeline.rehearsal.serving import SERVING_TF_VERSION
+from pipeline.rehearsal.session import RehearsalOptions, rehearse_compiled_job
 from pipeline.submission import Submission, anonymous_credentials, submit_to_kfp, submit_to_vertex
 from pipeline.vertex_training import KINDS, VertexTraining
 
@@ -249,29 +250,19 @@ def vertex_training(args: argparse.Namespace) -> VertexTraining | None:
     """The Trainer's Vertex AI job from the --vertex-training flags (unset ones: builder defaults)."""
     if not args.vertex_training:
         return None
-    given = {
-        k: v
-        for k, v in (
-            ("machine_type", args.training_machine_type),
-            ("accelerator_type", args.accelerator_type),
-            ("accelerator_count", args.accelerator_count),
-        )
-        if v is not None
-    }
     try:
-        if args.vertex_training == "gpu":
-            return VertexTraining.gpu(args.project, args.region, args.image, **given)
-        if args.vertex_training == "multi-worker":
-            return VertexTraining.multi_worker(args.project, args.region, args.image, args.training_replicas, **given)
-        if args.vertex_training == "parameter-server":
-            if args.ps_machine_type:
-                given["ps_machine_type"] = args.ps_machine_type
-            return VertexTraining.parameter_server(
-                args.project, args.region, args.image, args.training_replicas, args.parameter_servers, **given
-            )
-        if "machine_type" in given:
-            raise ValueError("a TPU VM's machine type is always cloud-tpu; drop --training-machine-type")
-        return VertexTraining.tpu(args.project, args.region, args.image, **given)
+        return VertexTraining.of_kind(
+            args.vertex_training,
+            args.project,
+            args.region,
+            args.image,
+            replicas=args.training_replicas,
+            parameter_servers=args.parameter_servers,
+            machine_type=args.training_machine_type,
+            accelerator_type=args.accelerator_type,
+            accelerator_count=args.accelerator_count,
+            ps_machine_type=args.ps_machine_type,
+        )
     except ValueError as err:
         raise SettingsError(f"--vertex-training {args.vertex_training}: {err}") from err
 
@@ -304,85 +295,57 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         raise SettingsError(f"{flag}: {err}") from err
 
 
-def rehearse(args: argparse.Namespace, config: PipelineConfig, job_file: str) -> int:
-    """Runs the compiled job here as Vertex would; prints its summary; 0 when every task succeeded."""
-    from pipeline.rehearsal.job import CompiledJob, JobError, PathMap
-    from pipeline.rehearsal.runner import Settings, log_tail, refuse_cloud_only
-    from pipeline.rehearsal.runner import rehearse as run_rehearsal
-    from pipeline.rehearsal.summary import summarize
-    from pipeline.report.write import write_report
-    from pipeline.run_summary import format_summary
-
-    try:
-        settings = Settings(
-            root=os.path.abspath(args.rehearsal_root),
-            paths=PathMap.parse(os.path.join(args.rehearsal_root, "gcs"), args.rehearse_gcs),
-            dockerfile=os.path.join(PROJECT_DIR, "Dockerfile"),
-            context_dir=PROJECT_DIR,
-            project=args.project or "rehearsal",
-            region=args.region or "local",
-            enable_caching=args.enable_cache,
-        )
-        refuse_cloud_only(CompiledJob.load(job_file))
-        local_data = settings.paths.local(config.data_root)
-        data_files = sorted(glob.glob(os.path.join(local_data, config.data_pattern)))
-        if not data_files:
-            raise JobError(
-                f"the rehearsal reads --data-root {config.data_root} from {local_data}, which holds no "
-                f"{config.data_pattern}: copy the data there, or map the prefix onto a local folder with "
-                f"--rehearse-gcs {config.data_root}=DIR"
-            )
-        print(f"Rehearsing {job_file}: {config.data_root} is read from {local_data},")
-        print(f"  {config.output_root} written to {settings.paths.local(config.output_root)}")
-        result = run_rehearsal(job_file, settings)
-    except JobError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    import tensorflow as tf
-
-    tf.get_logger().setLevel("ERROR")  # TFMA's deprecation notices while reading the evaluation
-    summary = summarize(result)
-    print("\n" + format_summary(summary, config.min_eval_auc))
-    print(f"Task logs: {result.logs_dir}")
-    try:
-        if args.report:
-            print(f"Run report: {write_report(summary, config, root=settings.root)}")
-    except Exception as err:  # noqa: BLE001 - the report must never hide the rehearsal's own outcome
-        print(f"(no run report: {type(err).__name__}: {err})")
-    if failed := result.failed:
-        print(
-            f"\nThe rehearsal FAILED at task {failed.name} (exit code {failed.exit_code}); nothing downstream ran. "
-            f"Last lines of its log ({failed.log}):\n{log_tail(failed.log)}",
-            file=sys.stderr,
-        )
-        return 1
-    if summary.pushed_to:
-        transform_graph = result.task("Transform").outputs["transform_graph"][0]["uri"]
-        return rehearse_serving(args.serving_python, summary.pushed_to, transform_graph, data_files[0])
-    return 0
-
-
-def rehearse_serving(serving_python: str, pushed_to: str, transform_graph: str, data_file: str) -> int:
-    """The pushed model answers a Vertex-style request built from the first data rows."""
-    from pipeline.rehearsal.serving import ServingError, check_served_model
-
-    if not os.path.exists(serving_python):
-        print(
-            f"Served model: NOT rehearsed: no TensorFlow {SERVING_TF_VERSION} environment at {serving_python} "
-            "(make serving-env installs one; --serving-python points elsewhere)."
-        )
-        return 0
-    try:
-        check = check_served_model(pushed_to, transform_graph, data_file, serving_python)
-    except ServingError as err:
-        print(f"\nThe served model FAILED its rehearsal: {err}", file=sys.stderr)
-        return 1
-    rows = len(check.request["instances"])
-    print(
-        f'Served model: answered {{"instances": [...{rows} CSV rows...]}} through serving_raw in TensorFlow '
-        f"{check.tensorflow}, as serving_default does (largest difference {check.largest_difference:.1e})."
+def rehearsal_options(args: argparse.Namespace) -> RehearsalOptions:
+    """What --rehearse needs from the flags, and the project's Dockerfile to stage the image from."""
+    return RehearsalOptions(
+        root=args.rehearsal_root,
+        gcs_mappings=tuple(args.rehearse_gcs),
+        serving_python=args.serving_python,
+        dockerfile=os.path.join(PROJECT_DIR, "Dockerfile"),
+        context_dir=PROJECT_DIR,
+        project=args.project,
+        region=args.region,
+        enable_caching=args.enable_cache,
+        report=args.report,
     )
-    return 0
+
+
+def send_to_vertex(args: argparse.Namespace, config: PipelineConfig, job_file: str) -> None:
+    """--submit: the compiled job to Vertex AI Pipelines (with --dry-run: built, not sent)."""
+    submission = Submission(
+        project=args.project,
+        region=args.region,
+        pipeline_root=config.pipeline_root,
+        display_name=config.pipeline_name,
+        service_account=args.service_account,
+        network=args.network,
+        labels=_labels(args.label),
+        enable_caching=args.enable_cache,
+    )
+    # A dry run needs no identity: anonymous credentials keep it from looking any up.
+    credentials = anonymous_credentials() if args.dry_run else None
+    job = submit_to_vertex(job_file, submission, dry_run=args.dry_run, credentials=credentials)
+    if args.dry_run:
+        print(f"Dry run: Vertex AI PipelineJob {job.job_id} built for {args.project}/{args.region}, not sent.")
+    else:
+        print(f"Submitted to Vertex AI Pipelines: {job._dashboard_uri()}")
+
+
+def send_to_kfp(args: argparse.Namespace, config: PipelineConfig, job_file: str) -> None:
+    """--kfp-host: the compiled job to a Kubeflow Pipelines v2 endpoint (with --dry-run: not sent)."""
+    result = submit_to_kfp(
+        job_file,
+        args.kfp_host,
+        args.kfp_experiment,
+        config.pipeline_name,
+        config.pipeline_root,
+        args.enable_cache,
+        dry_run=args.dry_run,
+    )
+    if args.dry_run:
+        print(f"Dry run: pipeline spec for {args.kfp_host} written, not sent.")
+    else:
+        print(f"Submitted to Kubeflow Pipelines: {args.kfp_host.rstrip('/')}/#/runs/details/{result.run_id}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -400,39 +363,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     compile_pipeline(config, args.image, output_file)
     print(f"Compiled {config.pipeline_name} for Kubeflow Pipelines v2 / Vertex AI: {output_file}")
     if args.submit:
-        submission = Submission(
-            project=args.project,
-            region=args.region,
-            pipeline_root=config.pipeline_root,
-            display_name=config.pipeline_name,
-            service_account=args.service_account,
-            network=args.network,
-            labels=_labels(args.label),
-            enable_caching=args.enable_cache,
-        )
-        # A dry run needs no identity: anonymous credentials keep it from looking any up.
-        credentials = anonymous_credentials() if args.dry_run else None
-        job = submit_to_vertex(output_file, submission, dry_run=args.dry_run, credentials=credentials)
-        if args.dry_run:
-            print(f"Dry run: Vertex AI PipelineJob {job.job_id} built for {args.project}/{args.region}, not sent.")
-        else:
-            print(f"Submitted to Vertex AI Pipelines: {job._dashboard_uri()}")
+        send_to_vertex(args, config, output_file)
     elif args.rehearse:
-        return rehearse(args, config, output_file)
+        return rehearse_compiled_job(rehearsal_options(args), config, output_file)
     elif args.kfp_host:
-        result = submit_to_kfp(
-            output_file,
-            args.kfp_host,
-            args.kfp_experiment,
-            config.pipeline_name,
-            config.pipeline_root,
-            args.enable_cache,
-            dry_run=args.dry_run,
-        )
-        if args.dry_run:
-            print(f"Dry run: pipeline spec for {args.kfp_host} written, not sent.")
-        else:
-            print(f"Submitted to Kubeflow Pipelines: {args.kfp_host.rstrip('/')}/#/runs/details/{result.run_id}")
+        send_to_kfp(args, config, output_file)
     return 0
 
 

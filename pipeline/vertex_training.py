@@ -173,6 +173,46 @@ class VertexTraining:
             env=(("TPU_NAME", "local"),),
         )
 
+    @classmethod
+    def of_kind(
+        cls,
+        kind: str,
+        project: str,
+        region: str,
+        image: str,
+        replicas: int = 3,
+        parameter_servers: int = 1,
+        machine_type: str | None = None,
+        accelerator_type: str | None = None,
+        accelerator_count: int | None = None,
+        ps_machine_type: str | None = None,
+    ) -> VertexTraining:
+        """The job of one of ``KINDS``, through its builder. Settings left None take the
+        builder's defaults; ``replicas``, ``parameter_servers`` and ``ps_machine_type`` count
+        only for the kinds that have such machines."""
+        given: dict[str, Any] = {
+            k: v
+            for k, v in (
+                ("machine_type", machine_type),
+                ("accelerator_type", accelerator_type),
+                ("accelerator_count", accelerator_count),
+            )
+            if v is not None
+        }
+        if kind == "gpu":
+            return cls.gpu(project, region, image, **given)
+        if kind == "multi-worker":
+            return cls.multi_worker(project, region, image, replicas, **given)
+        if kind == "parameter-server":
+            if ps_machine_type:
+                given["ps_machine_type"] = ps_machine_type
+            return cls.parameter_server(project, region, image, replicas, parameter_servers, **given)
+        if kind == "tpu":
+            if "machine_type" in given:
+                raise ValueError(f"a TPU VM's machine type is always {TPU_MACHINE_TYPE}; drop --training-machine-type")
+            return cls.tpu(project, region, image, **given)
+        raise ValueError(f"unknown Vertex AI Training kind {kind!r}; known: {', '.join(KINDS)}")
+
     def worker_pool_specs(self) -> list[dict[str, Any]]:
         container: dict[str, Any] = {"image_uri": self.image}
         if self.env:

@@ -207,18 +207,17 @@ def test_tuning_settings_that_cannot_work_name_the_flag(capsys, flags, named):
     assert named in capsys.readouterr().err
 
 
-def test_unknown_accelerator_names_the_flag(capsys):
-    argv = [
-        *cloud.CLOUD_ARGS,
-        *cloud.PROJECT_ARGS,
-        "--vertex-training",
-        "gpu",
-        "--accelerator-type",
-        "NVIDIA_TESLA_T5",
-    ]
-    assert kr.main(argv) == 2
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--vertex-training", "gpu", "--accelerator-type", "NVIDIA_TESLA_T5"], "NVIDIA_TESLA_T4"),
+        (["--vertex-training", "tpu", "--training-machine-type", "n1-standard-8"], "drop --training-machine-type"),
+    ],
+)
+def test_vertex_training_settings_that_cannot_work_name_the_flag(capsys, flags, named):
+    assert kr.main([*cloud.CLOUD_ARGS, *cloud.PROJECT_ARGS, *flags]) == 2
     err = capsys.readouterr().err
-    assert "--vertex-training gpu" in err and "NVIDIA_TESLA_T4" in err
+    assert f"error: --vertex-training {flags[1]}: " in err and named in err
 
 
 def test_submit_dry_run_from_the_command_line_sends_nothing(tmp_path, capsys, monkeypatch):
@@ -267,3 +266,34 @@ def test_a_rehearsal_without_local_data_says_where_it_looked_and_how_to_map_it(t
     err = capsys.readouterr().err
     assert f"reads --data-root {cloud.DATA_ROOT} from {tmp_path}/gcs/{cloud.BUCKET}/data" in err
     assert f"--rehearse-gcs {cloud.DATA_ROOT}=DIR" in err
+
+
+def test_the_rehearsal_flags_reach_the_rehearsal(tmp_path, monkeypatch):
+    given = []
+    monkeypatch.setattr(kr, "rehearse_compiled_job", lambda *args: given.append(args) or 7)
+    argv = [
+        *cloud.CLOUD_ARGS,
+        "--rehearse",
+        "--rehearsal-root",
+        str(tmp_path),
+        "--rehearse-gcs",
+        f"{cloud.DATA_ROOT}=data",
+        "--no-report",
+        "--enable-cache",
+        "--output-file",
+        str(tmp_path / "j.json"),
+    ]
+    assert kr.main(argv) == 7  # the rehearsal's exit code is the command's
+    ((options, config, job_file),) = given
+    assert options == kr.RehearsalOptions(
+        root=str(tmp_path),
+        gcs_mappings=(f"{cloud.DATA_ROOT}=data",),
+        serving_python=kr.DEFAULT_SERVING_PYTHON,
+        dockerfile=f"{kr.PROJECT_DIR}/Dockerfile",
+        context_dir=kr.PROJECT_DIR,
+        project=None,
+        region=None,
+        enable_caching=True,
+        report=False,
+    )
+    assert (config.data_root, job_file) == (cloud.DATA_ROOT, str(tmp_path / "j.json"))

@@ -128,3 +128,43 @@ def test_bad_settings_are_rejected(build, message):
 def test_accelerator_names_match_the_vertex_client():
     names = {a.name for a in AcceleratorType} - {"ACCELERATOR_TYPE_UNSPECIFIED"}
     assert GPU_TYPES | TPU_TYPES == names
+
+
+@pytest.mark.parametrize(
+    ("kind", "settings", "built"),
+    [
+        ("gpu", {}, lambda: VertexTraining.gpu("p", "r", IMAGE)),
+        (
+            "gpu",
+            {"machine_type": "n1-standard-4", "accelerator_type": "NVIDIA_L4", "accelerator_count": 2},
+            lambda: VertexTraining.gpu("p", "r", IMAGE, "n1-standard-4", "NVIDIA_L4", 2),
+        ),
+        # Settings a kind has no machines for are left out.
+        (
+            "multi-worker",
+            {"replicas": 4, "parameter_servers": 5, "ps_machine_type": "n2-highmem-8"},
+            lambda: VertexTraining.multi_worker("p", "r", IMAGE, 4),
+        ),
+        (
+            "parameter-server",
+            {"replicas": 3, "parameter_servers": 2, "ps_machine_type": "n2-highmem-8"},
+            lambda: VertexTraining.parameter_server("p", "r", IMAGE, 3, 2, ps_machine_type="n2-highmem-8"),
+        ),
+        ("tpu", {"accelerator_type": "TPU_V2"}, lambda: VertexTraining.tpu("p", "r", IMAGE, "TPU_V2")),
+    ],
+)
+def test_a_kind_is_built_by_its_builder_with_the_settings_given(kind, settings, built):
+    assert VertexTraining.of_kind(kind, "p", "r", IMAGE, **settings) == built()
+
+
+@pytest.mark.parametrize(
+    ("kind", "settings", "message"),
+    [
+        ("tpu", {"machine_type": "n1-standard-8"}, "always cloud-tpu; drop --training-machine-type"),
+        ("gpu", {"accelerator_type": "NVIDIA_TESLA_T5"}, "Unknown accelerator type"),
+        ("cpu", {}, "unknown Vertex AI Training kind 'cpu'; known: gpu, multi-worker"),
+    ],
+)
+def test_a_kind_with_settings_that_cannot_work_is_rejected(kind, settings, message):
+    with pytest.raises(ValueError, match=message):
+        VertexTraining.of_kind(kind, "p", "r", IMAGE, **settings)

@@ -1,0 +1,127 @@
+"""One rehearsal as ``--rehearse`` asks for it: the compiled job checked and executed here,
+reading its data where the gs:// mappings put it; then its summary and run report, and the
+pushed model asked a Vertex-style request by the serving TensorFlow. Gives the command's
+exit code: 0 when everything passed, 1 when a task or the served model failed, 2 when the
+settings or the job cannot be rehearsed.
+
+``runner.py`` executes a job and records what happened; this module decides what the user
+reads. The rehearsal's heavy imports (its store, the run report, TensorFlow) wait until a
+rehearsal starts, so importing this module keeps ``kubeflow_runner.py --help`` fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from pipeline.rehearsal.serving import SERVING_TF_VERSION
+
+if TYPE_CHECKING:
+    from pipeline.config import PipelineConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class RehearsalOptions:
+    """What a rehearsal needs besides the job file and the pipeline's configuration."""
+
+    # Holds the stand-in for Cloud Storage (<root>/gcs/<bucket>/), the metadata store, the
+    # staged image, the task logs and the run report.
+    root: str
+    # gs://BUCKET/PREFIX=DIR pairs: these prefixes are read and written in DIR instead.
+    gcs_mappings: tuple[str, ...]
+    # Python of the TensorFlow environment the pushed model is served with.
+    serving_python: str
+    # The image the tasks run in is staged from this Dockerfile and its build context.
+    dockerfile: str
+    context_dir: str
+    # Stand-ins in artifact names and URIs (None: "rehearsal" and "local").
+    project: str | None = None
+    region: str | None = None
+    # None: each task's compiled caching option; True/False: for every task.
+    enable_caching: bool | None = None
+    # Write the run report under root/report/.
+    report: bool = True
+
+
+def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job_file: str) -> int:
+    """Runs the compiled job here as Vertex would; prints its summary; 0 when every task succeeded."""
+    from pipeline.rehearsal.job import CompiledJob, JobError, PathMap
+    from pipeline.rehearsal.runner import Settings, log_tail, refuse_cloud_only
+    from pipeline.rehearsal.runner import rehearse as run_rehearsal
+    from pipeline.rehearsal.summary import summarize
+    from pipeline.report.write import write_report
+    from pipeline.run_summary import format_summary
+
+    try:
+        settings = Settings(
+            root=os.path.abspath(options.root),
+            paths=PathMap.parse(os.path.join(options.root, "gcs"), options.gcs_mappings),
+            dockerfile=options.dockerfile,
+            context_dir=options.context_dir,
+            project=options.project or "rehearsal",
+            region=options.region or "local",
+            enable_caching=options.enable_caching,
+        )
+        refuse_cloud_only(CompiledJob.load(job_file))
+        local_data = settings.paths.local(config.data_root)
+        data_files = sorted(glob.glob(os.path.join(local_data, config.data_pattern)))
+        if not data_files:
+            raise JobError(
+                f"the rehearsal reads --data-root {config.data_root} from {local_data}, which holds no "
+                f"{config.data_pattern}: copy the data there, or map the prefix onto a local folder with "
+                f"--rehearse-gcs {config.data_root}=DIR"
+            )
+        print(f"Rehearsing {job_file}: {config.data_root} is read from {local_data},")
+        print(f"  {config.output_root} written to {settings.paths.local(config.output_root)}")
+        result = run_rehearsal(job_file, settings)
+    except JobError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")  # TFMA's deprecation notices while reading the evaluation
+    summary = summarize(result)
+    print("\n" + format_summary(summary, config.min_eval_auc))
+    print(f"Task logs: {result.logs_dir}")
+    try:
+        if options.report:
+            print(f"Run report: {write_report(summary, config, root=settings.root)}")
+    except Exception as err:  # noqa: BLE001 - the report must never hide the rehearsal's own outcome
+        print(f"(no run report: {type(err).__name__}: {err})")
+    if failed := result.failed:
+        print(
+            f"\nThe rehearsal FAILED at task {failed.name} (exit code {failed.exit_code}); nothing downstream ran. "
+            f"Last lines of its log ({failed.log}):\n{log_tail(failed.log)}",
+            file=sys.stderr,
+        )
+        return 1
+    if summary.pushed_to:
+        transform_graph = result.task("Transform").outputs["transform_graph"][0]["uri"]
+        return rehearse_serving(options.serving_python, summary.pushed_to, transform_graph, data_files[0])
+    return 0
+
+
+def rehearse_serving(serving_python: str, pushed_to: str, transform_graph: str, data_file: str) -> int:
+    """The pushed model answers a Vertex-style request built from the first data rows."""
+    from pipeline.rehearsal.serving import ServingError, check_served_model
+
+    if not os.path.exists(serving_python):
+        print(
+            f"Served model: NOT rehearsed: no TensorFlow {SERVING_TF_VERSION} environment at {serving_python} "
+            "(make serving-env installs one; --serving-python points elsewhere)."
+        )
+        return 0
+    try:
+        check = check_served_model(pushed_to, transform_graph, data_file, serving_python)
+    except ServingError as err:
+        print(f"\nThe served model FAILED its rehearsal: {err}", file=sys.stderr)
+        return 1
+    rows = len(check.request["instances"])
+    print(
+        f'Served model: answered {{"instances": [...{rows} CSV rows...]}} through serving_raw in TensorFlow '
+        f"{check.tensorflow}, as serving_default does (largest difference {check.largest_difference:.1e})."
+    )
+    return 0
