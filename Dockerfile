@@ -7,10 +7,11 @@ FROM gcr.io/tfx-oss-public/tfx:1.16.0
 ENV TF_USE_LEGACY_KERAS=1
 
 # The compiled spec refers to user code by module path (models.trainer.run_fn,
-# models.preprocessing.preprocessing_fn, components.anomaly_gate...): put the project's
-# packages on the import path. The image's Python is 3.10; this code does not need 3.11.
+# models.preprocessing.preprocessing_fn, components.anomaly_gate...), which import
+# runtime.speedups: put the project's packages on the import path. The image's Python is 3.10; this code does not need 3.11.
 WORKDIR /pipeline
 COPY models/ /pipeline/models/
 COPY pipeline/ /pipeline/pipeline/
 COPY components/ /pipeline/components/
+COPY runtime/ /pipeline/runtime/
 ENV PYTHONPATH=/pipeline

@@ -15,11 +15,10 @@ import time
 import warnings
 from collections.abc import Sequence
 
-from components import local_start
-from components.beam_runtime import MULTI_PROCESS_MIN_MB, runs_locally, workers_for_data
-from components.frozen_imports import frozen_imports
 from pipeline.config import CONTRACT_FILE, PipelineConfig
 from pipeline.flags import DEFAULTS, add_pipeline_flags, pipeline_config_kwargs
+from runtime import speedups, start
+from runtime.beam_args import MULTI_PROCESS_MIN_MB, runs_locally, workers_for_data
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -51,6 +50,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         f"data size (one per core from {MULTI_PROCESS_MIN_MB} MB of CSV, else 1).",
     )
     add_pipeline_flags(parser)
+    parser.add_argument(
+        "--speedups",
+        action=argparse.BooleanOptionalAction,
+        default=speedups.enabled(),
+        help="Run with the speedups that replace library internals (runtime/speedups; listed with "
+        f"--list-speedups). --no-speedups runs every library as shipped (also: {speedups.ENV_VAR}=0), "
+        "to rule them out when a library misbehaves; outputs are the same.",
+    )
+    parser.add_argument(
+        "--list-speedups",
+        action="store_true",
+        help="Print every speedup (what it replaces, the library version it was written against) and exit.",
+    )
     parser.add_argument(
         "--verbose",
         action="store_true",
@@ -85,6 +97,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         schema_path=contract_path(args, data_root),
         serving_data_root=os.path.abspath(args.serving_data_root) if args.serving_data_root else None,
         beam_workers=args.beam_workers or workers_for_data(data_root, args.data_pattern),
+        beam_pool=args.speedups,
         **pipeline_config_kwargs(args),
     )
 
@@ -156,8 +169,8 @@ def run(config: PipelineConfig) -> None:
 
     from pipeline.pipeline import create_pipeline
 
-    local_start.before_pickles(pickles_stay_here=runs_locally(config.beam_pipeline_args))
-    local_start.after_imports()
+    start.before_pickles(pickles_stay_here=runs_locally(config.beam_pipeline_args))
+    start.after_imports()
     LocalDagRunner().run(create_pipeline(config, metadata_config(config)))
 
 
@@ -165,6 +178,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Google client libraries warn at import about future Python/grpc/storage support; noise here.
     warnings.filterwarnings("ignore", category=FutureWarning)
     args = parse_args(argv)
+    if args.list_speedups:
+        print(speedups.describe())
+        return 0
+    if not args.speedups:
+        speedups.switch_off()
+        print(f"Speedups off ({speedups.ENV_VAR}=0): every library runs as shipped.")
     try:
         config = config_from_args(args)
     except ValueError as err:
@@ -201,8 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
     """Runs the pipeline with TFX, prints its summary and writes its report; the exit code."""
-    local_start.before_imports()
-    with frozen_imports():
+    start.before_imports()
+    with start.heavy_imports():
         from tfx.orchestration.local.local_dag_runner import LocalDagRunner  # noqa: F401 - imported for run()
 
         from pipeline import unchanged
@@ -248,5 +267,6 @@ if __name__ == "__main__":
     # Python's last garbage collection at exit walks every object TensorFlow, Beam and TFX
     # created, seconds of work only to free memory the process is about to return anyway.
     # Frozen objects are skipped by it; atexit handlers and stream flushing still run.
-    gc.freeze()
+    if speedups.enabled():
+        gc.freeze()
     sys.exit(exit_code)

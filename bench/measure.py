@@ -225,7 +225,7 @@ def input_benchmark(train_files: Sequence[str], transform_graph: str, batch_size
     import tensorflow as tf
     import tensorflow_transform as tft
 
-    from models import data, trainer
+    from models import data
     from models import model as model_lib
     from models.hparams import HParams
 
@@ -243,7 +243,7 @@ def input_benchmark(train_files: Sequence[str], transform_graph: str, batch_size
     for _ in in_memory.take(CACHED_BATCHES):  # fill the cache before timing
         pass
 
-    model = model_lib.build_keras_model(trainer.categorical_sizes(tft_output), hparams)
+    model = model_lib.build_keras_model(model_lib.categorical_sizes(tft_output), hparams)
     train_step = model.make_train_function()
 
     def steps_per_second(data: tf.data.Dataset) -> float:

@@ -41,7 +41,8 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from components import beam_runtime, csv_encoding, worker_process_env
+from components import csv_encoding
+from runtime import beam_args, worker_process_env
 
 CHECKED_ROWS = 1000
 
@@ -63,7 +64,7 @@ def check_canonical(paths: Sequence[str], types: dict[str, csv_encoding.ColumnTy
 
 def default_workers() -> int:
     """One worker process per usable core (at most 8): encoding, hashing and gzip are CPU-bound."""
-    return max(1, min(beam_runtime.usable_cores(), 8))
+    return max(1, min(beam_args.usable_cores(), 8))
 
 
 def _run_workers(jobs: list[dict[str, Any]]) -> list[list[int]]:
@@ -189,7 +190,7 @@ class Executor(tfx_csv_executor.Executor):
             standard_component_specs.OUTPUT_FILE_FORMAT_KEY, example_gen_pb2.FILE_FORMAT_UNSPECIFIED
         )
         covered = (
-            beam_runtime.runs_locally(self._beam_pipeline_args or [])
+            beam_args.runs_locally(self._beam_pipeline_args or [])
             and payload == example_gen_pb2.FORMAT_TF_EXAMPLE
             and write_split.to_file_format_str(file_format) == "tfrecords_gzip"
             and not output_config.split_config.HasField("partition_feature_name")

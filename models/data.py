@@ -322,3 +322,49 @@ def shared_shuffle_seed(run_id: str) -> int:
     """A seed every worker of one Trainer execution derives alike (from its model_run
     URI), so their shuffles agree, while each execution still shuffles differently."""
     return zlib.crc32(run_id.encode()) & 0x7FFFFFFF
+
+
+# With validation capped (eval_steps), an eval split up to this share of the in-memory limit
+# is still loaded (16 MB of gzipped examples by default: about 250k rows of the taxi data,
+# where the capped passes read up to epochs x eval_steps x batch = 102k rows).
+EVAL_IN_MEMORY_SHARE = 16
+
+
+def datasets(
+    fn_args,
+    tf_transform_output,
+    global_batch: int,
+    is_tpu: bool,
+    seed: int | None,
+    in_memory_bytes: int,
+    train_rows: int | None = None,
+):
+    """(train, eval) datasets of global batches for the synchronous strategies (and the
+    Tuner's trials, which train as the Trainer does). ``train_rows``: how many rows the
+    training steps read (steps x global batch), all a training split in memory needs."""
+    train_ds = input_fn(
+        fn_args.train_files,
+        tf_transform_output,
+        global_batch,
+        training=True,
+        shuffle_seed=seed,
+        in_memory_max_bytes=in_memory_bytes,
+        max_rows=train_rows,
+    )
+    # A capped validation reads only its first batches each epoch: loading a large split
+    # would cost more than that. A small one is loaded once, as streaming would parse and
+    # transform it again every epoch.
+    eval_ds = input_fn(
+        fn_args.eval_files,
+        tf_transform_output,
+        global_batch,
+        training=False,
+        drop_remainder=is_tpu,
+        in_memory_max_bytes=in_memory_bytes // EVAL_IN_MEMORY_SHARE if fn_args.eval_steps else in_memory_bytes,
+    )
+    if fn_args.eval_steps:
+        # Capped by the dataset, not by fit's validation_steps: given steps, Keras keeps one
+        # iterator across epochs, so a split shorter than the cap was validated on after
+        # the first epoch only (later epochs found it exhausted).
+        eval_ds = eval_ds.take(fn_args.eval_steps)
+    return train_ds, eval_ds

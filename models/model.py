@@ -15,10 +15,10 @@ import tf_keras as keras
 
 from models import features
 from models.hparams import HParams
-from models.tracing import keep_autograph_out_of_tf_keras
+from runtime import speedups
 
 # Every process that builds, trains or exports this model traces Keras code.
-keep_autograph_out_of_tf_keras()
+speedups.install(speedups.Stage.MODEL)
 
 # Pickup and drop-off coordinate buckets crossed into one grid cell each.
 COORDINATE_CROSSES: tuple[tuple[str, str], ...] = (
@@ -142,3 +142,14 @@ def build_keras_model(
     with tf.name_scope(model.optimizer.name):
         model.optimizer.build(model.trainable_variables)
     return model
+
+
+def categorical_sizes(tf_transform_output) -> dict[str, int]:
+    """Category counts: fixed ones from ``features``, vocabularies from Transform output
+    (a ``tft.TFTransformOutput``)."""
+    sizes = fixed_categorical_sizes()
+    for key in features.VOCAB_FEATURES:
+        sizes[features.transformed_name(key)] = (
+            tf_transform_output.vocabulary_size_by_name(key) + features.VOCAB_OOV_BUCKETS
+        )
+    return sizes

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import shutil
 import tempfile
@@ -28,39 +27,16 @@ import tf_keras as keras
 from absl import logging
 
 from models import callbacks as callbacks_lib
-from models import features, parameter_server, signatures
 from models import model as model_lib
+from models import parameter_server, signatures
 from models import strategy as strategy_lib
-from models.data import input_fn, shared_shuffle_seed
-from models.hparams import HParams
+from models.data import datasets, shared_shuffle_seed
+from models.hparams import HParams, epoch_schedule
 
 # BackupAndRestore state under the Trainer's model_run artifact unless custom_config says.
 BACKUP_SUBDIR = "backup"
-# With validation capped (eval_steps), an eval split up to this share of the in-memory limit
-# is still loaded (16 MB of gzipped examples by default: about 250k rows of the taxi data,
-# where the capped passes read up to epochs x eval_steps x batch = 102k rows).
-EVAL_IN_MEMORY_SHARE = 16
 # Written by the chief into the model run directory: strategy, replicas, batch, epochs.
 TRAINING_RECORD = "training.json"
-
-
-def epoch_schedule(train_steps: int, epochs: int) -> tuple[int, int]:
-    """(epochs, steps per epoch): at most one epoch per step, and at least ``train_steps``
-    steps of one global batch each in total (fewer than ``epochs`` extra)."""
-    if not train_steps or train_steps < 1:
-        raise ValueError(f"train_args.num_steps must be a positive number of steps, got {train_steps!r}")
-    epochs = max(1, min(epochs, train_steps))
-    return epochs, math.ceil(train_steps / epochs)
-
-
-def categorical_sizes(tf_transform_output: tft.TFTransformOutput) -> dict[str, int]:
-    """Category counts: fixed ones from ``features``, vocabularies from Transform output."""
-    sizes = model_lib.fixed_categorical_sizes()
-    for key in features.VOCAB_FEATURES:
-        sizes[features.transformed_name(key)] = (
-            tf_transform_output.vocabulary_size_by_name(key) + features.VOCAB_OOV_BUCKETS
-        )
-    return sizes
 
 
 class _LogStartEpoch(keras.callbacks.Callback):
@@ -97,46 +73,6 @@ def _wait_for_all_workers(strategy: tf.distribute.Strategy) -> None:
         return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
 
     barrier()
-
-
-def datasets(
-    fn_args,
-    tf_transform_output,
-    global_batch: int,
-    is_tpu: bool,
-    seed: int | None,
-    in_memory_bytes: int,
-    train_rows: int | None = None,
-):
-    """(train, eval) datasets of global batches for the synchronous strategies (and the
-    Tuner's trials, which train as the Trainer does). ``train_rows``: how many rows the
-    training steps read (steps x global batch), all a training split in memory needs."""
-    train_ds = input_fn(
-        fn_args.train_files,
-        tf_transform_output,
-        global_batch,
-        training=True,
-        shuffle_seed=seed,
-        in_memory_max_bytes=in_memory_bytes,
-        max_rows=train_rows,
-    )
-    # A capped validation reads only its first batches each epoch: loading a large split
-    # would cost more than that. A small one is loaded once, as streaming would parse and
-    # transform it again every epoch.
-    eval_ds = input_fn(
-        fn_args.eval_files,
-        tf_transform_output,
-        global_batch,
-        training=False,
-        drop_remainder=is_tpu,
-        in_memory_max_bytes=in_memory_bytes // EVAL_IN_MEMORY_SHARE if fn_args.eval_steps else in_memory_bytes,
-    )
-    if fn_args.eval_steps:
-        # Capped by the dataset, not by fit's validation_steps: given steps, Keras keeps one
-        # iterator across epochs, so a split shorter than the cap was validated on after
-        # the first epoch only (later epochs found it exhausted).
-        eval_ds = eval_ds.take(fn_args.eval_steps)
-    return train_ds, eval_ds
 
 
 def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) -> None:
@@ -233,7 +169,7 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
         schedule = hparams.schedule()
         with strategy.scope():
             model = model_lib.build_keras_model(
-                categorical_sizes(tf_transform_output),
+                model_lib.categorical_sizes(tf_transform_output),
                 hparams,
                 # A TPU runs a whole epoch per call from the host: no host work between steps.
                 steps_per_execution=steps_per_epoch if is_tpu else 1,

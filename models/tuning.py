@@ -75,7 +75,8 @@ def tuner_fn(fn_args):
     from tfx.components.tuner.component import TunerFnResult
 
     from models import model as model_lib
-    from models.trainer import categorical_sizes, datasets, epoch_schedule
+    from models.data import datasets
+    from models.hparams import epoch_schedule
 
     config = fn_args.custom_config or {}
     base = HParams.from_custom_config(config.get(BASE_KEY))
@@ -83,7 +84,7 @@ def tuner_fn(fn_args):
     epochs, steps_per_epoch = epoch_schedule(fn_args.train_steps, base.epochs)
     base = dataclasses.replace(base, ema_momentum=base.ema_momentum_for(epochs * steps_per_epoch))
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
-    sizes = categorical_sizes(tf_transform_output)
+    sizes = model_lib.categorical_sizes(tf_transform_output)
 
     def build(hp: keras_tuner.HyperParameters):
         values = {name: hp.Choice(name, list(choices)) for name, choices in space.items()}

@@ -11,9 +11,9 @@ import os
 import re
 from pathlib import Path
 
-from components import beam_runtime
 from models.hparams import HParams
 from pipeline.vertex_training import VertexTraining
+from runtime import beam_args
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_ROOT = str(REPO_ROOT / "data")
@@ -95,6 +95,10 @@ class PipelineConfig:
     serving_data_root: str | None = None
     # 1: Beam runs in-process (fastest on small data); >1: that many worker processes.
     beam_workers: int = 1
+    # With beam_workers > 1, the workers are the run's pool of processes, shared by every
+    # Beam component (runtime/beam_pool.py); False: Beam's own, started by each component
+    # (what switching the speedups off chooses, runtime/speedups).
+    beam_pool: bool = True
     # Transform's own statistics (TFX's default): pre-transform statistics of the train
     # split (StatisticsGen's already cover it) and post-transform statistics and anomalies.
     # For the latter TFX holds every transformed row in memory until all are written, so
@@ -153,8 +157,8 @@ class PipelineConfig:
     @property
     def beam_pipeline_args(self) -> list[str]:
         """DirectRunner settings for local runs; given a --runner (Dataflow), only the extra
-        args (see ``components.beam_runtime``)."""
-        return beam_runtime.pipeline_args(self.beam_workers, self.extra_beam_args)
+        args (see ``runtime.beam_args``)."""
+        return beam_args.pipeline_args(self.beam_workers, self.extra_beam_args, pool=self.beam_pool)
 
     def component_beam_args(self, component_id: str) -> list[str]:
         """Beam args for one component, added after the pipeline's (in Beam the last flag
@@ -165,7 +169,7 @@ class PipelineConfig:
             component_id == "Transform"
             and self.transform_statistics
             and self.beam_workers > 1
-            and beam_runtime.runner(self.extra_beam_args) is None
+            and beam_args.runner(self.extra_beam_args) is None
         ):
-            return list(beam_runtime.IN_PROCESS_ARGS)
+            return list(beam_args.IN_PROCESS_ARGS)
         return []

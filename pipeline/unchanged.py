@@ -26,7 +26,7 @@ from pipeline.run_summary import ComponentRun, RunSummary
 
 RECORD_FILE = "last_steady_run.json"
 # The code a run executes: the pipeline definition, its components and the user modules.
-CODE_ROOTS = ("components", "models", "pipeline", "local_runner.py")
+CODE_ROOTS = ("components", "models", "pipeline", "runtime", "local_runner.py")
 PACKAGES = (
     "tfx",
     "tensorflow",

@@ -4,7 +4,8 @@ components that take a faster path when Beam would run on this machine anyway.
 
 Local runs use Beam's DirectRunner, in-process for small data and one worker process per
 core for large data, the worker processes started once per run and shared by the Beam
-components (``components.beam_pool``), and Beam's cloudpickle to pickle what they run
+components (``runtime.beam_pool``; Beam's own multi-process mode when the speedups are
+switched off), and Beam's cloudpickle to pickle what they run
 (``LOCAL_PICKLER_ARG``). With a ``--runner`` given (Dataflow, Flink, ...), only the
 caller's arguments are used.
 """
@@ -17,8 +18,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-# The DirectRunner with its worker processes shared by every component (components/beam_pool.py).
-POOLED_RUNNER = "components.beam_pool.PooledDirectRunner"
+# The DirectRunner with its worker processes shared by every component (runtime/beam_pool.py).
+POOLED_RUNNER = "runtime.beam_pool.PooledDirectRunner"
 LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner", POOLED_RUNNER)
 # Beam pickles every DoFn several times per transform (to check it, for the pipeline's
 # portable form, again in the worker); dill, its default in this Beam, pickles in pure
@@ -67,19 +68,21 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def pipeline_args(workers: int, extra_args: Sequence[str] = ()) -> list[str]:
+def pipeline_args(workers: int, extra_args: Sequence[str] = (), pool: bool = True) -> list[str]:
     """Beam arguments for a pipeline: DirectRunner with ``workers`` (1: in-process, more:
-    that many processes of the run's pool) and cloudpickle, then ``extra_args``; given a
-    ``--runner``, ``extra_args`` alone (TFX then packages itself for the remote workers,
-    as they need)."""
+    that many processes of the run's pool, or with ``pool`` False Beam's own processes
+    started by each component) and cloudpickle, then ``extra_args``; given a ``--runner``,
+    ``extra_args`` alone (TFX then packages itself for the remote workers, as they need)."""
     if runner(extra_args) is not None:
         return list(extra_args)
     if workers < 1:
         raise ValueError(f"Beam needs at least 1 worker, got {workers}")
     if workers == 1:
         mode = list(IN_PROCESS_ARGS)
-    else:
+    elif pool:
         mode = [f"--runner={POOLED_RUNNER}", f"--direct_num_workers={workers}"]
+    else:
+        mode = ["--runner=DirectRunner", "--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
     # Once, before ``extra_args``: a component's own mode args, added after these, then
     # leave a user's --pickle_library in place.
     return [*mode, LOCAL_PICKLER_ARG, NO_STAGING_ARG, *extra_args]

@@ -10,7 +10,10 @@ Beam pipeline (Beam's own external worker pool servicer, harness in a thread), s
 workers of one pipeline are as many processes as before.
 
 Only the local runner changes: the data path is the components' own plain Beam, and a run
-given ``--runner`` (Dataflow) never starts a pool.
+given ``--runner`` (Dataflow) never starts a pool. It sets the environment Beam's runner
+gives its workers (a private attribute of ``FnApiRunner``), so it is one of the speedups
+(``runtime.speedups``, checked when it first runs): switched off, ``runtime.beam_args``
+chooses Beam's own multi-process DirectRunner instead.
 """
 
 from __future__ import annotations
@@ -31,8 +34,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms import environments
 from apache_beam.utils import thread_pool_executor
 
-from components import local_start, worker_process_env
-from components.frozen_imports import frozen_imports
+from runtime import speedups, start, worker_process_env
 
 # Imported by each pool process once it is listening: what the Beam components' workers
 # would otherwise import afresh for every component.
@@ -131,9 +133,10 @@ def pool_address(size: int) -> str:
 
 class PooledDirectRunner(FnApiRunner):
     """Beam's FnApiRunner (the DirectRunner's), its workers taken from the pool:
-    ``--runner=components.beam_pool.PooledDirectRunner --direct_num_workers=N``."""
+    ``--runner=runtime.beam_pool.PooledDirectRunner --direct_num_workers=N``."""
 
     def run_pipeline(self, pipeline, options):
+        speedups.check(speedups.by_name("beam-pool"))
         workers = options.view_as(DirectOptions).direct_num_workers or os.cpu_count() or 1
         self._default_environment = environments.ExternalEnvironment(pool_address(workers))
         return super().run_pipeline(pipeline, options)
@@ -153,16 +156,16 @@ def serve() -> None:
     # which shows a run's progress only).
     logging.getLogger().setLevel(logging.ERROR)
     # Before the first worker starts: the runner's pickles may be in the local form.
-    local_start.before_pickles(pickles_stay_here=True)
+    start.before_pickles(pickles_stay_here=True)
     address, server = BeamFnExternalWorkerPoolServicer.start(use_process=False, state_cache_size=0)
     print(address, flush=True)
-    local_start.before_imports()
-    with frozen_imports():
+    start.before_imports()
+    with start.heavy_imports():
         for module in WARM_MODULES:
             # Only a head start: a worker that needs a module imports it anyway.
             with contextlib.suppress(ImportError):
                 importlib.import_module(module)
-    local_start.after_imports()
+    start.after_imports()
     sys.stdin.read()
     server.stop(None)
     os._exit(0)

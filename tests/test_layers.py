@@ -1,5 +1,6 @@
-"""Layers point one way: models <- components <- pipeline <- runners (and bench). Checked on
-every import statement, lazy ones inside functions included."""
+"""Layers point one way: runtime <- models <- components <- pipeline <- runners (and bench).
+Checked on every import statement of every module of a package, subpackages and lazy
+imports inside functions included."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 RUNNERS = {"local_runner", "kubeflow_runner"}
 # What each package may not import, by top-level name.
 FORBIDDEN = {
+    "runtime": {"models", "components", "pipeline", "bench", "tests", *RUNNERS},
     "models": {"components", "pipeline", "bench", "tests", *RUNNERS},
     "components": {"pipeline", "bench", "tests", *RUNNERS},
     "pipeline": {"bench", "tests", *RUNNERS},
@@ -33,7 +35,7 @@ def imports(path: Path) -> set[str]:
 def test_packages_import_only_lower_layers(package):
     wrong = {
         f"{path.relative_to(REPO)}: {name}"
-        for path in (REPO / package).glob("*.py")
+        for path in (REPO / package).rglob("*.py")
         for name in imports(path)
         if name.split(".")[0] in FORBIDDEN[package]
     }
@@ -45,7 +47,7 @@ def test_only_the_compiler_imports_a_tfx_runner():
     users = {
         str(path.relative_to(REPO))
         for package in FORBIDDEN
-        for path in (REPO / package).glob("*.py")
+        for path in (REPO / package).rglob("*.py")
         if any(name.startswith(("tfx.orchestration.kubeflow", "tfx.orchestration.local")) for name in imports(path))
     }
     assert users == {"pipeline/compiler.py"}

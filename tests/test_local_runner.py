@@ -337,7 +337,7 @@ def _vocabularies(transform_graph_uri: str) -> dict[str, bytes]:
 def test_a_run_on_worker_processes_checks_transforms_and_evaluates_the_data_as_in_process(
     cached_runs, sample_dir, tmp_path
 ):
-    from components import beam_pool
+    from runtime import beam_pool
 
     in_process = cached_runs[1]
     argv = ["--data-root", str(sample_dir), "--output-root", str(tmp_path), "--beam-workers", "2", *SMALL_RUN]
@@ -352,3 +352,49 @@ def test_a_run_on_worker_processes_checks_transforms_and_evaluates_the_data_as_i
     vocabularies = _vocabularies(pooled.outputs["Transform.transform_graph"])
     assert vocabularies and vocabularies == _vocabularies(in_process.outputs["Transform.transform_graph"])
     assert pooled.metrics["example_count"] == in_process.metrics["example_count"] > 0
+
+
+def _transformed_schema(transform_graph_uri: str) -> str:
+    with open(os.path.join(transform_graph_uri, "transformed_metadata", "schema.pbtxt")) as f:
+        return f.read()
+
+
+@pytest.mark.slow
+def test_without_the_speedups_the_pipeline_computes_the_same_outputs(full_local_run, tmp_path):
+    """``--no-speedups`` (every library as shipped) on the embedded data against the default
+    run with them: the same rows per split, statistics, vocabularies and transformed schema,
+    and metrics within training's run-to-run noise."""
+    result = subprocess.run(
+        [sys.executable, "local_runner.py", "--no-speedups", "--output-root", str(tmp_path), "--no-report"],
+        capture_output=True,
+        text=True,
+        cwd=os.path.dirname(os.path.abspath(local_runner.__file__)),
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Speedups off (PIPELINE_SPEEDUPS=0)" in result.stdout
+    plain, sped_up = _summary(str(tmp_path)), full_local_run
+    assert all(c.state == "complete" for c in plain.components)
+    plain_counts = _statistics_counts(plain.outputs["StatisticsGen.statistics"])
+    assert plain_counts == _statistics_counts(sped_up.outputs["StatisticsGen.statistics"])
+    assert plain_counts["train"]["examples"] + plain_counts["eval"]["examples"] == EMBEDDED_ROWS
+    graph, sped_up_graph = plain.outputs["Transform.transform_graph"], sped_up.outputs["Transform.transform_graph"]
+    assert _transformed_schema(graph) == _transformed_schema(sped_up_graph)
+    assert _vocabularies(graph) and _vocabularies(graph) == _vocabularies(sped_up_graph)
+    assert plain.metrics["example_count"] == sped_up.metrics["example_count"]
+    # Training is not seeded: runs of the same code differ by a few thousandths of AUC.
+    assert abs(plain.metrics["auc"] - sped_up.metrics["auc"]) < 0.01, (plain.metrics, sped_up.metrics)
+    assert abs(plain.metrics["binary_accuracy"] - sped_up.metrics["binary_accuracy"]) < 0.015
+
+
+def test_the_speedups_flag_lists_and_switches(monkeypatch, capsys):
+    from runtime import speedups
+
+    monkeypatch.delenv(speedups.ENV_VAR, raising=False)
+    assert local_runner.main(["--list-speedups"]) == 0
+    listed = capsys.readouterr().out
+    assert all(f"- {speedup.name} " in listed for speedup in speedups.SPEEDUPS)
+    assert local_runner.config_from_args(local_runner.parse_args([])).beam_pool
+    assert not local_runner.config_from_args(local_runner.parse_args(["--no-speedups"])).beam_pool
+    monkeypatch.setenv(speedups.ENV_VAR, "0")
+    assert not local_runner.parse_args([]).speedups

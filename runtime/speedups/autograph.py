@@ -9,6 +9,9 @@ written to run without it: measured here, AutoGraph's rewriting was most of the 
 training step's time, and the rule cuts that step several-fold. The rule is what
 TensorFlow applies to ``keras``; the functions traced by ``tf.function`` itself (a
 Keras train function, the export signatures) are still converted as before.
+
+Written against tensorflow 2.16.2 (``runtime.speedups`` checks where it keeps its rules);
+every process that builds the model installs it (``models/model.py``), Vertex's included.
 """
 
 from __future__ import annotations

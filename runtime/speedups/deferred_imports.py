@@ -7,7 +7,8 @@ Deferred (importlib's ``LazyLoader``), such a module is an empty module object u
 something reads an attribute of it; then it loads as it would have, so a pipeline that
 does run the InfraValidator gets the real runner. Only modules that others import whole
 (``from package import module``, ``import module``) can be deferred: a ``from module import
-name`` reads the attribute at once.
+name`` reads the attribute at once. Written against tfx 1.16.0, whose start-up imports the
+deferred module (a test checks it does).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 in processes whose pickles never leave this machine.
 
 Beam pickles every DoFn, its arguments and side-input views (with dill or cloudpickle,
-``components.beam_runtime``), several times per transform (to check them, to build the
+``runtime.beam_args``), several times per transform (to check them, to build the
 pipeline proto, again in the worker), and both its picklers compress each pickle with bz2
 at level 9 so that large ones stay under protocol buffer limits on remote runners. Pickles
 here are a few kilobytes, read back by this process or by the local Beam pool's processes,
@@ -13,7 +13,8 @@ pickle made before the switch, or by a process without it, still loads. Writing 
 only where :func:`install` is told the pickles stay here: ``local_runner.py`` when Beam runs
 locally, and the pool's processes (before their server starts: a worker may be handed a
 pickle at once). A remote runner's workers (Dataflow) read Beam's own form, and Vertex
-containers never install this module.
+containers never install this module. Written against apache-beam 2.61.0 (its two
+picklers' module attribute ``bz2``; ``runtime.speedups`` checks it).
 """
 
 from __future__ import annotations

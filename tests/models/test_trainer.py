@@ -40,22 +40,6 @@ PROCESS_TIMEOUT_S = 300
 # --- pure helpers -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("train_steps", "epochs", "expected"),
-    [(400, 4, (4, 100)), (40, 2, (2, 20)), (41, 2, (2, 21)), (3, 4, (3, 1)), (1, 1, (1, 1))],
-)
-def test_epoch_schedule_covers_the_requested_steps(train_steps, epochs, expected):
-    got = trainer.epoch_schedule(train_steps, epochs)
-    assert got == expected
-    assert train_steps <= got[0] * got[1] < train_steps + got[0]
-
-
-@pytest.mark.parametrize("steps", [None, 0])
-def test_epoch_schedule_needs_steps(steps):
-    with pytest.raises(ValueError, match="num_steps"):
-        trainer.epoch_schedule(steps, 2)
-
-
 # --- run_fn refuses bad set-ups before doing anything --------------------------------------
 
 

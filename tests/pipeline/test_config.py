@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.beam_runtime import NO_STAGING_ARG, POOLED_RUNNER
 from pipeline.config import PipelineConfig
+from runtime.beam_args import NO_STAGING_ARG, POOLED_RUNNER
 
 
 def test_defaults_run_offline_under_the_repository():

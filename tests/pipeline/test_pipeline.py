@@ -13,9 +13,9 @@ from tfx import v1 as tfx
 from tfx.dsl.compiler import compiler
 from tfx.proto.orchestration import executable_spec_pb2, pipeline_pb2
 
-from components.beam_runtime import POOLED_RUNNER
 from pipeline.config import PipelineConfig
 from pipeline.pipeline import create_pipeline
+from runtime.beam_args import POOLED_RUNNER
 from tests.support.runs import EXECUTED_COMPONENTS
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from components import beam_runtime
+from runtime import beam_args
 
 
 @pytest.mark.parametrize(
@@ -11,7 +11,7 @@ from components import beam_runtime
         ([], True),
         (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], True),
         (["--runner=DirectRunner"], True),
-        (["--runner=components.beam_pool.PooledDirectRunner", "--direct_num_workers=2"], True),
+        (["--runner=runtime.beam_pool.PooledDirectRunner", "--direct_num_workers=2"], True),
         (["--runner=DataflowRunner", "--project=p"], False),
         (["--runner=DirectRunner", "--runner=FlinkRunner"], False),
         (["--runner", "DataflowRunner"], False),
@@ -19,35 +19,35 @@ from components import beam_runtime
     ],
 )
 def test_only_local_beam_runs_take_the_fast_path(args, local):
-    assert beam_runtime.runs_locally(args) is local
+    assert beam_args.runs_locally(args) is local
 
 
 def test_beam_runs_in_process_on_small_data_and_one_process_per_core_on_large(tmp_path, monkeypatch):
     (tmp_path / "a.csv").write_bytes(b"x" * 600)
     (tmp_path / "b.csv").write_bytes(b"x" * 600)
     (tmp_path / "notes.txt").write_bytes(b"x" * 5000)
-    monkeypatch.setattr(beam_runtime, "usable_cores", lambda: 6)
-    assert beam_runtime.workers_for_data(str(tmp_path), "*.csv", min_bytes=1000) == 6  # 1200 bytes of CSV
-    assert beam_runtime.workers_for_data(str(tmp_path), "a.csv", min_bytes=1000) == 1
-    assert beam_runtime.workers_for_data(str(tmp_path), "none*.csv", min_bytes=1000) == 1
+    monkeypatch.setattr(beam_args, "usable_cores", lambda: 6)
+    assert beam_args.workers_for_data(str(tmp_path), "*.csv", min_bytes=1000) == 6  # 1200 bytes of CSV
+    assert beam_args.workers_for_data(str(tmp_path), "a.csv", min_bytes=1000) == 1
+    assert beam_args.workers_for_data(str(tmp_path), "none*.csv", min_bytes=1000) == 1
 
 
 def test_pipeline_args_run_in_process_with_one_worker_and_in_processes_with_more():
-    assert beam_runtime.pipeline_args(1) == [
-        *beam_runtime.IN_PROCESS_ARGS,
+    assert beam_args.pipeline_args(1) == [
+        *beam_args.IN_PROCESS_ARGS,
         "--pickle_library=cloudpickle",
-        beam_runtime.NO_STAGING_ARG,
+        beam_args.NO_STAGING_ARG,
     ]
-    assert beam_runtime.pipeline_args(3, ("--foo=1",)) == [
-        "--runner=components.beam_pool.PooledDirectRunner",
+    assert beam_args.pipeline_args(3, ("--foo=1",)) == [
+        "--runner=runtime.beam_pool.PooledDirectRunner",
         "--direct_num_workers=3",
         "--pickle_library=cloudpickle",
-        beam_runtime.NO_STAGING_ARG,
+        beam_args.NO_STAGING_ARG,
         "--foo=1",
     ]
-    assert beam_runtime.pipeline_args(3, ("--runner", "FlinkRunner")) == ["--runner", "FlinkRunner"]
+    assert beam_args.pipeline_args(3, ("--runner", "FlinkRunner")) == ["--runner", "FlinkRunner"]
     with pytest.raises(ValueError, match="at least 1 worker"):
-        beam_runtime.pipeline_args(0)
+        beam_args.pipeline_args(0)
 
 
 @pytest.mark.parametrize("workers", [1, 3])
@@ -57,27 +57,27 @@ def test_local_pipelines_pickle_with_cloudpickle_and_remote_ones_with_beams_defa
     def library(args) -> str:
         return PipelineOptions(args).view_as(SetupOptions).pickle_library
 
-    assert library(beam_runtime.pipeline_args(workers)) == "cloudpickle"
+    assert library(beam_args.pipeline_args(workers)) == "cloudpickle"
     # A user's choice comes after ours, and in Beam the last flag wins.
-    assert library(beam_runtime.pipeline_args(workers, ("--pickle_library=dill",))) == "dill"
-    assert library(beam_runtime.pipeline_args(workers, ("--runner=DataflowRunner",))) == "default"
+    assert library(beam_args.pipeline_args(workers, ("--pickle_library=dill",))) == "dill"
+    assert library(beam_args.pipeline_args(workers, ("--runner=DataflowRunner",))) == "default"
 
 
 def test_the_no_staging_arg_names_this_python_and_beam():
     import importlib.metadata
     import sys
 
-    assert beam_runtime.NO_STAGING_ARG.endswith(
+    assert beam_args.NO_STAGING_ARG.endswith(
         f"python{sys.version_info.major}.{sys.version_info.minor}_sdk:{importlib.metadata.version('apache-beam')}"
     )
 
 
 def test_only_several_local_workers_use_the_pool():
     def uses_pool(args) -> bool:
-        return beam_runtime.runner(args) == beam_runtime.POOLED_RUNNER
+        return beam_args.runner(args) == beam_args.POOLED_RUNNER
 
-    assert uses_pool(beam_runtime.pipeline_args(2))
-    assert not uses_pool(beam_runtime.pipeline_args(1))
-    assert not uses_pool(beam_runtime.pipeline_args(2, ("--runner=DataflowRunner",)))
+    assert uses_pool(beam_args.pipeline_args(2))
+    assert not uses_pool(beam_args.pipeline_args(1))
+    assert not uses_pool(beam_args.pipeline_args(2, ("--runner=DataflowRunner",)))
     # A later --runner wins, as in Beam: a component's in-process override leaves the pool.
-    assert not uses_pool([*beam_runtime.pipeline_args(2), *beam_runtime.IN_PROCESS_ARGS])
+    assert not uses_pool([*beam_args.pipeline_args(2), *beam_args.IN_PROCESS_ARGS])

@@ -1,4 +1,4 @@
-"""The pool of Beam worker processes (components/beam_pool.py): real Beam pipelines run on
+"""The pool of Beam worker processes (runtime/beam_pool.py): real Beam pipelines run on
 it give the DirectRunner's results in the pool's processes, every pipeline of a run is
 served by the same processes, a failing step fails its pipeline with its own error and
 leaves the pool usable, and the processes go when their parent goes."""
@@ -17,15 +17,16 @@ import pytest
 from apache_beam.internal import dill_pickler
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from components import beam_pickle_codec, beam_pool, beam_runtime
 from pipeline.config import REPO_ROOT
+from runtime import beam_args, beam_pool
+from runtime.speedups import pickle_codec
 
 WORKERS = 2
 
 
 def _options(tmp_path, *extra: str) -> PipelineOptions:
     return PipelineOptions(
-        [*beam_runtime.pipeline_args(WORKERS), f"--temp_location={tmp_path}", *extra],
+        [*beam_args.pipeline_args(WORKERS), f"--temp_location={tmp_path}", *extra],
     )
 
 
@@ -95,10 +96,10 @@ def test_a_failing_step_fails_its_pipeline_with_its_error_and_the_pool_serves_th
 
 
 def test_a_new_pools_workers_read_pickles_in_the_local_form_from_the_first(tmp_path, monkeypatch):
-    """The runner writes its pickles in beam_pickle_codec's form; a pool started for this
+    """The runner writes its pickles in the pickle codec's form; a pool started for this
     pipeline reads them from its very first bundle (installed before its server starts)."""
-    monkeypatch.setattr(dill_pickler, "bz2", beam_pickle_codec.BEAM_COMPRESSOR)
-    beam_pickle_codec.install(pickles_stay_here=True)
+    monkeypatch.setattr(dill_pickler, "bz2", pickle_codec.BEAM_COMPRESSOR)
+    pickle_codec.install(pickles_stay_here=True)
     if beam_pool._pool is not None:
         beam_pool._pool.close()
         beam_pool._pool = None
@@ -109,10 +110,10 @@ def test_a_new_pools_workers_read_pickles_in_the_local_form_from_the_first(tmp_p
 
 def test_the_pools_workers_pickle_with_the_local_runs_pickler(tmp_path):
     """A pool process builds no pipeline, so no pipeline's options set its pickler: it is
-    set when the process starts (local_start.before_pickles), as the runs' args set theirs."""
+    set when the process starts (runtime.start.before_pickles), as the runs' args set theirs."""
     rows = _run_on_pool(tmp_path, "picklers.txt", _pickler_with_pid)
     assert {int(pid) for pid, _ in rows} <= _pool_pids()
-    assert {name for _, name in rows} == {f"apache_beam.internal.{beam_runtime.LOCAL_PICKLE_LIBRARY}_pickler"}
+    assert {name for _, name in rows} == {f"apache_beam.internal.{beam_args.LOCAL_PICKLE_LIBRARY}_pickler"}
 
 
 def test_a_pool_with_a_process_gone_is_replaced(tmp_path):
@@ -130,7 +131,7 @@ def test_the_pool_processes_exit_when_their_parent_is_killed(tmp_path):
         [
             sys.executable,
             "-c",
-            "from components import beam_pool; beam_pool.pool_address(2); "
+            "from runtime import beam_pool; beam_pool.pool_address(2); "
             "print(*(p.pid for p in beam_pool._pool.processes), flush=True); import time; time.sleep(600)",
         ],
         stdout=subprocess.PIPE,

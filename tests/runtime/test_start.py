@@ -1,4 +1,4 @@
-"""local_start: both local entry points get every deferral, the pickle codec and pickler, and
+"""runtime.start: both local entry points get every deferral, the pickle codec and pickler, and
 every Beam patch, checked in a new interpreter (the test process may have installed them already)."""
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ def test_before_and_after_the_imports_everything_is_installed(pickles_stay_here)
             "from apache_beam.options.pipeline_options import PipelineOptions; "
             "from apache_beam.transforms import core; "
             "from apache_beam.runners.portability.fn_api_runner import worker_handlers; "
-            "from components import beam_option_views, beam_overheads, beam_signatures, local_start; "
-            "local_start.before_imports(); "
+            "from runtime import start; from runtime.speedups import option_views, overheads, signatures; "
+            "start.before_imports(); "
             "deferring = [type(f).__name__ for f in sys.meta_path].count('_DeferringFinder'); "
-            f"local_start.before_pickles(pickles_stay_here={pickles_stay_here}); "
-            "local_start.after_imports(); "
+            f"start.before_pickles(pickles_stay_here={pickles_stay_here}); "
+            "start.after_imports(); "
             "print(json.dumps(dict(deferring=deferring, "
-            "signatures=core.get_signature is beam_signatures.get_signature, "
-            "views=PipelineOptions.view_as is beam_option_views.view_as, "
-            "trace=dill.dill._trace is beam_overheads.trace, "
+            "signatures=core.get_signature is signatures.get_signature, "
+            "views=PipelineOptions.view_as is option_views.view_as, "
+            "trace=dill.dill._trace is overheads.trace, "
             "cache=worker_handlers.STATE_CACHE_SIZE_MB, "
             "codec=dill_pickler.bz2.__name__, "
             "library=pickler.desired_pickle_lib.__name__.rpartition('.')[2])))"

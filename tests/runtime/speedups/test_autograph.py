@@ -7,7 +7,7 @@ from tensorflow.python.autograph.core import config
 from tensorflow.python.autograph.impl import conversion
 
 import models.model  # noqa: F401  (adds the rule on import)
-from models.tracing import PACKAGE, keep_autograph_out_of_tf_keras
+from runtime.speedups.autograph import PACKAGE, keep_autograph_out_of_tf_keras
 
 
 def _rules_for_tf_keras() -> int:

@@ -1,4 +1,4 @@
-"""deferred_imports: TFX starts without the deferred modules, which load whole on first use;
+"""runtime.speedups.deferred_imports: TFX starts without the deferred modules, which load whole on first use;
 each deferred module is one TFX really imports at start-up. Each check runs in a fresh
 interpreter, as the test process has long imported everything."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from components import deferred_imports
+from runtime.speedups import deferred_imports
 from tests.support.fresh_python import fresh_python
 
 KUBERNETES_RUNNER = "tfx.components.infra_validator.model_server_runners.kubernetes_runner"
@@ -21,7 +21,7 @@ def test_tfx_starts_without_the_kubernetes_client_and_its_runner_loads_on_first_
     deferred = KUBERNETES_RUNNER
     assert deferred in deferred_imports.DEFERRED
     outcome = _run(
-        "import json, sys; from components import deferred_imports; deferred_imports.install(); "
+        "import json, sys; from runtime.speedups import deferred_imports; deferred_imports.install(); "
         f"{START_UP}; "
         f"module = sys.modules[{deferred!r}]; before = type(module).__name__; "
         "k8s_before = 'kubernetes' in sys.modules; "
@@ -45,7 +45,7 @@ def test_each_deferred_module_is_one_tfx_imports_at_start_up():
 
 def test_installing_twice_adds_one_finder_and_other_modules_load_as_usual():
     outcome = _run(
-        "import json, sys; from components import deferred_imports; "
+        "import json, sys; from runtime.speedups import deferred_imports; "
         "deferred_imports.install(); deferred_imports.install(); "
         "import tfx.components.infra_validator.model_server_runners.local_docker_runner as other; "
         "finders = [type(f).__name__ for f in sys.meta_path].count('_DeferringFinder'); "

@@ -1,4 +1,4 @@
-"""frozen_imports: the collector paused inside, its state restored, what was made frozen."""
+"""runtime.speedups.frozen_imports: the collector paused inside, its state restored, what was made frozen."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import weakref
 
 import pytest
 
-from components.frozen_imports import frozen_imports
+from runtime.speedups.frozen_imports import frozen_imports
 
 
 @pytest.fixture(autouse=True)

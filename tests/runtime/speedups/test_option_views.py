@@ -1,4 +1,4 @@
-"""beam_option_views: each view built once, with Beam's values, shared writes and type
+"""runtime.speedups.option_views: each view built once, with Beam's values, shared writes and type
 checks, and nothing kept alive."""
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from apache_beam.options.pipeline_options import (
 )
 from apache_beam.typehints.decorators import TypeCheckError
 
-from components import beam_option_views
+from runtime.speedups import option_views
 from tests.support.fresh_python import fresh_python
 
 FLAGS = ["--runner=DirectRunner", "--direct_num_workers=2", "--experiments=a", "--no_pipeline_type_check"]
-BEAM_VIEW_AS = beam_option_views.BEAM_VIEW_AS
+BEAM_VIEW_AS = option_views.BEAM_VIEW_AS
 VIEWS = [TypeOptions, StandardOptions, DirectOptions, DebugOptions, GoogleCloudOptions]
 
 
@@ -37,10 +37,10 @@ def counted_beam_views(monkeypatch):
         built.append(cls)
         return BEAM_VIEW_AS(options, cls)
 
-    monkeypatch.setattr(beam_option_views, "BEAM_VIEW_AS", beam_view_as)
-    monkeypatch.setattr(beam_option_views, "_views", weakref.WeakKeyDictionary())
+    monkeypatch.setattr(option_views, "BEAM_VIEW_AS", beam_view_as)
+    monkeypatch.setattr(option_views, "_views", weakref.WeakKeyDictionary())
     monkeypatch.setattr(PipelineOptions, "view_as", PipelineOptions.view_as)
-    beam_option_views.install()
+    option_views.install()
     return built
 
 
@@ -100,7 +100,7 @@ def test_views_go_with_their_options(counted_beam_views):
     del options
     gc.collect()
     assert gone() is None
-    assert len(beam_option_views._views) == 0
+    assert len(option_views._views) == 0
 
 
 def _length(word: str) -> int:
@@ -125,7 +125,7 @@ def test_installed_pipelines_still_check_types_as_told(type_check, counted_beam_
 def test_importing_installs_nothing():
     code = (
         "from apache_beam.options.pipeline_options import PipelineOptions; "
-        "from components import beam_option_views; "
-        "print(PipelineOptions.view_as is beam_option_views.BEAM_VIEW_AS)"
+        "from runtime.speedups import option_views; "
+        "print(PipelineOptions.view_as is option_views.BEAM_VIEW_AS)"
     )
     assert fresh_python(code) == "True"

@@ -1,4 +1,4 @@
-"""beam_overheads: dill's tracing levels as before without clearing every logger's cache;
+"""runtime.speedups.overheads: dill's tracing levels as before without clearing every logger's cache;
 side inputs read in-process without the cache and its objsize weighing, same results."""
 
 from __future__ import annotations
@@ -13,20 +13,20 @@ from apache_beam.runners.portability.fn_api_runner import worker_handlers
 from apache_beam.runners.worker import statecache
 from apache_beam.testing.util import assert_that, equal_to
 
-from components import beam_overheads
+from runtime.speedups import overheads
 from tests.support.fresh_python import fresh_python
 
 
 @pytest.fixture
 def beams_own(monkeypatch):
     """Beam's and dill's own behaviour, whatever an earlier in-process run installed."""
-    monkeypatch.setattr(dill.dill, "_trace", beam_overheads.DILL_TRACE)
-    monkeypatch.setattr(worker_handlers, "STATE_CACHE_SIZE_MB", beam_overheads.BEAM_STATE_CACHE_SIZE_MB)
+    monkeypatch.setattr(dill.dill, "_trace", overheads.DILL_TRACE)
+    monkeypatch.setattr(worker_handlers, "STATE_CACHE_SIZE_MB", overheads.BEAM_STATE_CACHE_SIZE_MB)
 
 
 @pytest.fixture
 def installed(beams_own):
-    beam_overheads.install()
+    overheads.install()
 
 
 @pytest.fixture
@@ -42,16 +42,16 @@ def cache_clears(monkeypatch) -> list:
 def test_tracing_switches_dills_logger_as_dill_does(installed):
     dill_logger = logging.getLogger("dill")
     try:
-        beam_overheads.trace(True)
+        overheads.trace(True)
         assert dill_logger.level == logging.INFO
-        beam_overheads.trace(False)
+        overheads.trace(False)
         assert dill_logger.level == logging.WARNING
     finally:
-        beam_overheads.DILL_TRACE(False)
+        overheads.DILL_TRACE(False)
 
 
 def test_beams_pickling_no_longer_clears_every_loggers_cache(installed, cache_clears):
-    beam_overheads.trace(False)
+    overheads.trace(False)
     cache_clears.clear()
     for value in ({"a": 1}, _square, [1, 2, 3]):
         assert pickler.loads(pickler.dumps(value)) == value
@@ -108,7 +108,7 @@ def test_with_the_cache_every_side_input_is_weighed(beams_own, weighed):
 def test_importing_installs_nothing():
     code = (
         "import dill; from apache_beam.runners.portability.fn_api_runner import worker_handlers; "
-        "from components import beam_overheads; "
-        "print(dill.dill._trace is beam_overheads.DILL_TRACE, worker_handlers.STATE_CACHE_SIZE_MB > 0)"
+        "from runtime.speedups import overheads; "
+        "print(dill.dill._trace is overheads.DILL_TRACE, worker_handlers.STATE_CACHE_SIZE_MB > 0)"
     )
     assert fresh_python(code) == "True True"

@@ -1,4 +1,4 @@
-"""beam_pickle_codec: where pickles stay here Beam writes zlib and reads both forms; told
+"""runtime.speedups.pickle_codec: where pickles stay here Beam writes zlib and reads both forms; told
 otherwise it writes Beam's own bz2 form; pipelines give the same results either way. All
 of it with each of Beam's picklers (dill, its default; cloudpickle, the local runs')."""
 
@@ -13,7 +13,7 @@ from apache_beam.internal import cloudpickle_pickler, pickler
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
-from components import beam_pickle_codec
+from runtime.speedups import pickle_codec
 
 
 class Scale(beam.DoFn):
@@ -31,8 +31,8 @@ def _use(library: str) -> None:
 @pytest.fixture(params=["dill", "cloudpickle"])
 def library(request, monkeypatch):
     """Beam's own compressor in both picklers, and ``request.param`` the pickler in use."""
-    for beam_pickler in beam_pickle_codec.BEAM_PICKLERS:
-        monkeypatch.setattr(beam_pickler, "bz2", beam_pickle_codec.BEAM_COMPRESSOR)
+    for beam_pickler in pickle_codec.BEAM_PICKLERS:
+        monkeypatch.setattr(beam_pickler, "bz2", pickle_codec.BEAM_COMPRESSOR)
     previous = "cloudpickle" if pickler.desired_pickle_lib is cloudpickle_pickler else "dill"
     _use(request.param)
     yield request.param
@@ -44,13 +44,13 @@ def compressed(encoded: bytes) -> bytes:
 
 
 def test_beam_writes_bz2_by_default(library):
-    assert compressed(pickler.dumps({"a": 1}))[:3] == beam_pickle_codec.BZ2_MAGIC
+    assert compressed(pickler.dumps({"a": 1}))[:3] == pickle_codec.BZ2_MAGIC
 
 
 def test_pickles_that_stay_here_are_zlib_and_both_forms_load(library):
     value = {"fn": Scale(3), "numbers": list(range(1000)), "text": "x" * 5000}
     made_by_beam = pickler.dumps(value)
-    beam_pickle_codec.install(pickles_stay_here=True)
+    pickle_codec.install(pickles_stay_here=True)
     made_here = pickler.dumps(value)
     assert zlib.decompress(compressed(made_here))
     for encoded in (made_by_beam, made_here):
@@ -59,10 +59,10 @@ def test_pickles_that_stay_here_are_zlib_and_both_forms_load(library):
 
 
 def test_pickles_that_may_leave_stay_in_beams_form_and_both_forms_load(library):
-    beam_pickle_codec.install(pickles_stay_here=True)
+    pickle_codec.install(pickles_stay_here=True)
     made_here = pickler.dumps([1, 2])
-    beam_pickle_codec.install(pickles_stay_here=False)
-    assert compressed(pickler.dumps([1, 2]))[:3] == beam_pickle_codec.BZ2_MAGIC
+    pickle_codec.install(pickles_stay_here=False)
+    assert compressed(pickler.dumps([1, 2]))[:3] == pickle_codec.BZ2_MAGIC
     assert pickler.loads(made_here) == [1, 2]
 
 
@@ -70,7 +70,7 @@ def test_a_pickle_made_with_the_other_pickler_loads(library):
     """A pool process keeps the local runs' pickler even if a run's options chose the
     other: what either one pickled, a function and a DoFn, the other loads."""
     other = "cloudpickle" if library == "dill" else "dill"
-    beam_pickle_codec.install(pickles_stay_here=True)
+    pickle_codec.install(pickles_stay_here=True)
     _use(other)
     made_by_other = pickler.dumps((lambda x: x + 1, Scale(4)))
     _use(library)
@@ -80,7 +80,7 @@ def test_a_pickle_made_with_the_other_pickler_loads(library):
 
 @pytest.mark.parametrize("pickles_stay_here", [True, False])
 def test_a_pipeline_gives_the_same_results(library, pickles_stay_here):
-    beam_pickle_codec.install(pickles_stay_here)
+    pickle_codec.install(pickles_stay_here)
     options = PipelineOptions(["--runner=DirectRunner", f"--pickle_library={library}"])
     with beam.Pipeline(options=options) as pipeline:
         assert pickler.desired_pickle_lib.__name__.endswith(f".{library}_pickler")

@@ -1,4 +1,4 @@
-"""beam_signatures: Beam's signatures, each computed once, nothing kept alive, DoFns still
+"""runtime.speedups.signatures: Beam's signatures, each computed once, nothing kept alive, DoFns still
 validated by Beam."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import core, userstate
 
-from components import beam_signatures
+from runtime.speedups import signatures
 from tests.support.fresh_python import fresh_python
 
 
@@ -60,43 +60,43 @@ def counted_beam_lookups(monkeypatch):
 
     def beam_get_signature(func):
         calls.append(func)
-        return beam_signatures.BEAM_GET_SIGNATURE.__wrapped__(func)
+        return signatures.BEAM_GET_SIGNATURE.__wrapped__(func)
 
-    beam_get_signature.__wrapped__ = beam_signatures.BEAM_GET_SIGNATURE
-    monkeypatch.setattr(beam_signatures, "BEAM_GET_SIGNATURE", beam_get_signature)
-    monkeypatch.setattr(beam_signatures, "_signatures", weakref.WeakKeyDictionary())
+    beam_get_signature.__wrapped__ = signatures.BEAM_GET_SIGNATURE
+    monkeypatch.setattr(signatures, "BEAM_GET_SIGNATURE", beam_get_signature)
+    monkeypatch.setattr(signatures, "_signatures", weakref.WeakKeyDictionary())
     return calls
 
 
 @pytest.mark.parametrize("func", CALLABLES, ids=lambda f: getattr(f, "__name__", type(f).__name__))
 def test_signatures_equal_beams(func):
-    assert beam_signatures.get_signature(func) == beam_signatures.BEAM_GET_SIGNATURE(func)
-    assert beam_signatures.get_signature(func) == beam_signatures.BEAM_GET_SIGNATURE(func)
+    assert signatures.get_signature(func) == signatures.BEAM_GET_SIGNATURE(func)
+    assert signatures.get_signature(func) == signatures.BEAM_GET_SIGNATURE(func)
 
 
 def test_a_function_and_its_methods_are_looked_up_once(counted_beam_lookups):
     first, second = _Adder(1), _Adder(2)
     for _ in range(3):
-        beam_signatures.get_signature(_add)
-        beam_signatures.get_signature(first.add)
-        beam_signatures.get_signature(second.add)
+        signatures.get_signature(_add)
+        signatures.get_signature(first.add)
+        signatures.get_signature(second.add)
     assert counted_beam_lookups == [_add, first.add]
     # Bound or not, the same function has two signatures (self dropped when bound).
-    assert list(beam_signatures.get_signature(_Adder.add).parameters) == ["self", "x", "z"]
-    assert list(beam_signatures.get_signature(second.add).parameters) == ["x", "z"]
+    assert list(signatures.get_signature(_Adder.add).parameters) == ["self", "x", "z"]
+    assert list(signatures.get_signature(second.add).parameters) == ["x", "z"]
 
 
 def test_other_callables_are_looked_up_every_time(counted_beam_lookups):
     adder, partial = _Adder(1), functools.partial(_add, y=3)
     for _ in range(2):
-        beam_signatures.get_signature(adder)
-        beam_signatures.get_signature(partial)
-        beam_signatures.get_signature(str.upper)
+        signatures.get_signature(adder)
+        signatures.get_signature(partial)
+        signatures.get_signature(str.upper)
     assert len(counted_beam_lookups) == 6
 
 
 def test_a_signature_goes_with_its_function(monkeypatch):
-    monkeypatch.setattr(beam_signatures, "_signatures", weakref.WeakKeyDictionary())
+    monkeypatch.setattr(signatures, "_signatures", weakref.WeakKeyDictionary())
 
     def make():
         def local(a, b):
@@ -105,12 +105,12 @@ def test_a_signature_goes_with_its_function(monkeypatch):
         return local
 
     func = make()
-    beam_signatures.get_signature(func)
+    signatures.get_signature(func)
     gone = weakref.ref(func)
     del func
     gc.collect()
     assert gone() is None
-    assert len(beam_signatures._signatures) == 0
+    assert len(signatures._signatures) == 0
 
 
 class _Sum(beam.DoFn):
@@ -129,8 +129,8 @@ class _TwoStates(beam.DoFn):
 @pytest.fixture
 def installed(monkeypatch):
     monkeypatch.setattr(core, "get_signature", core.get_signature)
-    beam_signatures.install()
-    assert core.get_signature is beam_signatures.get_signature
+    signatures.install()
+    assert core.get_signature is signatures.get_signature
 
 
 def test_installed_beam_still_rejects_an_invalid_dofn(installed):
@@ -147,7 +147,7 @@ def test_installed_beam_runs_a_pipeline_with_side_inputs(installed):
 
 def test_importing_installs_nothing():
     code = (
-        "import apache_beam.transforms.core as core; from components import beam_signatures; "
-        "print(core.get_signature is beam_signatures.BEAM_GET_SIGNATURE)"
+        "import apache_beam.transforms.core as core; from runtime.speedups import signatures; "
+        "print(core.get_signature is signatures.BEAM_GET_SIGNATURE)"
     )
     assert fresh_python(code) == "True"
