@@ -6,17 +6,16 @@ python local_runner.py --help
 from __future__ import annotations
 
 import argparse
-import fcntl
 import gc
 import logging
 import os
 import sys
-import time
 import warnings
 from collections.abc import Sequence
 
 from pipeline.config import CONTRACT_FILE, PipelineConfig
 from pipeline.flags import DEFAULTS, add_pipeline_flags, pipeline_config_kwargs
+from pipeline.run_lock import RunLockedError, hold_run_lock
 from runtime import speedups, start
 from runtime.beam_args import MULTI_PROCESS_MIN_MB, runs_locally, workers_for_data
 
@@ -131,36 +130,6 @@ def metadata_config(config: PipelineConfig):
 
     os.makedirs(os.path.dirname(config.metadata_path), exist_ok=True)
     return metadata.sqlite_metadata_connection_config(config.metadata_path)
-
-
-class RunLockedError(RuntimeError):
-    """Another run of the same pipeline holds its output root."""
-
-
-def hold_run_lock(config: PipelineConfig):
-    """An exclusive lock beside the pipeline's metadata store, held for the whole run.
-
-    Two runs writing one store would interleave their executions and artifacts; the second
-    is refused at once instead. The kernel drops the lock when its process ends, however it
-    ends (a killed run leaves no stale lock behind).
-    """
-    path = os.path.join(os.path.dirname(config.metadata_path), "run.lock")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    handle = open(path, "a+")  # noqa: SIM115 - held open for the run, closed by the caller's `with`
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        holder = handle.read().strip() or "another process"
-        handle.close()
-        raise RunLockedError(
-            f"{holder} is running {config.pipeline_name} on {config.output_root}: wait for it to finish, "
-            "or give this run another --output-root or --pipeline-name."
-        ) from None
-    handle.truncate(0)
-    handle.write(f"process {os.getpid()} (started {time.strftime('%Y-%m-%d %H:%M:%S')})")
-    handle.flush()
-    return handle
 
 
 def run(config: PipelineConfig) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 import local_runner
 from pipeline.config import CONTRACT_FILE, DEFAULT_DATA_ROOT, PipelineConfig
+from pipeline.run_lock import hold_run_lock
 from pipeline.run_summary import format_summary, summarize_run
 from tests.support.runs import EXECUTED_COMPONENTS, SMALL_RUN
 from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
@@ -231,7 +232,7 @@ def test_default_data_meets_the_quality_targets(full_local_run):
 
 def test_a_second_run_on_the_same_output_root_is_refused_at_once(tmp_path, capsys):
     config = local_runner.config_from_args(local_runner.parse_args(["--output-root", str(tmp_path)]))
-    with local_runner.hold_run_lock(config):
+    with hold_run_lock(config):
         assert local_runner.main(["--output-root", str(tmp_path)]) == 3
     err = capsys.readouterr().err
     assert f"process {os.getpid()} (started " in err and "is running taxi-big-tipper" in err
