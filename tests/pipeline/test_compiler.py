@@ -79,10 +79,10 @@ def test_dockerfile_base_image_matches_the_locked_tfx_version():
     assert base == f"gcr.io/tfx-oss-public/tfx:{locked}" == compiler.TFX_BASE_IMAGE
 
 
-@pytest.mark.parametrize("package", ["models", "pipeline", "components"])
+@pytest.mark.parametrize("package", ["models", "pipeline", "components", "runtime"])
 def test_container_code_parses_as_python_3_10(package):
     """The TFX 1.16 image runs Python 3.10."""
-    for path in (REPO / package).glob("*.py"):
+    for path in (REPO / package).rglob("*.py"):
         ast.parse(path.read_text(), filename=str(path), feature_version=(3, 10))
 
 

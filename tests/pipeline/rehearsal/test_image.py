@@ -15,7 +15,8 @@ from pipeline.rehearsal.job import JobError
 def test_the_projects_dockerfile_copies_its_packages_onto_the_python_path():
     image = Image.from_dockerfile(str(REPO_ROOT / "Dockerfile"))
     assert image.workdir == "/pipeline"
-    assert {("models/", "/pipeline/models/"), ("pipeline/", "/pipeline/pipeline/")} <= set(image.copies)
+    packages = ("models", "pipeline", "components", "runtime")
+    assert {(f"{p}/", f"/pipeline/{p}/") for p in packages} <= set(image.copies)
     assert dict(image.env) == {"TF_USE_LEGACY_KERAS": "1", "PYTHONPATH": "/pipeline"}
 
 
