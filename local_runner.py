@@ -10,9 +10,11 @@ import gc
 import logging
 import os
 import sys
+import traceback
 import warnings
 from collections.abc import Sequence
 
+from pipeline import failures
 from pipeline.config import CONTRACT_FILE, PipelineConfig
 from pipeline.flags import DEFAULTS, add_pipeline_flags, pipeline_config_kwargs
 from pipeline.run_lock import RunLockedError, hold_run_lock
@@ -221,10 +223,12 @@ def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
         if failure is None:
             unchanged.record(config, summary, report)
     if failure is not None:
-        print(f"\nThe run FAILED: {type(failure).__name__}: {failure}", file=sys.stderr)
+        if args.verbose:
+            traceback.print_exception(failure, file=sys.stderr)
+        print(f"\nThe run FAILED: {failures.describe(failure)}", file=sys.stderr)
         print(
             "Fix the cause and run the same command again; finished components are reused "
-            "when caching is on (--enable-cache).",
+            f"when caching is on (--enable-cache).{'' if args.verbose else ' --verbose shows the whole traceback.'}",
             file=sys.stderr,
         )
         return 1

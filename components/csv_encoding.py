@@ -20,6 +20,7 @@ CsvExampleGen's rules kept here (the tests compare the two record by record):
 from __future__ import annotations
 
 import bisect
+import codecs
 import contextlib
 import enum
 import hashlib
@@ -110,19 +111,55 @@ def _not_text(path: str, where: str, detail: str) -> CsvFileError:
     )
 
 
+# Other separators a spreadsheet or database export may use, as named to the user.
+OTHER_SEPARATORS = ((";", "semicolons"), ("\t", "tabs"), ("|", "vertical bars"))
+
+
 def column_names(path: str) -> list[str]:
-    """The header as CsvExampleGen reads it (``tfx.utils.io_utils.load_csv_column_names``)."""
+    """The header as CsvExampleGen reads it (``tfx.utils.io_utils.load_csv_column_names``),
+    without the byte-order mark a spreadsheet saving "CSV UTF-8" puts before it (the rows
+    after the header are read without it anyway; line ends may be CRLF)."""
     with _open(path, "rb") as source:
         header = source.readline()
         start = header + source.read(8192)
+    if not start.strip():
+        raise CsvFileError(
+            f"{path} is empty: a CSV file needs a header line naming its columns, then its rows. "
+            "Fill it, or move it out of the data directory or narrow --data-pattern."
+        )
     if b"\0" in start:
         raise CsvFileError(
             f"{path} is a binary file, not CSV: move it out of the data directory or narrow --data-pattern."
         )
+    if header.startswith(codecs.BOM_UTF8):
+        header = header[len(codecs.BOM_UTF8) :]
     try:
-        return header.decode("utf-8").strip().split(",")
+        text = header.decode("utf-8").strip()
     except UnicodeDecodeError as error:
         raise _not_text(path, "header", f"byte 0x{header[error.start]:02x} at offset {error.start}") from None
+    names = text.split(",")
+    for separator, called in OTHER_SEPARATORS:
+        if len(names) == 1 and separator in text:
+            raise CsvFileError(
+                f"{path} is split by {called}, not commas (its header: {text[:100]!r}): CSV files are read "
+                "comma-separated. Save it again as comma-separated CSV (a spreadsheet's \"CSV UTF-8 (Comma "
+                "delimited)\"), or convert it, e.g. with Python's csv module."
+            )
+    return names
+
+
+def _repeated_header(path: str, block: pa.RecordBatch, names: Sequence[str], rows_before: int) -> None:
+    """Stops at a row that repeats the header (two exports pasted into one file), naming it."""
+    first = block.column(0)
+    candidates = pc.equal(first, names[0]) if len(block) else None
+    if candidates is None or not pc.any(candidates).as_py():
+        return
+    for index in np.flatnonzero(candidates.to_numpy(zero_copy_only=False)):
+        if all(block.column(i)[int(index)].as_py() == name for i, name in enumerate(names)):
+            raise CsvFileError(
+                f"{path}: data row {rows_before + int(index) + 1} repeats the header line (two exports pasted "
+                "into one file?). Remove the repeated header line(s), or keep each export in a file of its own."
+            )
 
 
 def read_blocks(path: str, block_bytes: int = BLOCK_BYTES) -> Iterator[pa.RecordBatch]:
@@ -145,6 +182,7 @@ def read_blocks(path: str, block_bytes: int = BLOCK_BYTES) -> Iterator[pa.Record
     # through TFX fileio) needs the GIL for every read, so a reader left early on one
     # would wait forever: it is read to its end first.
     native = _is_local(path)
+    rows_before = 0
     with pa.OSFile(path, "rb") if native else _open(path, "rb") as source:
         try:
             reader = pa_csv.open_csv(source, read_options=read, parse_options=parse, convert_options=convert)
@@ -152,6 +190,8 @@ def read_blocks(path: str, block_bytes: int = BLOCK_BYTES) -> Iterator[pa.Record
             try:
                 for block in reader:
                     if block.num_rows:
+                        _repeated_header(path, block, names, rows_before)
+                        rows_before += block.num_rows
                         yield block
                 finished = True
             finally:

@@ -97,11 +97,34 @@ def read_evaluation(summary: RunSummary, evaluation_uri: str) -> None:
                 summary.metrics[item.key.name] = item.value.double_value.value
     result = tfma.load_validation_result(evaluation_uri)
     for per_slice in result.metric_validations_per_slice:
-        for failure in per_slice.failures:
-            summary.validation_failures.append(
-                f"{failure.metric_key.name}{' (change vs baseline)' if failure.metric_key.is_diff else ''}: "
-                f"{failure.message or 'threshold not met'}"
-            )
+        summary.validation_failures.extend(describe_failure(failure) for failure in per_slice.failures)
+
+
+def describe_failure(failure: Any) -> str:
+    """One TFMA validation failure as a person reads it: the metric, its value and the
+    threshold it missed ("auc 0.8512, under its floor 0.9"; for a change threshold, the
+    change against the last blessed model and the change allowed)."""
+    from tensorflow_model_analysis.proto import config_pb2
+
+    name = failure.metric_key.name
+    value = failure.metric_value.double_value.value if failure.metric_value.HasField("double_value") else None
+    threshold = failure.metric_threshold
+    if value is not None and threshold.HasField("value_threshold"):
+        bounds = threshold.value_threshold
+        if bounds.HasField("lower_bound") and value < bounds.lower_bound.value:
+            return f"{name} {value:.4f}, under its floor {bounds.lower_bound.value:g}"
+        if bounds.HasField("upper_bound") and value > bounds.upper_bound.value:
+            return f"{name} {value:.4f}, over its ceiling {bounds.upper_bound.value:g}"
+    if value is not None and threshold.HasField("change_threshold"):
+        change = threshold.change_threshold
+        higher_is_better = change.direction == config_pb2.MetricDirection.HIGHER_IS_BETTER
+        kind, allowed = (
+            ("change", change.absolute) if change.HasField("absolute") else ("relative change", change.relative)
+        )
+        side = "under" if higher_is_better else "over"
+        return f"{name} {kind} {value:+.4f} against the last blessed model, {side} the allowed {allowed.value:+g}"
+    diff = " (change vs baseline)" if failure.metric_key.is_diff else ""
+    return f"{name}{diff}: {failure.message or 'threshold not met'}"
 
 
 def _plain(value: metadata_store_pb2.Value) -> Any:

@@ -399,3 +399,24 @@ def test_the_speedups_flag_lists_and_switches(monkeypatch, capsys):
     assert not local_runner.config_from_args(local_runner.parse_args(["--no-speedups"])).beam_pool
     monkeypatch.setenv(speedups.ENV_VAR, "0")
     assert not local_runner.parse_args([]).speedups
+
+
+@pytest.mark.slow
+def test_an_error_in_the_users_code_ends_the_run_naming_where_it_was_raised(sample_dir, tmp_path, monkeypatch, capsys):
+    """A column the features name but the data lacks: preprocessing_fn raises inside tf.Transform's
+    trace, under TFX's Transform and LocalDagRunner; the last line names its file, line and function."""
+    import inspect
+
+    from models import features, preprocessing
+
+    monkeypatch.setattr(features, "NUMERIC_FEATURES", (*features.NUMERIC_FEATURES, "no_such_column"))
+    argv = ["--data-root", str(sample_dir), "--output-root", str(tmp_path), *SMALL_RUN]
+    assert local_runner.main(argv) == 1
+    err = capsys.readouterr().err
+    source, first = inspect.getsourcelines(preprocessing.preprocessing_fn)
+    line = first + next(i for i, text in enumerate(source) if "features.NUMERIC_FEATURES" in text)
+    assert "The run FAILED: KeyError: 'no_such_column'" in err
+    assert f"(models/preprocessing.py, line {line}, in preprocessing_fn)" in err
+    assert "--verbose shows the whole traceback" in err
+    states = {c.node_id: c.state for c in _summary(str(tmp_path)).components}
+    assert states["Transform"] == "FAILED" and "Trainer" not in states

@@ -155,6 +155,61 @@ def test_an_unreadable_file_is_named_with_what_to_do(tmp_path, content, message)
         list(csv_encoding.read_blocks(str(path)))
 
 
+def test_a_spreadsheets_csv_utf8_with_crlf_line_ends_runs_as_it_is(small_config, tmp_path):
+    """A byte-order mark and CRLF line ends (a spreadsheet's "CSV UTF-8"): the same columns,
+    rows and splits as the plain file."""
+    (tmp_path / "plain").mkdir()
+    plain = _data_dir(tmp_path / "plain", small_config, rows=60)
+    saved = tmp_path / "saved" / "data"
+    saved.mkdir(parents=True)
+    text = (plain / "part.csv").read_text()
+    (saved / "part.csv").write_bytes(b"\xef\xbb\xbf" + text.replace("\n", "\r\n").encode())
+    assert csv_encoding.column_names(str(saved / "part.csv")) == csv_encoding.column_names(str(plain / "part.csv"))
+    assert _split_records(_ours(small_config, saved, tmp_path / "saved")["examples"][0]) == _split_records(
+        _ours(small_config, plain, tmp_path / "plain")["examples"][0]
+    )
+
+
+@pytest.mark.parametrize(("separator", "called"), [(";", "semicolons"), ("\t", "tabs"), ("|", "vertical bars")])
+def test_a_file_split_by_another_separator_is_named_as_such(tmp_path, separator, called):
+    path = tmp_path / "export.csv"
+    path.write_text(separator.join(["fare", "tips", "company"]) + "\n" + separator.join(["1,5", "0", "x"]) + "\n")
+    with pytest.raises(csv_encoding.CsvFileError, match=rf"export\.csv is split by {called}, not commas"):
+        csv_encoding.column_names(str(path))
+
+
+def test_a_single_column_file_is_still_a_csv(tmp_path):
+    path = tmp_path / "one.csv"
+    path.write_text("fare\n1.5\n2\n")
+    assert csv_encoding.column_names(str(path)) == ["fare"]
+    assert sum(block.num_rows for block in csv_encoding.read_blocks(str(path))) == 2
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n", b"  \r\n"])
+def test_an_empty_file_is_named_as_empty(tmp_path, content):
+    path = tmp_path / "nothing.csv"
+    path.write_bytes(content)
+    with pytest.raises(csv_encoding.CsvFileError, match=r"nothing\.csv is empty: a CSV file needs a header line"):
+        csv_encoding.column_names(str(path))
+
+
+def test_a_header_repeated_inside_a_file_is_named_with_its_row(tmp_path):
+    """Two exports pasted together: the second header is a data row of text in number columns."""
+    path = tmp_path / "pasted.csv"
+    path.write_text("fare,company\n1.5,a\n2,b\nfare,company\n3,c\n")
+    with pytest.raises(csv_encoding.CsvFileError, match=r"pasted\.csv: data row 3 repeats the header line"):
+        csv_encoding.infer_column_types([str(path)])
+    # Across blocks too: the row counts on from the blocks before.
+    with pytest.raises(csv_encoding.CsvFileError, match=r"data row 3 repeats"):
+        list(csv_encoding.read_blocks(str(path), block_bytes=16))
+
+
+def test_a_value_equal_to_a_column_name_is_not_a_header(tmp_path):
+    path = tmp_path / "values.csv"
+    path.write_text("kind,company\nkind,x\nother,company\n")
+    assert sum(block.num_rows for block in csv_encoding.read_blocks(str(path))) == 2
+
+
 def test_files_with_different_headers_are_both_named_with_the_columns(tmp_path):
     (tmp_path / "a.csv").write_text("fare,tips\n1,2\n")
     (tmp_path / "b.csv").write_text("fare,tip\n1,2\n")

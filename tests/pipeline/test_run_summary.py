@@ -8,7 +8,7 @@ import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd
 
-from pipeline.run_summary import ComponentRun, RunSummary, format_summary, summarize_run
+from pipeline.run_summary import ComponentRun, RunSummary, describe_failure, format_summary, summarize_run
 
 PIPELINE = "taxi-big-tipper"
 Execution = mlmd.Execution
@@ -183,6 +183,43 @@ def test_an_unblessed_model_gives_the_failed_thresholds_and_pushes_nothing():
     text = format_summary(_summary(metrics={"auc": 0.7}, blessed=False, validation_failures=["auc: 0.7 is below 0.9"]))
     assert "Model: NOT blessed: auc: 0.7 is below 0.9" in text
     assert "Pushed to: nothing pushed (the model was not blessed)" in text
+
+
+def _failure(name: str, value: float, threshold: str, is_diff: bool = False):
+    from google.protobuf import text_format
+    from tensorflow_model_analysis.proto import config_pb2, validation_result_pb2
+
+    failure = validation_result_pb2.ValidationFailure(message="TFMA's own words")
+    failure.metric_key.name, failure.metric_key.is_diff = name, is_diff
+    failure.metric_value.double_value.value = value
+    text_format.Parse(threshold, failure.metric_threshold)
+    assert isinstance(failure.metric_threshold, config_pb2.MetricThreshold)
+    return failure
+
+
+@pytest.mark.parametrize(
+    ("failure", "said"),
+    [
+        (_failure("auc", 0.85123, "value_threshold { lower_bound { value: 0.9 } }"), "auc 0.8512, under its floor 0.9"),
+        (
+            _failure("mean_squared_error", 2.5, "value_threshold { upper_bound { value: 1.5 } }"),
+            "mean_squared_error 2.5000, over its ceiling 1.5",
+        ),
+        (
+            _failure(
+                "auc", -0.0131, "change_threshold { direction: HIGHER_IS_BETTER absolute { value: -0.002 } }", True
+            ),
+            "auc change -0.0131 against the last blessed model, under the allowed -0.002",
+        ),
+        (
+            _failure("loss", 0.2, "change_threshold { direction: LOWER_IS_BETTER relative { value: 0.1 } }", True),
+            "loss relative change +0.2000 against the last blessed model, over the allowed +0.1",
+        ),
+        (_failure("auc", 0.95, ""), "auc: TFMA's own words"),
+    ],
+)
+def test_a_failed_threshold_names_the_metric_its_value_and_the_threshold(failure, said):
+    assert describe_failure(failure) == said
 
 
 def _measured(feature: str, value: float, threshold: float, split: str = "train") -> dict:
