@@ -142,16 +142,48 @@ def label_counts(examples: standard_artifacts.Examples, schema: schema_pb2.Schem
     return counts
 
 
-def describe_label(examples: standard_artifacts.Examples, schema: schema_pb2.Schema) -> list[str]:
-    """One line per split whose label cannot be learned from: a source column missing, or a
-    class under the contract's minimum share of the rows (``min_label_class_fraction``)."""
+def _not_numbers(statistics_by_split: dict[str, statistics_pb2.DatasetFeatureStatisticsList], column: str) -> list:
+    """A few of the column's most frequent values that are not numbers, from its statistics."""
+    found: list[str] = []
+    for statistics in statistics_by_split.values():
+        for feature in statistics.datasets[0].features:
+            if (".".join(feature.path.step) or feature.name) != column:
+                continue
+            for bucket in feature.string_stats.top_values:
+                try:
+                    float(bucket.value)
+                except ValueError:
+                    if bucket.value not in found:
+                        found.append(bucket.value)
+    return found[:3]
+
+
+def describe_label(
+    examples: standard_artifacts.Examples,
+    schema: schema_pb2.Schema,
+    statistics_by_split: dict[str, statistics_pb2.DatasetFeatureStatisticsList] | None = None,
+) -> list[str]:
+    """One line per split whose label cannot be learned from: a source column missing or
+    holding text (a schema inferred from the data types such a column as text), or a class
+    under the contract's minimum share of the rows (``min_label_class_fraction``)."""
     from models import features
 
     least = min_label_class_fraction(schema)
-    known = {f.name for f in schema.feature}
+    known = {f.name: f for f in schema.feature}
+    sources = (features.TIPS, features.FARE)
     rule = f"label '{features.LABEL_KEY}' (tips > {features.BIG_TIPPER_FRACTION:.0%} of the fare)"
-    if missing := [key for key in (features.TIPS, features.FARE) if key not in known]:
+    if missing := [key for key in sources if key not in known]:
         return [f"[all] {rule}: column(s) {', '.join(missing)} not in the data; the label cannot be computed"]
+    if text := [key for key in sources if known[key].type == schema_pb2.BYTES]:
+        lines = []
+        for key in text:
+            seen = _not_numbers(statistics_by_split or {}, key)
+            example = f" (such as {', '.join(repr(v) for v in seen)})" if seen else ""
+            lines.append(
+                f"[all] {rule}: column '{key}' holds text{example} where the label needs numbers. Fix those "
+                "cells, or check the data against a contract (schema.pbtxt beside the data), which names them"
+            )
+        return lines
     lines = []
     for split, (positives, rows) in sorted(label_counts(examples, schema).items()):
         smaller = min(positives, rows - positives)
@@ -173,12 +205,11 @@ def check_data(
     """Raises ``DataAnomaliesError`` naming every anomaly, column missing too many values and
     a label that cannot be learned, or returns when the data is clean."""
     schema = io_utils.parse_pbtxt_file(schema_file, schema_pb2.Schema())
-    lines = describe_anomalies(read_anomalies(anomalies)) + describe_missing(
-        read_statistics_dir(statistics.uri), schema
-    )
+    statistics_by_split = read_statistics_dir(statistics.uri)
+    lines = describe_anomalies(read_anomalies(anomalies)) + describe_missing(statistics_by_split, schema)
     # The label's source is read with the schema's types: only once the data matches them.
     if not lines:
-        lines = describe_label(examples, schema)
+        lines = describe_label(examples, schema, statistics_by_split)
     if lines:
         raise DataAnomaliesError(
             "The data breaks its contract, so Transform and training did not run on it:\n  "

@@ -19,6 +19,7 @@ from components.anomaly_gate import (
     missing_tolerances,
     read_anomalies,
 )
+from components.drift import read_statistics_dir
 from models.features import MIN_LABEL_CLASS_FRACTION
 from pipeline.config import CONTRACT_FILE, DEFAULT_DATA_ROOT
 from pipeline.pipeline import create_pipeline
@@ -119,7 +120,7 @@ def _gate_lines(small_config, tmp_path, edit=None, drop=None) -> list[str]:
     examples = run_component(node(pipe, "CsvExampleGen"), {}, out)["examples"]
     statistics = run_component(node(pipe, "StatisticsGen"), {"examples": examples}, out)["statistics"]
     schema = run_component(node(pipe, "SchemaGen"), {"statistics": statistics}, out)["schema"]
-    return describe_label(examples[0], _schema_proto(schema))
+    return describe_label(examples[0], _schema_proto(schema), read_statistics_dir(statistics[0].uri))
 
 
 def _labels_one_record_at_a_time(examples, schema: schema_pb2.Schema) -> dict[str, tuple[int, int]]:
@@ -173,6 +174,17 @@ def test_a_label_with_one_class_is_named_with_what_to_check(small_config, tmp_pa
     assert len(lines) == 2
     assert lines[0].startswith("[eval] label 'big_tipper' (tips > 20% of the fare): 0 of ")
     assert "each class needs at least 1% of a split" in lines[0] and "all tips 0" in lines[0]
+
+
+def test_text_in_a_labels_source_column_is_named_with_what_was_found(small_config, tmp_path):
+    """With an inferred schema the column is text: computing the label used to fail inside
+    TensorFlow (a string-to-float cast) with no column named."""
+    lines = _gate_lines(small_config, tmp_path, edit=lambda row, i: {**row, "tips": "n/a"} if i == 3 else row)
+    assert lines == [
+        "[all] label 'big_tipper' (tips > 20% of the fare): column 'tips' holds text (such as 'n/a') where the "
+        "label needs numbers. Fix those cells, or check the data against a contract (schema.pbtxt beside the "
+        "data), which names them"
+    ]
 
 
 def test_the_labels_source_column_missing_is_named(small_config, tmp_path):
