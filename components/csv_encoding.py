@@ -138,8 +138,8 @@ def column_names(path: str) -> list[str]:
     except UnicodeDecodeError as error:
         raise _not_text(path, "header", f"byte 0x{header[error.start]:02x} at offset {error.start}") from None
     names = text.split(",")
-    for separator, called in OTHER_SEPARATORS:
-        if len(names) == 1 and separator in text:
+    for separator, called in OTHER_SEPARATORS if len(names) == 1 else ():
+        if separator in text:
             raise CsvFileError(
                 f"{path} is split by {called}, not commas (its header: {text[:100]!r}): CSV files are read "
                 "comma-separated. Save it again as comma-separated CSV (a spreadsheet's \"CSV UTF-8 (Comma "
@@ -150,9 +150,8 @@ def column_names(path: str) -> list[str]:
 
 def _repeated_header(path: str, block: pa.RecordBatch, names: Sequence[str], rows_before: int) -> None:
     """Stops at a row that repeats the header (two exports pasted into one file), naming it."""
-    first = block.column(0)
-    candidates = pc.equal(first, names[0]) if len(block) else None
-    if candidates is None or not pc.any(candidates).as_py():
+    candidates = pc.equal(block.column(0), names[0])
+    if not pc.any(candidates).as_py():
         return
     for index in np.flatnonzero(candidates.to_numpy(zero_copy_only=False)):
         if all(block.column(i)[int(index)].as_py() == name for i, name in enumerate(names)):

@@ -31,12 +31,17 @@ def _chain(error: BaseException) -> list[BaseException]:
 COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 
 
-def _is_users(frame: traceback.FrameSummary, root: Path) -> bool:
+def _in_project(filename: str, root: Path) -> Path | None:
+    """``filename`` relative to the project's root, or None when it lies outside it."""
     try:
-        relative = Path(os.path.realpath(frame.filename)).relative_to(root)
+        return Path(os.path.realpath(filename)).relative_to(root)
     except ValueError:
-        return False
-    return bool(relative.parts) and relative.parts[0] not in MACHINERY
+        return None
+
+
+def _is_users(frame: traceback.FrameSummary, root: Path) -> bool:
+    relative = _in_project(frame.filename, root)
+    return relative is not None and bool(relative.parts) and relative.parts[0] not in MACHINERY
 
 
 def user_frame(error: BaseException, root: Path = REPO_ROOT) -> traceback.FrameSummary | None:
@@ -63,5 +68,4 @@ def describe(error: BaseException, root: Path = REPO_ROOT) -> str:
     frame = user_frame(error, root)
     if frame is None:
         return said
-    where = Path(os.path.realpath(frame.filename)).relative_to(root)
-    return f"{said} ({where}, line {frame.lineno}, in {frame.name})"
+    return f"{said} ({_in_project(frame.filename, root)}, line {frame.lineno}, in {frame.name})"

@@ -12,7 +12,7 @@ workers of one pipeline are as many processes as before.
 Only the local runner changes: the data path is the components' own plain Beam, and a run
 given ``--runner`` (Dataflow) never starts a pool. It sets the environment Beam's runner
 gives its workers (a private attribute of ``FnApiRunner``), so it is one of the speedups
-(``runtime.speedups``, checked when it first runs): switched off, ``runtime.beam_args``
+(``runtime.speedups``, checked each time a pipeline runs on it): switched off, ``runtime.beam_args``
 chooses Beam's own multi-process DirectRunner instead.
 """
 

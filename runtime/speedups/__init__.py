@@ -280,6 +280,13 @@ def current_shape(target: Target) -> str | None:
     return "member" if target.shape == "member" else shape_of(value)
 
 
+def _installed_version(library: str) -> str:
+    try:
+        return importlib.metadata.version(library)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
 def check(speedup: Speedup, every_target: bool = False) -> None:
     """Raises ``SpeedupOutOfDate``, naming the speedup, what changed and what to do, when an
     object it replaces is gone or has another shape than the one it was written for.
@@ -290,10 +297,7 @@ def check(speedup: Speedup, every_target: bool = False) -> None:
         found = current_shape(target)
         if found == target.shape:
             continue
-        try:
-            installed = importlib.metadata.version(speedup.library)
-        except importlib.metadata.PackageNotFoundError:
-            installed = "not installed"
+        installed = _installed_version(speedup.library)
         now = "is gone" if found is None else f"is now {found}"
         raise SpeedupOutOfDate(
             f"speedup {speedup.name!r} (runtime/speedups, {speedup.module}) replaces {target.path}, written "
@@ -303,20 +307,24 @@ def check(speedup: Speedup, every_target: bool = False) -> None:
         )
 
 
-def _of(stage: Stage) -> list[Speedup]:
-    return [speedup for speedup in SPEEDUPS if speedup.stage is stage]
+def _checked(stage: Stage) -> Iterator[tuple[str, Any]]:
+    """(name, the function that installs it) of every speedup of ``stage``, each checked just
+    before it is handed out; nothing when the switch is off."""
+    if not enabled():
+        return
+    for speedup in SPEEDUPS:
+        if speedup.stage is stage:
+            check(speedup)
+            yield speedup.name, getattr(importlib.import_module(speedup.module_path), speedup.function)
 
 
 def install(stage: Stage, **kwargs: Any) -> list[str]:
     """Installs, in this process, every speedup of ``stage`` (each its module's function,
     given ``kwargs``), each checked first; none when the switch is off. The names installed."""
-    if not enabled():
-        return []
     installed = []
-    for speedup in _of(stage):
-        check(speedup)
-        getattr(importlib.import_module(speedup.module_path), speedup.function)(**kwargs)
-        installed.append(speedup.name)
+    for name, function in _checked(stage):
+        function(**kwargs)
+        installed.append(name)
     return installed
 
 
@@ -326,11 +334,9 @@ def active(stage: Stage) -> Iterator[list[str]]:
     first; none when the switch is off. Yields the names."""
     with contextlib.ExitStack() as stack:
         names = []
-        if enabled():
-            for speedup in _of(stage):
-                check(speedup)
-                stack.enter_context(getattr(importlib.import_module(speedup.module_path), speedup.function)())
-                names.append(speedup.name)
+        for name, function in _checked(stage):
+            stack.enter_context(function())
+            names.append(name)
         yield names
 
 
@@ -340,10 +346,7 @@ def describe() -> str:
     state = "on" if enabled() else f"off ({ENV_VAR}=0): every library runs as shipped"
     lines = [f"Speedups ({state}); each replaces a library's internals (runtime/speedups/__init__.py):"]
     for speedup in SPEEDUPS:
-        try:
-            installed = importlib.metadata.version(speedup.library)
-        except importlib.metadata.PackageNotFoundError:
-            installed = "not installed"
+        installed = _installed_version(speedup.library)
         lines.append(f"- {speedup.name} ({speedup.stage.value}): {speedup.buys}")
         lines.append(f"    {speedup.library} {speedup.written_against} (installed: {installed}); replaces:")
         lines.extend(f"      {target.path} {target.shape}" for target in speedup.replaces)
