@@ -29,8 +29,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--data-root",
-        default=DEFAULTS.data_root,
-        help="Directory holding the CSV file(s) to train on (all must share one header).",
+        default=None,
+        help="Directory holding the CSV file(s) to train on, all sharing one header (default: the problem's folder).",
     )
     parser.add_argument(
         "--serving-data-root",
@@ -78,28 +78,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def contract_path(args: argparse.Namespace, data_root: str) -> str | None:
-    """--schema-path, else the contract beside the data if there is one, else None (infer)."""
-    if args.schema_path:
-        return os.path.abspath(args.schema_path)
-    beside = os.path.join(data_root, CONTRACT_FILE)
-    if args.infer_schema or not os.path.exists(beside):
-        return None
-    return beside
-
-
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
-    data_root = os.path.abspath(args.data_root)
+    """The configuration the flags ask for; raises ``ValueError`` naming a wrong flag, spec or
+    a missing contract."""
     if args.beam_workers < 0:
         raise ValueError(f"--beam-workers must be 0 (choose by data size) or more, got {args.beam_workers}")
+    kwargs = pipeline_config_kwargs(args)
+    data_root = os.path.abspath(args.data_root or kwargs["problem"].data_root)
     return PipelineConfig(
         data_root=data_root,
         output_root=os.path.abspath(args.output_root),
-        schema_path=contract_path(args, data_root),
+        schema_path=os.path.abspath(args.schema_path) if args.schema_path else None,
         serving_data_root=os.path.abspath(args.serving_data_root) if args.serving_data_root else None,
         beam_workers=args.beam_workers or workers_for_data(data_root, args.data_pattern),
         beam_pool=args.speedups,
-        **pipeline_config_kwargs(args),
+        **kwargs,
     )
 
 
@@ -160,12 +153,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    print(f"Problem: {config.problem.name} ({config.problem.task.value}; {config.problem.label.describe()})")
     if config.schema_path:
         print(f"Data contract: {config.schema_path}")
     else:
         print(
-            f"No data contract ({CONTRACT_FILE} in --data-root, or --schema-path): the schema is inferred from "
-            "this very data, which catches little. Draft one: python -m pipeline.contract --data-root DIR"
+            "Data contract: none (--infer-schema): the schema is inferred from this very data, which catches "
+            f"little. Draft the problem's: python -m pipeline.contract --problem DIR, saved as {CONTRACT_FILE}"
         )
     from pipeline import unchanged
     from pipeline.run_summary import format_summary
@@ -182,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "\nNothing changed since the last run (configuration, code, data, packages, metadata store): "
                 "every component would be reused from the cache, so TFX was not started. Its summary:"
             )
-            print("\n" + format_summary(reused.summary, config.min_eval_auc))
+            print("\n" + format_summary(reused.summary, config.blessing))
             if args.report and reused.report:
                 print(f"Run report: {reused.report}")
             return 0
@@ -212,7 +206,7 @@ def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
     except LookupError as err:
         print(f"(no run summary: {err})")
     else:
-        print("\n" + format_summary(summary, config.min_eval_auc))
+        print("\n" + format_summary(summary, config.blessing))
         report = None
         try:
             if args.report:

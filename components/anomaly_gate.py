@@ -14,7 +14,7 @@ keeps the lineage in ML Metadata, rather than a bare ordering edge).
 import os
 
 from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2, statistics_pb2
-from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact
+from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
 from tfx.dsl.component.experimental.decorators import component
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import io_utils
@@ -75,11 +75,11 @@ def missing_tolerances(schema: schema_pb2.Schema) -> dict[str, float]:
 
 
 def min_label_class_fraction(schema: schema_pb2.Schema) -> float:
-    """The contract's minimum share of each label class, else ``features.MIN_LABEL_CLASS_FRACTION``."""
-    from models import features
+    """The contract's minimum share of each label class, else ``problem.MIN_LABEL_CLASS_FRACTION``."""
+    from models.problem import MIN_LABEL_CLASS_FRACTION
 
     found = _tagged(schema.annotation, LABEL_BALANCE_TAG, "the schema")
-    return features.MIN_LABEL_CLASS_FRACTION if found is None else found
+    return MIN_LABEL_CLASS_FRACTION if found is None else found
 
 
 def missing_share(feature: statistics_pb2.FeatureNameStatistics, rows: int) -> float:
@@ -111,22 +111,23 @@ def describe_missing(
     return lines
 
 
-def label_counts(examples: standard_artifacts.Examples, schema: schema_pb2.Schema) -> dict[str, tuple[int, int]]:
-    """Per split: (rows labelled 1, rows), the label computed as ``preprocessing_fn`` computes
-    it, from the label's source columns only."""
+def label_counts(examples: standard_artifacts.Examples, schema: schema_pb2.Schema, problem) -> dict[str, list[int]]:
+    """Per split, rows per class of a classification label: [value not a class, class 0,
+    class 1, ...], the label computed as ``preprocessing_fn`` computes it, from the
+    label's source columns only."""
     import tensorflow as tf
     from tensorflow_transform.tf_metadata import schema_utils
 
-    from models import data, features, preprocessing
+    from models import data, preprocessing
 
     spec = schema_utils.schema_as_feature_spec(schema).feature_spec
-    sources = {key: spec[key] for key in (features.TIPS, features.FARE)}
-    label_key = features.transformed_name(features.LABEL_KEY)
+    sources = {key: spec[key] for key in problem.label.sources}
+    size = problem.num_classes + 1
 
     @data.without_autograph
     def count(block: tf.Tensor) -> tf.Tensor:
-        labels = tf.cast(preprocessing.label(tf.io.parse_example(block, sources))[label_key], tf.int64)
-        return tf.stack([tf.reduce_sum(labels), tf.size(block, out_type=tf.int64)])
+        labels = tf.cast(preprocessing.label(tf.io.parse_example(block, sources), problem)[problem.label_key], tf.int32)
+        return tf.math.bincount(tf.reshape(labels, [-1]) + 1, minlength=size, maxlength=size, dtype=tf.int64)
 
     add = data.without_autograph(lambda total, block: total + block)
 
@@ -137,8 +138,7 @@ def label_counts(examples: standard_artifacts.Examples, schema: schema_pb2.Schem
         blocks = data.record_blocks(files, block_rows=8192).map(
             count, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False
         )
-        positives, rows = blocks.reduce(tf.zeros([2], tf.int64), add).numpy()
-        counts[split] = (int(positives), int(rows))
+        counts[split] = [int(c) for c in blocks.reduce(tf.zeros([size], tf.int64), add).numpy()]
     return counts
 
 
@@ -158,41 +158,67 @@ def _not_numbers(statistics_by_split: dict[str, statistics_pb2.DatasetFeatureSta
     return found[:3]
 
 
+def _top_values(statistics_by_split: dict[str, statistics_pb2.DatasetFeatureStatisticsList], column: str) -> list:
+    """The column's most frequent values, from its statistics (text columns only)."""
+    found: list[str] = []
+    for statistics in statistics_by_split.values():
+        for feature in statistics.datasets[0].features:
+            if (".".join(feature.path.step) or feature.name) == column:
+                found += [b.value for b in feature.string_stats.top_values if b.value not in found]
+    return found
+
+
 def describe_label(
     examples: standard_artifacts.Examples,
     schema: schema_pb2.Schema,
+    problem,
     statistics_by_split: dict[str, statistics_pb2.DatasetFeatureStatisticsList] | None = None,
 ) -> list[str]:
     """One line per split whose label cannot be learned from: a source column missing or
-    holding text (a schema inferred from the data types such a column as text), or a class
-    under the contract's minimum share of the rows (``min_label_class_fraction``)."""
-    from models import features
+    holding text where the label needs numbers (a schema inferred from the data types such
+    a column as text), values that are none of the classes, or a class under the
+    contract's minimum share of the rows (``min_label_class_fraction``)."""
+    from models.problem import Task
 
     least = min_label_class_fraction(schema)
     known = {f.name: f for f in schema.feature}
-    sources = (features.TIPS, features.FARE)
-    rule = f"label '{features.LABEL_KEY}' (tips > {features.BIG_TIPPER_FRACTION:.0%} of the fare)"
-    if missing := [key for key in sources if key not in known]:
+    label = problem.label
+    rule = label.describe()
+    if missing := [key for key in label.sources if key not in known]:
         return [f"[all] {rule}: column(s) {', '.join(missing)} not in the data; the label cannot be computed"]
-    if text := [key for key in sources if known[key].type == schema_pb2.BYTES]:
+    numeric = label.expression is not None or problem.task == Task.REGRESSION
+    if numeric and (text := [key for key in label.sources if known[key].type == schema_pb2.BYTES]):
         lines = []
         for key in text:
             seen = _not_numbers(statistics_by_split or {}, key)
             example = f" (such as {', '.join(repr(v) for v in seen)})" if seen else ""
             lines.append(
                 f"[all] {rule}: column '{key}' holds text{example} where the label needs numbers. Fix those "
-                "cells, or check the data against a contract (schema.pbtxt beside the data), which names them"
+                "cells, or check the data against the problem's contract (schema.pbtxt), which names them"
             )
         return lines
+    if problem.task == Task.REGRESSION:
+        return []
+    names = ["0", "1"] if problem.task == Task.BINARY else list(label.classes)
     lines = []
-    for split, (positives, rows) in sorted(label_counts(examples, schema).items()):
-        smaller = min(positives, rows - positives)
-        if rows and smaller / rows < least:
+    for split, counts in sorted(label_counts(examples, schema, problem).items()):
+        unknown, per_class = counts[0], counts[1:]
+        rows = sum(counts)
+        if unknown:
+            others = [v for v in _top_values(statistics_by_split or {}, label.column) if v not in label.classes]
+            example = f" (such as {', '.join(repr(v) for v in others[:3])})" if others else ""
             lines.append(
-                f"[{split}] {rule}: {positives} of {rows} rows are 1 ({positives / rows:.1%}); each class needs "
-                f"at least {least:.0%} of a split to learn from ({LABEL_BALANCE_TAG}{least:g}). Check the tips and "
-                "fare columns (all tips 0, or tips in another unit?)"
+                f"[{split}] {rule}: {unknown} of {rows} rows hold a value that is none of the classes{example}. "
+                "Add it to label.classes in problem.toml, or fix those rows"
             )
+            continue
+        for name, count in zip(names, per_class, strict=True):
+            if rows and count / rows < least:
+                lines.append(
+                    f"[{split}] {rule}: {count} of {rows} rows are class {name} ({count / rows:.1%}); each class "
+                    f"needs at least {least:.0%} of a split to learn from ({LABEL_BALANCE_TAG}{least:g}). Check "
+                    f"the label's column(s) {', '.join(label.sources)} (all one value, or in another unit?)"
+                )
     return lines
 
 
@@ -201,6 +227,7 @@ def check_data(
     examples: standard_artifacts.Examples,
     schema_file: str,
     statistics: standard_artifacts.ExampleStatistics,
+    problem,
 ) -> None:
     """Raises ``DataAnomaliesError`` naming every anomaly, column missing too many values and
     a label that cannot be learned, or returns when the data is clean."""
@@ -209,13 +236,13 @@ def check_data(
     lines = describe_anomalies(read_anomalies(anomalies)) + describe_missing(statistics_by_split, schema)
     # The label's source is read with the schema's types: only once the data matches them.
     if not lines:
-        lines = describe_label(examples, schema, statistics_by_split)
+        lines = describe_label(examples, schema, problem, statistics_by_split)
     if lines:
         raise DataAnomaliesError(
             "The data breaks its contract, so Transform and training did not run on it:\n  "
             + "\n  ".join(lines)
-            + f"\nDetails: {anomalies.uri}\nFix the data, or, if the change is intended, update the data "
-            "contract (schema.pbtxt beside the data, or --schema-path) and run the pipeline again."
+            + f"\nDetails: {anomalies.uri}\nFix the data, or, if the change is intended, update the problem's "
+            "data contract (schema.pbtxt in its folder, or --schema-path) and run the pipeline again."
         )
 
 
@@ -226,9 +253,13 @@ def AnomalyGate(
     examples: InputArtifact[standard_artifacts.Examples],
     statistics: InputArtifact[standard_artifacts.ExampleStatistics],
     validated_schema: OutputArtifact[standard_artifacts.Schema],
+    problem: Parameter[str],
 ) -> None:
     """Fails when the data has anomalies, columns missing more values than the contract
-    allows, or a label with nothing to learn; otherwise passes the schema on."""
+    allows, or a label with nothing to learn; otherwise passes the schema on. ``problem``:
+    the problem spec as JSON (``Problem.to_json``)."""
+    from models.problem import Problem
+
     source = io_utils.get_only_uri_in_dir(schema.uri)
-    check_data(anomalies, examples, source, statistics)
+    check_data(anomalies, examples, source, statistics, Problem.from_json(problem))
     io_utils.copy_file(source, os.path.join(validated_schema.uri, SCHEMA_FILE), overwrite=True)

@@ -1,4 +1,5 @@
-"""The training schedule's callbacks: early stopping on the validation AUC, a lower learning
+"""The training schedule's callbacks: early stopping on the validation metric (AUC,
+accuracy or RMSE, as ``model.monitored_metric`` says for the task), a lower learning
 rate on a plateau, and the best epoch's weights kept (and restored when a later epoch was
 worse).
 
@@ -23,6 +24,7 @@ from absl import logging
 
 from models.hparams import Schedule
 
+# The validation metric the schedule watches unless told (the binary models').
 MONITOR, MODE = "val_auc", "max"
 # The best epoch's weights, under the Trainer's model_run directory.
 BEST_EPOCH_SUBDIR = "best_epoch"
@@ -80,20 +82,23 @@ class BestEpoch(_Saved, keras.callbacks.ModelCheckpoint):
 
     saved_attributes = ("best", "best_epoch", "last_epoch")
 
-    def __init__(self, directory: str, min_auc_gain: float):
+    def __init__(self, directory: str, min_auc_gain: float, monitor: str = MONITOR, mode: str = MODE):
         # Saved only when an epoch beats the best by min_auc_gain (ModelCheckpoint has no
         # such margin), through ModelCheckpoint's saving, which only the chief's file keeps.
-        super().__init__(os.path.join(directory, "weights"), monitor=MONITOR, save_weights_only=True)
+        super().__init__(os.path.join(directory, "weights"), monitor=monitor, mode=mode, save_weights_only=True)
         self.min_auc_gain = min_auc_gain
-        self.best, self.best_epoch, self.last_epoch = -np.inf, -1, -1
+        self.sign = 1.0 if mode == "max" else -1.0
+        self.best, self.best_epoch, self.last_epoch = -self.sign * np.inf, -1, -1
 
     def on_epoch_end(self, epoch, logs=None):
         self.last_epoch = epoch
-        current = (logs or {}).get(MONITOR)
+        current = (logs or {}).get(self.monitor)
         if current is None:
-            logging.warning("%s is not in the epoch's logs (%s): the best epoch is not tracked", MONITOR, sorted(logs))
+            logging.warning(
+                "%s is not in the epoch's logs (%s): the best epoch is not tracked", self.monitor, sorted(logs)
+            )
             return
-        if self.best_epoch < 0 or current > self.best + self.min_auc_gain:
+        if self.best_epoch < 0 or self.sign * (current - self.best) > self.min_auc_gain:
             self.best, self.best_epoch = float(current), epoch
             self.epochs_since_last_save = self.period  # due now (the base on_epoch_end counts them)
             self._save_model(epoch=epoch, batch=None, logs=logs)
@@ -108,7 +113,7 @@ class BestEpoch(_Saved, keras.callbacks.ModelCheckpoint):
             logging.info(
                 "Restored the weights of epoch %d (%s %.5f): the last epoch, %d, validated worse",
                 self.best_epoch,
-                MONITOR,
+                self.monitor,
                 self.best,
                 self.last_epoch,
             )
@@ -162,20 +167,27 @@ def attach_state(optimizer: keras.optimizers.Optimizer) -> tf.Variable:
     return state
 
 
-def schedule_callbacks(schedule: Schedule, state: tf.Variable, model_run_dir: str) -> list[keras.callbacks.Callback]:
-    """The callbacks ``schedule`` asks for, wrapped so their state is saved; [] if none."""
+def schedule_callbacks(
+    schedule: Schedule,
+    state: tf.Variable,
+    model_run_dir: str,
+    monitored: tuple[str, str] = (MONITOR, MODE),
+) -> list[keras.callbacks.Callback]:
+    """The callbacks ``schedule`` asks for, wrapped so their state is saved; [] if none.
+    ``monitored``: the validation metric they watch and its mode ("max" or "min")."""
+    monitor, mode = monitored
     chosen: list[_Saved] = []
     if schedule.early_stopping_patience:
         chosen.append(
             EarlyStopping(
-                monitor=MONITOR, mode=MODE, patience=schedule.early_stopping_patience, min_delta=schedule.min_auc_gain
+                monitor=monitor, mode=mode, patience=schedule.early_stopping_patience, min_delta=schedule.min_auc_gain
             )
         )
     if schedule.reduce_lr_patience:
         chosen.append(
             ReduceLROnPlateau(
-                monitor=MONITOR,
-                mode=MODE,
+                monitor=monitor,
+                mode=mode,
                 patience=schedule.reduce_lr_patience,
                 factor=schedule.reduce_lr_factor,
                 min_delta=schedule.min_auc_gain,
@@ -183,7 +195,7 @@ def schedule_callbacks(schedule: Schedule, state: tf.Variable, model_run_dir: st
             )
         )
     if schedule.keep_best_epoch:
-        chosen.append(BestEpoch(os.path.join(model_run_dir, BEST_EPOCH_SUBDIR), schedule.min_auc_gain))
+        chosen.append(BestEpoch(os.path.join(model_run_dir, BEST_EPOCH_SUBDIR), schedule.min_auc_gain, monitor, mode))
     offset = 1
     for callback in chosen:
         offset = callback.bind(state, offset)
@@ -200,6 +212,7 @@ def outcome(callbacks: list[keras.callbacks.Callback], history: keras.callbacks.
                 record["stopped_early_at_epoch"] = int(callback.stopped_epoch) or None
             if isinstance(callback, BestEpoch):
                 record["best_epoch"] = int(callback.best_epoch)
-                record["best_val_auc"] = float(callback.best)
+                record["best_" + callback.monitor] = float(callback.best)
+                record["monitored"] = callback.monitor
     record["final_learning_rate"] = float(keras.backend.get_value(history.model.optimizer.learning_rate))
     return record

@@ -27,8 +27,6 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from absl import logging
 
-from models import features
-
 # Records parsed and transformed per step when a split is loaded into memory (chunks run in
 # parallel).
 LOAD_CHUNK_ROWS = 16384
@@ -50,6 +48,8 @@ def input_fn(
     shuffle_seed: int | None = None,
     in_memory_max_bytes: int = 0,
     max_rows: int | None = None,
+    *,
+    label_key: str,
 ) -> tf.data.Dataset:
     """Batched (transformed features, transformed label) from ExampleGen's raw examples,
     ``batch_size`` being the global batch.
@@ -61,13 +61,16 @@ def input_fn(
     Training repeats forever, shuffles and drops the last partial batch (static shapes);
     evaluation makes one ordered pass. With several workers, pass the same
     ``shuffle_seed`` to all of them: sharding by data needs one element order everywhere.
+    ``label_key``: the transformed label (``Problem.label_key``), split off as the target.
     """
     in_memory = load_split(file_pattern, tf_transform_output, in_memory_max_bytes, max_rows, shuffle_seed)
     if in_memory is not None:
-        dataset = in_memory_dataset(in_memory, batch_size, training, drop_remainder, shuffle_seed)
+        dataset = in_memory_dataset(in_memory, batch_size, training, drop_remainder, shuffle_seed, label_key=label_key)
         if dataset is not None:
             return shard_by_data(dataset).prefetch(tf.data.AUTOTUNE)
-    dataset = stream(file_pattern, tf_transform_output, batch_size, training, drop_remainder, shuffle_seed)
+    dataset = stream(
+        file_pattern, tf_transform_output, batch_size, training, drop_remainder, shuffle_seed, label_key=label_key
+    )
     return shard_by_data(dataset).prefetch(tf.data.AUTOTUNE)
 
 
@@ -88,10 +91,10 @@ def without_autograph(fn: Callable) -> Callable:
     return tf.autograph.experimental.do_not_convert(fn)
 
 
-def split_label(transformed: dict[str, tf.Tensor]) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+def split_label(transformed: dict[str, tf.Tensor], label_key: str) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
     """(the model's inputs, the label): the transformed label is the target, not an input."""
     inputs = dict(transformed)
-    label = inputs.pop(features.transformed_name(features.LABEL_KEY))
+    label = inputs.pop(label_key)
     return inputs, label
 
 
@@ -185,6 +188,8 @@ def stream(
     training: bool,
     drop_remainder: bool,
     shuffle_seed: int | None,
+    *,
+    label_key: str,
 ) -> tf.data.Dataset:
     """(features, label) batches read from the files as training consumes them.
 
@@ -210,7 +215,10 @@ def stream(
     transform = transform_records(tf_transform_output)
     return (
         records.batch(max(batch_size, STREAM_BLOCK_ROWS))
-        .map(without_autograph(lambda block: split_label(transform(block))), num_parallel_calls=tf.data.AUTOTUNE)
+        .map(
+            without_autograph(lambda block: split_label(transform(block), label_key)),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
         .rebatch(batch_size, drop_remainder=drop_remainder)
     )
 
@@ -270,13 +278,19 @@ def load_split(
 
 
 def in_memory_dataset(
-    data: dict[str, tf.Tensor], batch_size: int, training: bool, drop_remainder: bool, shuffle_seed: int | None
+    data: dict[str, tf.Tensor],
+    batch_size: int,
+    training: bool,
+    drop_remainder: bool,
+    shuffle_seed: int | None,
+    *,
+    label_key: str,
 ) -> tf.data.Dataset | None:
     """(features, label) batches cut from transformed rows (``load_split``): for training
     a fresh permutation of all rows every epoch (seeded per epoch, so workers given one
     seed agree), for evaluation one ordered pass. None when there is not one full
     training batch."""
-    data, label = split_label(data)
+    data, label = split_label(data, label_key)
     rows = int(tf.shape(label)[0])
     full = rows // batch_size
     if training and full == 0:
@@ -325,7 +339,7 @@ def shared_shuffle_seed(run_id: str) -> int:
 
 
 # With validation capped (eval_steps), an eval split up to this share of the in-memory limit
-# is still loaded (16 MB of gzipped examples by default: about 250k rows of the taxi data,
+# is still loaded (16 MB of gzipped examples by default: about 250k rows of the embedded data,
 # where the capped passes read up to epochs x eval_steps x batch = 102k rows).
 EVAL_IN_MEMORY_SHARE = 16
 
@@ -338,6 +352,8 @@ def datasets(
     seed: int | None,
     in_memory_bytes: int,
     train_rows: int | None = None,
+    *,
+    label_key: str,
 ):
     """(train, eval) datasets of global batches for the synchronous strategies (and the
     Tuner's trials, which train as the Trainer does). ``train_rows``: how many rows the
@@ -350,6 +366,7 @@ def datasets(
         shuffle_seed=seed,
         in_memory_max_bytes=in_memory_bytes,
         max_rows=train_rows,
+        label_key=label_key,
     )
     # A capped validation reads only its first batches each epoch: loading a large split
     # would cost more than that. A small one is loaded once, as streaming would parse and
@@ -361,6 +378,7 @@ def datasets(
         training=False,
         drop_remainder=is_tpu,
         in_memory_max_bytes=in_memory_bytes // EVAL_IN_MEMORY_SHARE if fn_args.eval_steps else in_memory_bytes,
+        label_key=label_key,
     )
     if fn_args.eval_steps:
         # Capped by the dataset, not by fit's validation_steps: given steps, Keras keeps one

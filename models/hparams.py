@@ -118,7 +118,10 @@ class HParams:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in custom_config.items() if k in known}
         # Keys other components own (e.g. Vertex AI training args) live beside ours.
-        unknown = sorted(k for k in custom_config if k not in known and not k.startswith("ai_platform"))
+        # The problem spec travels beside them too (models/preprocessing.py's PROBLEM_KEY).
+        unknown = sorted(
+            k for k in custom_config if k not in known and not k.startswith("ai_platform") and k != "problem"
+        )
         if unknown:
             raise ValueError(f"Unknown Trainer custom_config keys {unknown}; known keys: {sorted(known)}")
         if "hidden_units" in values:

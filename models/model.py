@@ -1,5 +1,6 @@
-"""The Keras model: wide (a weight per category and per coordinate-cross cell) and deep
-(embeddings plus numeric z-scores), one sigmoid output for "big tipper".
+"""The Keras model: wide (a weight per category and per crossed cell) and deep (embeddings
+plus numeric z-scores), with the head the problem's task needs: one sigmoid output
+(binary), a softmax over the classes (multi-class), or one number (regression).
 
 It takes the transformed features (``<name>_xf``, each [batch, 1]) and knows nothing of
 TFX; the category counts come in as a dict so it can be built and tested on its own.
@@ -7,42 +8,71 @@ TFX; the category counts come in as a dict so it can be built and tested on its 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 
 import tensorflow as tf
 import tf_keras as keras
 
-from models import features
 from models.hparams import HParams
+from models.problem import Problem, Task, transformed_name
 from runtime import speedups
 
 # Every process that builds, trains or exports this model traces Keras code.
 speedups.install(speedups.Stage.MODEL)
 
-# Pickup and drop-off coordinate buckets crossed into one grid cell each.
-COORDINATE_CROSSES: tuple[tuple[str, str], ...] = (
-    ("pickup_latitude", "pickup_longitude"),
-    ("dropoff_latitude", "dropoff_longitude"),
-)
-# Whether a card payer tips over 20% depends sharply and non-monotonically on the fare, so
-# the wide part also gets payment type crossed with buckets of the z-scored log fare.
-FARE_BUCKET_BOUNDARIES: tuple[float, ...] = tuple(-2.5 + 0.25 * i for i in range(21))
+# A number crossed with a category in the wide part is cut at these points of its z-score
+# (a fixed grid: the z-score already puts the data's bulk within a few units of 0).
+Z_SCORE_BOUNDARIES: tuple[float, ...] = tuple(-2.5 + 0.25 * i for i in range(21))
 
 
-def dense_feature_keys() -> list[str]:
-    return [features.transformed_name(k) for k in features.LOG_NUMERIC_FEATURES + features.NUMERIC_FEATURES]
+@dataclasses.dataclass(frozen=True)
+class TargetScale:
+    """A regression target's mean and standard deviation over the training data: the model
+    predicts in z-score units and its last layer scales back, so the same learning rate and
+    initialisation suit a target in grams or in millions."""
+
+    mean: float = 0.0
+    std: float = 1.0
 
 
-def categorical_feature_keys() -> list[str]:
-    raw = features.VOCAB_FEATURES + tuple(features.RANGE_CATEGORICAL_FEATURES) + features.BUCKET_FEATURES
-    return [features.transformed_name(k) for k in raw]
+def target_scale(train_ds: tf.data.Dataset, batches: int = 64) -> TargetScale:
+    """A regression target's scale from the first ``batches`` of the (shuffled) training
+    dataset: a scale, so a sample serves. The unit scale where the dataset is built on each
+    worker (ParameterServerStrategy's ``DatasetCreator``)."""
+    if not isinstance(train_ds, tf.data.Dataset):
+        return TargetScale()
+    labels = [label for _, label in train_ds.take(batches)]
+    if not labels:
+        return TargetScale()
+    values = tf.concat([tf.reshape(tf.cast(label, tf.float64), [-1]) for label in labels], axis=0)
+    std = float(tf.math.reduce_std(values))
+    return TargetScale(mean=float(tf.reduce_mean(values)), std=std if std > 0 else 1.0)
 
 
-def fixed_categorical_sizes() -> dict[str, int]:
-    """Category counts known without looking at data (ranges and coordinate buckets)."""
-    sizes = {features.transformed_name(k): features.categorical_size(k) for k in features.RANGE_CATEGORICAL_FEATURES}
-    sizes.update({features.transformed_name(k): features.bucket_size() for k in features.BUCKET_FEATURES})
+def monitored_metric(problem: Problem) -> tuple[str, str]:
+    """The validation metric that drives the training schedule and the Tuner, and its mode."""
+    return {
+        Task.BINARY: ("val_auc", "max"),
+        Task.MULTICLASS: ("val_accuracy", "max"),
+        Task.REGRESSION: ("val_rmse", "min"),
+    }[problem.task]
+
+
+def dense_feature_keys(problem: Problem) -> list[str]:
+    return [transformed_name(k) for k in problem.features.dense]
+
+
+def categorical_feature_keys(problem: Problem) -> list[str]:
+    return [transformed_name(k) for k in problem.features.categories]
+
+
+def fixed_categorical_sizes(problem: Problem) -> dict[str, int]:
+    """Category counts known without looking at data (integer ranges and buckets)."""
+    spec = problem.features
+    sizes = {transformed_name(k): largest + 2 for k, largest in spec.integer_categorical.items()}
+    sizes.update({transformed_name(k): spec.num_buckets + 1 for k in spec.bucketized})
     return sizes
 
 
@@ -50,7 +80,7 @@ def _embedding_dim(num_categories: int) -> int:
     return max(2, min(16, int(round(2 * math.pow(num_categories, 0.25)))))
 
 
-def _wide_logit(columns: list[tuple[tf.Tensor, int]], regularizer) -> tf.Tensor:
+def _wide_logit(columns: list[tuple[tf.Tensor, int]], regularizer, outputs: int = 1) -> tf.Tensor:
     """The wide part's logit: one weight per category of each column, summed over the
     columns. The same linear function of the columns' one-hot encodings that a dense layer
     over them computes (the same weights, initialisation and regularisation; its bias is
@@ -64,27 +94,58 @@ def _wide_logit(columns: list[tuple[tf.Tensor, int]], regularizer) -> tf.Tensor:
     for column, size in columns:
         shifted.append(column + offset if offset else column)
         offset += size
+    cells = keras.layers.concatenate(shifted, name="wide_cells") if len(shifted) > 1 else shifted[0]
     weights = keras.layers.Embedding(
-        offset, 1, embeddings_initializer="glorot_uniform", embeddings_regularizer=regularizer, name="wide_weights"
-    )(keras.layers.concatenate(shifted, name="wide_cells"))
-    return tf.reduce_sum(keras.layers.Flatten()(weights), axis=1, keepdims=True)
+        offset,
+        outputs,
+        embeddings_initializer="glorot_uniform",
+        embeddings_regularizer=regularizer,
+        name="wide_weights",
+    )(cells)
+    if outputs == 1:
+        return tf.reduce_sum(keras.layers.Flatten()(weights), axis=1, keepdims=True)
+    # [batch, columns, outputs]: one logit per output, summed over the columns.
+    return tf.reduce_sum(weights, axis=1)
+
+
+def _crossed(
+    pair: tuple[str, str], dense_inputs: dict, cat_inputs: dict, categorical_sizes: Mapping[str, int]
+) -> tuple[tf.Tensor, int]:
+    """One wide column from two inputs: (the cell index, the number of cells). A numeric
+    input enters as its bucket on ``Z_SCORE_BOUNDARIES``."""
+    parts = []
+    for key in map(transformed_name, pair):
+        if key in cat_inputs:
+            parts.append((cat_inputs[key], int(categorical_sizes[key])))
+        else:
+            bucket = keras.layers.Discretization(
+                bin_boundaries=list(Z_SCORE_BOUNDARIES), output_mode="int", name=f"{key}_bucket"
+            )(dense_inputs[key])
+            parts.append((tf.cast(bucket, tf.int64), len(Z_SCORE_BOUNDARIES) + 1))
+    (first, first_size), (second, second_size) = parts
+    return first * second_size + second, first_size * second_size
 
 
 def build_keras_model(
-    categorical_sizes: Mapping[str, int], hparams: HParams = HParams(), steps_per_execution: int = 1
+    problem: Problem,
+    categorical_sizes: Mapping[str, int],
+    hparams: HParams = HParams(),
+    steps_per_execution: int = 1,
+    target_scale: TargetScale = TargetScale(),
 ) -> keras.Model:
-    """Builds and compiles the wide-and-deep classifier.
+    """Builds and compiles the wide-and-deep model for ``problem``'s task.
 
     ``categorical_sizes`` maps every categorical transformed feature to its number of
     categories (vocabulary size + OOV buckets for vocabularies). ``steps_per_execution``
     steps run per call from the host (Keras calls step-level callbacks once per call).
+    ``target_scale``: a regression target's scale (``TargetScale``).
     """
-    missing = sorted(set(categorical_feature_keys()) - set(categorical_sizes))
+    missing = sorted(set(categorical_feature_keys(problem)) - set(categorical_sizes))
     if missing:
         raise ValueError(f"categorical_sizes lacks {missing}")
 
-    dense_inputs = {k: keras.layers.Input(shape=(1,), name=k, dtype=tf.float32) for k in dense_feature_keys()}
-    cat_inputs = {k: keras.layers.Input(shape=(1,), name=k, dtype=tf.int64) for k in categorical_feature_keys()}
+    dense_inputs = {k: keras.layers.Input(shape=(1,), name=k, dtype=tf.float32) for k in dense_feature_keys(problem)}
+    cat_inputs = {k: keras.layers.Input(shape=(1,), name=k, dtype=tf.int64) for k in categorical_feature_keys(problem)}
 
     regularizer = keras.regularizers.L2(hparams.l2) if hparams.l2 else None
     deep_parts = list(dense_inputs.values())
@@ -97,30 +158,34 @@ def build_keras_model(
         )(layer_input)
         deep_parts.append(keras.layers.Flatten()(embedded))
         wide_columns.append((layer_input, size))
-    for lat, lon in COORDINATE_CROSSES:
-        lat_key, lon_key = features.transformed_name(lat), features.transformed_name(lon)
-        lon_size = int(categorical_sizes[lon_key])
-        wide_columns.append(
-            (cat_inputs[lat_key] * lon_size + cat_inputs[lon_key], int(categorical_sizes[lat_key]) * lon_size)
-        )
+    for pair in problem.features.crosses:
+        wide_columns.append(_crossed(pair, dense_inputs, cat_inputs, categorical_sizes))
 
-    pay_key, fare_key = features.transformed_name("payment_type"), features.transformed_name("fare")
-    fare_buckets = len(FARE_BUCKET_BOUNDARIES) + 1
-    fare_bucket = keras.layers.Discretization(
-        bin_boundaries=list(FARE_BUCKET_BOUNDARIES), output_mode="int", name="fare_bucket"
-    )(dense_inputs[fare_key])
-    pay_fare = cat_inputs[pay_key] * fare_buckets + tf.cast(fare_bucket, tf.int64)
-    wide_columns.append((pay_fare, int(categorical_sizes[pay_key]) * fare_buckets))
-
-    deep = keras.layers.concatenate(deep_parts)
+    deep = keras.layers.concatenate(deep_parts) if len(deep_parts) > 1 else deep_parts[0]
     for units in hparams.hidden_units:
         deep = keras.layers.Dense(units, activation="relu")(deep)
         if hparams.dropout:
             deep = keras.layers.Dropout(hparams.dropout)(deep)
-    wide_logit = _wide_logit(wide_columns, regularizer)
-    deep_logit = keras.layers.Dense(1, name="deep_logit")(deep)
-    logit = keras.layers.Add(name="logit")([wide_logit, deep_logit])
-    output = keras.layers.Activation("sigmoid", name="big_tipper_probability")(logit)
+    outputs = 1 if problem.task != Task.MULTICLASS else problem.num_classes
+    deep_logit = keras.layers.Dense(outputs, name="deep_logit")(deep)
+    if wide_columns:
+        wide_logit = _wide_logit(wide_columns, regularizer, outputs)
+        logit = keras.layers.Add(name="logit")([wide_logit, deep_logit])
+    else:
+        logit = deep_logit
+    name = problem.label.name
+    if problem.task == Task.BINARY:
+        output = keras.layers.Activation("sigmoid", name=f"{name}_probability")(logit)
+        loss = keras.losses.BinaryCrossentropy()
+        metrics = [keras.metrics.AUC(name="auc"), keras.metrics.BinaryAccuracy(name="accuracy")]
+    elif problem.task == Task.MULTICLASS:
+        output = keras.layers.Activation("softmax", name=f"{name}_probabilities")(logit)
+        loss = keras.losses.SparseCategoricalCrossentropy()
+        metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+    else:
+        output = keras.layers.Rescaling(target_scale.std, offset=target_scale.mean, name=name)(logit)
+        loss = keras.losses.MeanSquaredError()
+        metrics = [keras.metrics.RootMeanSquaredError(name="rmse"), keras.metrics.MeanAbsoluteError(name="mae")]
 
     model = keras.Model(inputs={**dense_inputs, **cat_inputs}, outputs=output)
     model.compile(
@@ -130,8 +195,8 @@ def build_keras_model(
             use_ema=hparams.ema_momentum > 0,
             ema_momentum=hparams.ema_momentum or 0.99,
         ),
-        loss=keras.losses.BinaryCrossentropy(),
-        metrics=[keras.metrics.AUC(name="auc"), keras.metrics.BinaryAccuracy(name="accuracy")],
+        loss=loss,
+        metrics=metrics,
         steps_per_execution=steps_per_execution,
     )
     # The optimizer's variables (Adam's moments, the moving averages) made now, under the
@@ -144,12 +209,12 @@ def build_keras_model(
     return model
 
 
-def categorical_sizes(tf_transform_output) -> dict[str, int]:
-    """Category counts: fixed ones from ``features``, vocabularies from Transform output
+def categorical_sizes(problem: Problem, tf_transform_output) -> dict[str, int]:
+    """Category counts: fixed ones from the spec, vocabularies from Transform output
     (a ``tft.TFTransformOutput``)."""
-    sizes = fixed_categorical_sizes()
-    for key in features.VOCAB_FEATURES:
-        sizes[features.transformed_name(key)] = (
-            tf_transform_output.vocabulary_size_by_name(key) + features.VOCAB_OOV_BUCKETS
+    sizes = fixed_categorical_sizes(problem)
+    for key in problem.features.categorical:
+        sizes[transformed_name(key)] = (
+            tf_transform_output.vocabulary_size_by_name(key) + problem.features.vocab_oov_buckets
         )
     return sizes

@@ -68,6 +68,8 @@ def per_worker_dataset(
     tf_transform_output: tft.TFTransformOutput,
     global_batch: int,
     training: bool,
+    *,
+    label_key: str,
 ) -> keras.utils.experimental.DatasetCreator:
     """What ``fit`` takes under ParameterServerStrategy: a function each worker runs to
     build its own dataset of its per-replica batches.
@@ -82,7 +84,13 @@ def per_worker_dataset(
     def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
         batch = input_context.get_per_replica_batch_size(global_batch)
         dataset = data.stream(
-            file_pattern, tf_transform_output, batch, training=training, drop_remainder=True, shuffle_seed=None
+            file_pattern,
+            tf_transform_output,
+            batch,
+            training=training,
+            drop_remainder=True,
+            shuffle_seed=None,
+            label_key=label_key,
         )
         return (dataset if training else dataset.repeat()).prefetch(tf.data.AUTOTUNE)
 

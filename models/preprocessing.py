@@ -12,7 +12,10 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from models import features
+from models.problem import MISSING_TOKEN, Problem, Task, evaluate_expression, transformed_name
+
+# The key of Transform's custom_config (and the Trainer's) that carries the problem spec.
+PROBLEM_KEY = "problem"
 
 
 def _dense(x: tf.Tensor | tf.SparseTensor | tf.RaggedTensor, default) -> tf.Tensor:
@@ -126,50 +129,80 @@ def quantile_buckets(columns: dict[str, tf.Tensor | tf.SparseTensor], num_bucket
 
 
 def _to_string(x) -> tf.Tensor:
-    """Strings as they are; numbers (census tracts) as integer strings. Missing: a token."""
+    """Strings as they are; numbers (codes such as census tracts) as integer strings.
+    Missing: a token."""
     if x.dtype == tf.string:
-        return _dense(x, features.MISSING_TOKEN)
+        return _dense(x, MISSING_TOKEN)
     as_text = tf.strings.as_string(tf.cast(_dense(x, 0), tf.int64))
-    return tf.where(_is_missing(x), features.MISSING_TOKEN, as_text)
+    return tf.where(_is_missing(x), MISSING_TOKEN, as_text)
 
 
-def big_tipper(tips: tf.Tensor, fare: tf.Tensor) -> tf.Tensor:
-    """The label: 1 when tips exceed 20% of the fare. Missing tips or fare count as 0."""
-    return tf.cast(tips > features.BIG_TIPPER_FRACTION * fare, tf.int64)
+def problem_of(custom_config: dict | None) -> Problem:
+    """The problem spec the pipeline put into a component's ``custom_config``."""
+    if not custom_config or PROBLEM_KEY not in custom_config:
+        raise ValueError(
+            f"custom_config has no {PROBLEM_KEY!r}: the pipeline passes the problem spec to Transform and the "
+            "Trainer (pipeline/pipeline.py); build the component with create_pipeline, or pass "
+            f"custom_config={{{PROBLEM_KEY!r}: problem.to_json()}}"
+        )
+    spec = custom_config[PROBLEM_KEY]
+    return spec if isinstance(spec, Problem) else Problem.from_json(spec)
 
 
-def preprocessing_fn(inputs: dict) -> dict:
-    """Maps raw columns to model-ready features (``<name>_xf``), each of shape [batch, 1]."""
+def preprocessing_fn(inputs: dict, custom_config: dict | None = None) -> dict:
+    """Maps raw columns to model-ready features (``<name>_xf``), each of shape [batch, 1],
+    as the problem spec in ``custom_config`` says (TFX's Transform passes it)."""
+    problem = problem_of(custom_config)
+    spec = problem.features
     outputs = {}
-    numeric = {key: (inputs[key], _log1p) for key in features.LOG_NUMERIC_FEATURES}
-    numeric.update({key: (inputs[key], tf.identity) for key in features.NUMERIC_FEATURES})
-    for key, value in z_scores_imputed(numeric).items():
-        outputs[features.transformed_name(key)] = _as_column(value)
-    for key in features.VOCAB_FEATURES:
-        outputs[features.transformed_name(key)] = _as_column(
+    numeric = {key: (inputs[key], _log1p) for key in spec.log_numeric}
+    numeric.update({key: (inputs[key], tf.identity) for key in spec.numeric})
+    if numeric:
+        for key, value in z_scores_imputed(numeric).items():
+            outputs[transformed_name(key)] = _as_column(value)
+    for key in spec.categorical:
+        outputs[transformed_name(key)] = _as_column(
             tft.compute_and_apply_vocabulary(
                 _to_string(inputs[key]),
-                top_k=features.VOCAB_TOP_K,
-                num_oov_buckets=features.VOCAB_OOV_BUCKETS,
+                top_k=spec.vocab_top_k,
+                num_oov_buckets=spec.vocab_oov_buckets,
                 vocab_filename=key,
             )
         )
-    for key, max_value in features.RANGE_CATEGORICAL_FEATURES.items():
+    for key, max_value in spec.integer_categorical.items():
         raw = inputs[key]
         index = tf.clip_by_value(tf.cast(_dense(raw, 0), tf.int64), 0, max_value) + 1
         index = tf.where(_is_missing(raw), tf.constant(0, tf.int64), index)
-        outputs[features.transformed_name(key)] = _as_column(index)
-    coordinates = {key: inputs[key] for key in features.BUCKET_FEATURES}
-    for key, value in quantile_buckets(coordinates, features.NUM_BUCKETS).items():
-        outputs[features.transformed_name(key)] = _as_column(value)
+        outputs[transformed_name(key)] = _as_column(index)
+    if spec.bucketized:
+        bucketized = {key: inputs[key] for key in spec.bucketized}
+        for key, value in quantile_buckets(bucketized, spec.num_buckets).items():
+            outputs[transformed_name(key)] = _as_column(value)
 
-    outputs.update(label(inputs))
+    outputs.update(label(inputs, problem))
     return outputs
 
 
-def label(inputs: dict) -> dict:
-    """The label from raw columns, ``{big_tipper_xf: [batch, 1]}``. Needs no analyzer, so
-    the exported model also computes it alone for the Evaluator (``models/signatures.py``)."""
-    tips = _to_float(inputs[features.TIPS])
-    fare = _to_float(inputs[features.FARE])
-    return {features.transformed_name(features.LABEL_KEY): _as_column(big_tipper(tips, fare))}
+def label(inputs: dict, problem: Problem) -> dict:
+    """The label from raw columns, ``{<label>_xf: [batch, 1]}``: int64 0/1 (binary), the
+    class's index in ``label.classes`` (multi-class; -1 for a value not listed, which
+    AnomalyGate refuses before training), float32 (regression). Needs no analyzer, so the
+    exported model also computes it alone for the Evaluator (``models/signatures.py``)."""
+    spec = problem.label
+    if spec.expression is not None:
+        # Missing source values count as 0.
+        value = evaluate_expression(spec.expression, {key: _to_float(inputs[key]) for key in spec.sources})
+        target = tf.cast(value, tf.int64) if problem.task == Task.BINARY else tf.cast(value, tf.float32)
+    elif problem.task == Task.BINARY:
+        raw = inputs[spec.column]
+        if raw.dtype == tf.string:
+            target = tf.cast(tf.equal(_dense(raw, ""), spec.positive), tf.int64)
+        else:
+            target = tf.cast(tf.equal(_to_float(raw), float(spec.positive)), tf.int64)
+    elif problem.task == Task.MULTICLASS:
+        text = _to_string(inputs[spec.column])
+        matches = tf.stack([tf.equal(text, name) for name in spec.classes], axis=1)
+        target = tf.where(tf.reduce_any(matches, axis=1), tf.argmax(tf.cast(matches, tf.int64), axis=1), -1)
+    else:
+        target = _to_float(inputs[spec.column])
+    return {problem.label_key: _as_column(target)}

@@ -1,12 +1,13 @@
 """Export of the trained model with the signatures serving and evaluation need.
 
 - ``serving_default``: serialized raw ``tf.Example``s in (no label needed; the
-  Transform graph is inside), ``probability`` and ``big_tipper`` (0/1) out.
+  Transform graph is inside), the prediction out, named after the problem's label
+  (``prediction_outputs`` says which for each task).
 - ``transform_features``: serialized raw examples in, transformed features out
   (label included).
 - ``serving_raw``: the raw columns by name, each a string as it reads in the CSV (``""``
-  for a missing value), ``probability`` and ``big_tipper`` out: what a JSON request to
-  an endpoint carries (``{"instances": [{"fare": "12.5", "company": "", ...}]}``), so a
+  for a missing value), the same outputs: what a JSON request to an endpoint carries
+  (``{"instances": [{"<column>": "12.5", "<other>": "", ...}]}``), so a
   client needs no protobuf library. Strings, because a JSON request cannot leave out a
   named input nor say "missing" for a number; numbers are parsed inside the graph.
   Same Transform graph and model as ``serving_default``, so the same probabilities.
@@ -22,24 +23,53 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
 
-from models import features, preprocessing
+from models import preprocessing
+from models.problem import Problem, Task
 
 SERVING_SIGNATURE = "serving_default"
 RAW_SIGNATURE = "serving_raw"
 TRANSFORM_SIGNATURE = "transform_features"
 LABEL_SIGNATURE = "label"
-PREDICTION_KEY = "probability"
-CLASS_KEY = "big_tipper"
+# Binary: the positive class's probability, and the class (0/1) under the name of the label.
+PROBABILITY_KEY = "probability"
+# Multi-class: every class's probability (in ``label.classes`` order), and the class's name.
+PROBABILITIES_KEY = "probabilities"
 DECISION_THRESHOLD = 0.5
 
 
-def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutput) -> dict:
+def prediction_key(problem: Problem) -> str:
+    """The output the Evaluator judges: the probability (binary), the probabilities
+    (multi-class), the predicted value under the label's name (regression)."""
+    return {Task.BINARY: PROBABILITY_KEY, Task.MULTICLASS: PROBABILITIES_KEY}.get(problem.task, problem.label.name)
+
+
+def prediction_outputs(problem: Problem) -> tuple[str, ...]:
+    """Every output of the serving signatures, for the README, the report and clients."""
+    if problem.task == Task.REGRESSION:
+        return (problem.label.name,)
+    return (prediction_key(problem), problem.label.name)
+
+
+def _outputs(problem: Problem, prediction: tf.Tensor) -> dict[str, tf.Tensor]:
+    if problem.task == Task.BINARY:
+        return {
+            PROBABILITY_KEY: prediction,
+            problem.label.name: tf.cast(prediction > DECISION_THRESHOLD, tf.int64),
+        }
+    if problem.task == Task.MULTICLASS:
+        names = tf.constant(list(problem.label.classes))
+        return {PROBABILITIES_KEY: prediction, problem.label.name: tf.gather(names, tf.argmax(prediction, axis=1))}
+    return {problem.label.name: prediction}
+
+
+def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutput, problem: Problem) -> dict:
     """Builds the exported signatures; the Transform layer is tracked on the model."""
     model.tft_layer = tf_transform_output.transform_features_layer()
     raw_spec = tf_transform_output.raw_feature_spec()
-    # The label's source is unknown at serving time; outputs depending on it are pruned.
-    serving_spec = {key: spec for key, spec in raw_spec.items() if key != features.TIPS}
-    label_spec = {key: raw_spec[key] for key in (features.TIPS, features.FARE)}
+    # Columns only the label is computed from are unknown at serving time; outputs depending
+    # on them are pruned.
+    serving_spec = {key: spec for key, spec in raw_spec.items() if key not in problem.label_only_columns}
+    label_spec = {key: raw_spec[key] for key in problem.label.sources}
     transformed_spec = {
         key: tf.TensorSpec(tensor.shape, tensor.dtype, name=key)
         for key, tensor in zip(model.input_names, model.inputs, strict=True)
@@ -50,11 +80,7 @@ def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutp
     # graph was traced, saved and loaded twice (docs/model.md, Export).
     @tf.function(input_signature=[transformed_spec], autograph=False)
     def predict(transformed):
-        probability = model(transformed)
-        return {
-            PREDICTION_KEY: probability,
-            CLASS_KEY: tf.cast(probability > DECISION_THRESHOLD, tf.int64),
-        }
+        return _outputs(problem, model(transformed))
 
     @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")], autograph=False)
     def serve_tf_examples(serialized):
@@ -77,7 +103,7 @@ def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutp
 
     @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")], autograph=False)
     def label(serialized):
-        return preprocessing.label(tf.io.parse_example(serialized, label_spec))
+        return preprocessing.label(tf.io.parse_example(serialized, label_spec), problem)
 
     return {
         SERVING_SIGNATURE: serve_tf_examples,
@@ -107,7 +133,9 @@ def _from_strings(key: str, text: tf.Tensor, spec) -> tf.Tensor | tf.SparseTenso
     )
 
 
-def export_serving_model(model: keras.Model, tf_transform_output: tft.TFTransformOutput, export_dir: str) -> None:
+def export_serving_model(
+    model: keras.Model, tf_transform_output: tft.TFTransformOutput, export_dir: str, problem: Problem
+) -> None:
     """Saves ``model`` as a SavedModel at ``export_dir`` with its signatures.
 
     Without Keras' traced call functions of every layer (``save_traces=False``): they were
@@ -115,4 +143,6 @@ def export_serving_model(model: keras.Model, tf_transform_output: tft.TFTransfor
     config. Every layer here is a built-in one, so ``keras.models.load_model``
     still rebuilds the model from the layers' configs; serving and TFMA use the signatures.
     """
-    model.save(export_dir, save_format="tf", signatures=make_signatures(model, tf_transform_output), save_traces=False)
+    model.save(
+        export_dir, save_format="tf", signatures=make_signatures(model, tf_transform_output, problem), save_traces=False
+    )

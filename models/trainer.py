@@ -8,8 +8,9 @@ With several workers
 the chief writes the serving model and TensorBoard logs, and every worker restores the
 same BackupAndRestore state, so a restarted Trainer resumes where it was interrupted.
 Under ParameterServerStrategy only the chief trains (``models/parameter_server.py``): the
-worker and ps tasks serve until it is done. At every epoch's end the validation AUC drives
-the schedule in ``models/callbacks.py``.
+worker and ps tasks serve until it is done. At every epoch's end the validation metric
+(``model.monitored_metric``) drives the schedule in ``models/callbacks.py``. The problem
+spec (the task, the label, the features) comes in ``custom_config`` from the pipeline.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from models import parameter_server, signatures
 from models import strategy as strategy_lib
 from models.data import datasets, shared_shuffle_seed
 from models.hparams import HParams, epoch_schedule
+from models.preprocessing import problem_of
+from models.problem import Task
 
 # BackupAndRestore state under the Trainer's model_run artifact unless custom_config says.
 BACKUP_SUBDIR = "backup"
@@ -81,6 +84,7 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
     ``extra_callbacks`` run after this function's own (TFX passes none; tests use them).
     """
     hparams = HParams.from_custom_config(fn_args.custom_config)
+    problem = problem_of(fn_args.custom_config)
     # With a Tuner upstream, its best hyperparameters replace the configured ones.
     if getattr(fn_args, "hyperparameters", None):
         from models import tuning
@@ -149,10 +153,10 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
         if parameter_servers:
             parameter_server.transform_layer_per_worker(strategy, tf_transform_output)
             train_ds = parameter_server.per_worker_dataset(
-                fn_args.train_files, tf_transform_output, global_batch, training=True
+                fn_args.train_files, tf_transform_output, global_batch, training=True, label_key=problem.label_key
             )
             eval_ds = parameter_server.per_worker_dataset(
-                fn_args.eval_files, tf_transform_output, global_batch, training=False
+                fn_args.eval_files, tf_transform_output, global_batch, training=False, label_key=problem.label_key
             )
             validation_steps = parameter_server.validation_steps(fn_args.eval_files, global_batch, fn_args.eval_steps)
         else:
@@ -164,19 +168,25 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
                 seed,
                 in_memory_bytes,
                 train_rows=epochs * steps_per_epoch * global_batch,
+                label_key=problem.label_key,
             )
 
         schedule = hparams.schedule()
+        target_scale = model_lib.target_scale(train_ds) if problem.task == Task.REGRESSION else model_lib.TargetScale()
         with strategy.scope():
             model = model_lib.build_keras_model(
-                model_lib.categorical_sizes(tf_transform_output),
+                problem,
+                model_lib.categorical_sizes(problem, tf_transform_output),
                 hparams,
                 # A TPU runs a whole epoch per call from the host: no host work between steps.
                 steps_per_execution=steps_per_epoch if is_tpu else 1,
+                target_scale=target_scale,
             )
             schedule_state = callbacks_lib.attach_state(model.optimizer)
         model.summary(print_fn=logging.info)
-        schedule_callbacks = callbacks_lib.schedule_callbacks(schedule, schedule_state, fn_args.model_run_dir)
+        schedule_callbacks = callbacks_lib.schedule_callbacks(
+            schedule, schedule_state, fn_args.model_run_dir, model_lib.monitored_metric(problem)
+        )
 
         history = model.fit(
             train_ds,
@@ -195,7 +205,7 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
             ],
             verbose=2,
         )
-        signatures.export_serving_model(model, tf_transform_output, serving_dir)
+        signatures.export_serving_model(model, tf_transform_output, serving_dir, problem)
         if choice.kind == strategy_lib.MULTI_WORKER and worker.num_workers > 1:
             _wait_for_all_workers(strategy)
     finally:
@@ -212,6 +222,7 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
             "global_batch": global_batch,
             "epochs": epochs,
             "steps_per_epoch": steps_per_epoch,
+            "task": problem.task.value,
             "hparams": hparams.to_custom_config(),
             **callbacks_lib.outcome(schedule_callbacks, history),
         }

@@ -3,7 +3,8 @@ mapping of the best ones back onto ``HParams`` for the Trainer.
 
 Trials train ``models.model`` exactly as the Trainer does: ExampleGen's raw examples
 through the Transform graph (the Trainer's own datasets), the same steps and batch, judged
-on the validation AUC. The search is random: trials are independent, so the cloud Tuner's
+on the validation metric the training schedule watches (``model.monitored_metric``). The
+search is random: trials are independent, so the cloud Tuner's
 parallel workers never wait on each other, and with a budget of a few trials a Bayesian
 model of the space would have little to learn from.
 """
@@ -26,7 +27,6 @@ SEARCH_SPACE: dict[str, tuple] = {
 }
 # Keys of the Tuner's custom_config.
 BASE_KEY, TRIALS_KEY, SPACE_KEY = "base_hparams", "max_trials", "search_space"
-OBJECTIVE = "val_auc"
 
 
 def tuner_custom_config(
@@ -77,18 +77,21 @@ def tuner_fn(fn_args):
     from models import model as model_lib
     from models.data import datasets
     from models.hparams import epoch_schedule
+    from models.preprocessing import problem_of
 
     config = fn_args.custom_config or {}
+    problem = problem_of(config)
+    objective, mode = model_lib.monitored_metric(problem)
     base = HParams.from_custom_config(config.get(BASE_KEY))
     space = config.get(SPACE_KEY) or SEARCH_SPACE
     epochs, steps_per_epoch = epoch_schedule(fn_args.train_steps, base.epochs)
     base = dataclasses.replace(base, ema_momentum=base.ema_momentum_for(epochs * steps_per_epoch))
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
-    sizes = model_lib.categorical_sizes(tf_transform_output)
+    sizes = model_lib.categorical_sizes(problem, tf_transform_output)
 
     def build(hp: keras_tuner.HyperParameters):
         values = {name: hp.Choice(name, list(choices)) for name, choices in space.items()}
-        return model_lib.build_keras_model(sizes, apply_best(base, values))
+        return model_lib.build_keras_model(problem, sizes, apply_best(base, values))
 
     class Search(keras_tuner.RandomSearch):
         """KerasTuner's random search, each trial trained by tf-keras: this KerasTuner sees
@@ -96,14 +99,15 @@ def tuner_fn(fn_args):
 
         def run_trial(self, trial, **fit_kwargs):
             history = self.hypermodel.build(trial.hyperparameters).fit(**fit_kwargs)
-            return {OBJECTIVE: max(history.history[OBJECTIVE])}
+            best = max if mode == "max" else min
+            return {objective: best(history.history[objective])}
 
     tuner = Search(
         build,
-        objective=keras_tuner.Objective(OBJECTIVE, direction="max"),
+        objective=keras_tuner.Objective(objective, direction=mode),
         max_trials=int(config.get(TRIALS_KEY, 1)),
         directory=fn_args.working_dir,
-        project_name="taxi_big_tipper",
+        project_name=problem.name.replace("-", "_"),
     )
     train, evaluation = datasets(
         fn_args,
@@ -113,6 +117,7 @@ def tuner_fn(fn_args):
         None,
         base.in_memory_max_mb * 2**20,
         train_rows=epochs * steps_per_epoch * base.per_replica_batch_size,
+        label_key=problem.label_key,
     )
     return TunerFnResult(
         tuner=tuner,

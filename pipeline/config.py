@@ -11,19 +11,22 @@ import os
 import re
 from pathlib import Path
 
+from models import problem as problem_lib
 from models.hparams import HParams
+from models.problem import Blessing, Problem
 from pipeline.vertex_training import VertexTraining
 from runtime import beam_args
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA_ROOT = str(REPO_ROOT / "data")
+# The example problem: its spec, contract and data (data/taxi/problem.toml).
+DEFAULT_PROBLEM_DIR = str(REPO_ROOT / "data" / "taxi")
 DEFAULT_OUTPUT_ROOT = str(REPO_ROOT / "outputs")
 # The Vertex compiler accepts only these names; local runs keep to it so the same
 # configuration compiles everywhere.
 PIPELINE_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,127}")
 
-# The data contract's file name: a curated schema beside the data (data/schema.pbtxt).
-CONTRACT_FILE = "schema.pbtxt"
+# The data contract's file name: a curated schema in the problem's folder.
+CONTRACT_FILE = problem_lib.CONTRACT_FILE
 
 PREPROCESSING_FN = "models.preprocessing.preprocessing_fn"
 RUN_FN = "models.trainer.run_fn"
@@ -67,12 +70,23 @@ class Tuning:
             )
 
 
+class ContractError(ValueError):
+    """The problem has no data contract, and inferring one was not asked for."""
+
+
+def default_problem() -> Problem:
+    return problem_lib.load(DEFAULT_PROBLEM_DIR)
+
+
 @dataclasses.dataclass(frozen=True)
 class PipelineConfig:
-    """Everything that shapes a run. Paths may be local or gs://."""
+    """Everything that shapes a run. Paths may be local or gs://. Unset, the pipeline's
+    name, the data and the contract are the problem's."""
 
-    pipeline_name: str = "taxi-big-tipper"
-    data_root: str = DEFAULT_DATA_ROOT
+    # What is predicted from which columns (models/problem.py); the taxi example by default.
+    problem: Problem = dataclasses.field(default_factory=default_problem)
+    pipeline_name: str | None = None
+    data_root: str | None = None
     # Which files under data_root are data (data/ also holds a README).
     data_pattern: str = "*.csv"
     output_root: str = DEFAULT_OUTPUT_ROOT
@@ -84,9 +98,11 @@ class PipelineConfig:
     # It only feeds the training logs (TensorBoard); the Evaluator judges the model on the
     # whole eval split. Capped, it stays cheap however large the data grows.
     eval_steps: int | None = 100
-    # The data contract (a curated schema.pbtxt) to validate against; None infers one with
-    # SchemaGen. The runners default it to the contract beside the data.
+    # The data contract (a curated schema.pbtxt) to validate against; None: the problem's.
     schema_path: str | None = None
+    # Infer the schema from the data with SchemaGen instead of checking a contract: only what
+    # differs from the very data it is inferred from is caught (the summary says so).
+    infer_schema: bool = False
     # Train on data that drifted beyond the contract's thresholds (DriftGate records it).
     accept_drift: bool = False
     # CSV files of what the model was asked at serving time (raw columns, no label; e.g. an
@@ -114,10 +130,11 @@ class PipelineConfig:
     transform_tf1_graph: bool = False
     extra_beam_args: tuple[str, ...] = ()
     enable_cache: bool = False
-    # Evaluator gates: an absolute floor, and "no worse than the last blessed model"
-    # (by at most this much AUC, the run-to-run noise of training).
-    min_eval_auc: float = 0.90
-    max_auc_regression: float = 0.002
+    # Evaluator gates, when not the problem's (its [evaluation] table): the blessing metric's
+    # floor (a ceiling for an error metric), and how much worse than the last blessed model
+    # a candidate may be (the run-to-run noise of training).
+    blessing_threshold: float | None = None
+    max_regression: float | None = None
     hparams: HParams = dataclasses.field(default_factory=HParams)
     # Search the hyperparameters with TFX's Tuner before training (None: train with hparams).
     tuning: Tuning | None = None
@@ -127,6 +144,26 @@ class PipelineConfig:
     vertex_training: VertexTraining | None = None
 
     def __post_init__(self) -> None:
+        # Derived defaults, set once (the dataclass is frozen).
+        if self.pipeline_name is None:
+            object.__setattr__(self, "pipeline_name", self.problem.name)
+        if self.data_root is None:
+            if self.problem.data_root is None:
+                raise ValueError("data_root is required for a problem not read from a folder")
+            object.__setattr__(self, "data_root", self.problem.data_root)
+        if self.schema_path is None and not self.infer_schema:
+            contract = self.problem.contract_path
+            if contract is None or not os.path.isfile(contract):
+                raise ContractError(
+                    f"The problem '{self.problem.name}' has no data contract"
+                    + (f" ({contract})" if contract else "")
+                    + ": draft one with `python -m pipeline.contract --problem DIR`, review it and save it as "
+                    f"{CONTRACT_FILE} in the problem's folder; or run with --infer-schema to check the data only "
+                    "against a schema inferred from itself."
+                )
+            object.__setattr__(self, "schema_path", contract)
+        if self.infer_schema:
+            object.__setattr__(self, "schema_path", None)
         if not PIPELINE_NAME_PATTERN.fullmatch(self.pipeline_name):
             raise ValueError(
                 f"pipeline_name {self.pipeline_name!r} must match [a-z0-9][a-z0-9-]{{0,127}} "
@@ -137,10 +174,18 @@ class PipelineConfig:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.eval_steps is not None and self.eval_steps < 1:
             raise ValueError(f"eval_steps must be at least 1 or None, got {self.eval_steps}")
-        if not 0.0 <= self.min_eval_auc <= 1.0:
-            raise ValueError(f"min_eval_auc must be in [0, 1], got {self.min_eval_auc}")
-        if self.max_auc_regression < 0:
-            raise ValueError(f"max_auc_regression must be >= 0, got {self.max_auc_regression}")
+        # The problem's own checks apply to the blessing with the overrides.
+        dataclasses.replace(self.problem, blessing=self.blessing)
+
+    @property
+    def blessing(self) -> Blessing:
+        """The problem's blessing, with this configuration's threshold and tolerance if set."""
+        given = self.problem.blessing
+        return Blessing(
+            metric=given.metric,
+            threshold=given.threshold if self.blessing_threshold is None else self.blessing_threshold,
+            max_regression=given.max_regression if self.max_regression is None else self.max_regression,
+        )
 
     @property
     def pipeline_root(self) -> str:

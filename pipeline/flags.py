@@ -10,7 +10,8 @@ import argparse
 import dataclasses
 from typing import Any
 
-from pipeline.config import CONTRACT_FILE, PipelineConfig, Tuning
+from models import problem as problem_lib
+from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR, PipelineConfig, Tuning
 
 DEFAULTS = PipelineConfig()
 
@@ -18,9 +19,15 @@ DEFAULTS = PipelineConfig()
 def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
     """Flags that shape the pipeline wherever it runs."""
     parser.add_argument(
+        "--problem",
+        default=DEFAULT_PROBLEM_DIR,
+        help="The problem's folder: its spec (problem.toml), its data contract (schema.pbtxt) and its CSV "
+        "data (default: the taxi example, data/taxi). python -m pipeline.scaffold drafts one from a CSV.",
+    )
+    parser.add_argument(
         "--pipeline-name",
-        default=DEFAULTS.pipeline_name,
-        help="Pipeline name ([a-z0-9][a-z0-9-]*, as Vertex requires); separates runs.",
+        default=None,
+        help="Pipeline name ([a-z0-9][a-z0-9-]*, as Vertex requires); separates runs (default: the problem's name).",
     )
     parser.add_argument(
         "--data-pattern", default=DEFAULTS.data_pattern, help="Glob, relative to --data-root, selecting the data files."
@@ -44,13 +51,14 @@ def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
     contract.add_argument(
         "--schema-path",
         default=None,
-        help=f"The data contract (a curated schema.pbtxt) to validate the data against (default: "
-        f"{CONTRACT_FILE} in --data-root).",
+        help=f"The data contract (a curated schema.pbtxt) to validate the data against (default: the "
+        f"problem's, {CONTRACT_FILE} in its folder).",
     )
     contract.add_argument(
         "--infer-schema",
         action="store_true",
-        help="No contract: infer the schema from the data itself (catches little; for a first look at new data).",
+        help="Opt out of the problem's contract: infer the schema from the data itself (catches little; for a "
+        "first look at new data; the summary says so).",
     )
     parser.add_argument(
         "--accept-drift",
@@ -60,10 +68,11 @@ def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
         "(the drift is recorded in the run summary).",
     )
     parser.add_argument(
-        "--min-eval-auc",
+        "--blessing-threshold",
         type=float,
-        default=DEFAULTS.min_eval_auc,
-        help="Evaluator floor: a model below this eval AUC is not blessed or pushed.",
+        default=None,
+        help="Evaluator gate on the problem's blessing metric (a floor for AUC or accuracy, a ceiling for RMSE "
+        "or MAE): a model on the wrong side of it is not blessed or pushed (default: the problem's).",
     )
     parser.add_argument(
         "--transform-statistics",
@@ -99,15 +108,18 @@ def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def pipeline_config_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """``PipelineConfig`` arguments from the shared flags (paths are the runner's business)."""
+    """``PipelineConfig`` arguments from the shared flags (paths are the runner's business).
+    Raises ``problem.ProblemError`` for a spec that cannot be used, naming the fix."""
     return dict(
+        problem=problem_lib.load(args.problem),
         pipeline_name=args.pipeline_name,
         data_pattern=args.data_pattern,
         train_steps=args.train_steps,
         enable_cache=args.enable_cache,
         transform_statistics=args.transform_statistics,
         transform_tf1_graph=args.transform_tf1_graph,
-        min_eval_auc=args.min_eval_auc,
+        blessing_threshold=args.blessing_threshold,
+        infer_schema=args.infer_schema,
         accept_drift=args.accept_drift,
         hparams=dataclasses.replace(DEFAULTS.hparams, epochs=args.epochs, per_replica_batch_size=args.batch_size),
         tuning=Tuning(args.tuning_trials, getattr(args, "parallel_trials", 1)) if args.tune else None,

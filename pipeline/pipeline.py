@@ -7,6 +7,8 @@ latest blessed model) -> Pusher.
 
 from __future__ import annotations
 
+import json
+
 import tensorflow_model_analysis as tfma
 from google.protobuf.wrappers_pb2 import BoolValue
 from ml_metadata.proto import metadata_store_pb2
@@ -32,23 +34,81 @@ from components.csv_example_gen import CsvExampleGen
 from components.drift_gate import SERVING_SPLIT, DriftGate
 from components.evaluator import Evaluator
 from components.transform import Transform
-from models import batched_metrics, features, signatures
+from models import batched_metrics, signatures
+from models.preprocessing import PROBLEM_KEY
+from models.problem import Problem, Task
 from pipeline.config import EVALUATOR_MODULE, PREPROCESSING_FN, RUN_FN, TUNER_FN, PipelineConfig
 
 EVAL_SPLIT = "eval"
 TRAIN_SPLIT = "train"
-# The Evaluator's slices besides the overall one (the run report shows each).
-REPORT_SLICES = ("payment_type", "trip_start_hour")
+# The Evaluator's metrics per task, by the names the spec's [evaluation] metric uses. Binary
+# ones are computed a batch at a time (models/batched_metrics.py); the others by TFMA.
+_KERAS_METRICS = {
+    "accuracy": "SparseCategoricalAccuracy",
+    "rmse": "RootMeanSquaredError",
+    "mae": "MeanAbsoluteError",
+}
+
+
+def _blessing_threshold(config: PipelineConfig) -> tfma.MetricThreshold:
+    """The blessing metric's floor (ceiling for an error metric), and no regression against
+    the last blessed model beyond the tolerance (ignored while there is none yet)."""
+    blessing, higher = config.blessing, config.problem.higher_is_better
+    bound = {"lower_bound" if higher else "upper_bound": {"value": blessing.threshold}}
+    slack = blessing.max_regression + 1e-10
+    return tfma.MetricThreshold(
+        value_threshold=tfma.GenericValueThreshold(**bound),
+        change_threshold=tfma.GenericChangeThreshold(
+            direction=tfma.MetricDirection.HIGHER_IS_BETTER if higher else tfma.MetricDirection.LOWER_IS_BETTER,
+            absolute={"value": -slack if higher else slack},
+        ),
+    )
+
+
+def _metric_configs(config: PipelineConfig) -> list[tfma.MetricConfig]:
+    """The Evaluator's metrics for the problem's task; the blessing metric carries the gate
+    on the overall slice only: a threshold set on the metric itself applies to every slice,
+    and a slice with a few dozen rows must not decide the blessing."""
+    problem = config.problem
+    gate = [tfma.PerSliceMetricThreshold(slicing_specs=[tfma.SlicingSpec()], threshold=_blessing_threshold(config))]
+
+    def gated(name: str) -> dict:
+        return {"per_slice_thresholds": gate} if name == config.blessing.metric else {}
+
+    if problem.task == Task.BINARY:
+        return [
+            batched_metrics.metric_config("ExampleCount"),
+            batched_metrics.metric_config("BinaryAccuracy", **gated("accuracy")),
+            batched_metrics.metric_config("AUC", **gated("auc")),
+            # The report's ROC curve and confusion matrix, and its calibration plot.
+            batched_metrics.metric_config("ConfusionMatrixPlot", config='{"num_thresholds": 100}'),
+            batched_metrics.metric_config("CalibrationPlot", config='{"num_buckets": 10}'),
+        ]
+    names = ("accuracy",) if problem.task == Task.MULTICLASS else ("rmse", "mae")
+    metrics = [tfma.MetricConfig(class_name="ExampleCount")]
+    for name in names:
+        metrics.append(
+            tfma.MetricConfig(class_name=_KERAS_METRICS[name], config=json.dumps({"name": name}), **gated(name))
+        )
+    if problem.task == Task.MULTICLASS:
+        # The report's confusion matrix between the classes.
+        metrics.append(tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot"))
+    else:
+        # The report's predicted-against-actual means and residuals per bucket of the prediction.
+        metrics += [tfma.MetricConfig(class_name="MeanLabel"), tfma.MetricConfig(class_name="MeanPrediction")]
+    return metrics
 
 
 def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
-    """TFMA configuration: AUC must clear a floor and must not regress against the baseline."""
+    """TFMA configuration: the problem's blessing metric must clear its threshold and must
+    not regress against the baseline; metrics and plots follow the task."""
+    problem = config.problem
     return tfma.EvalConfig(
         model_specs=[
             tfma.ModelSpec(
                 signature_name=signatures.SERVING_SIGNATURE,
-                prediction_key=signatures.PREDICTION_KEY,
-                label_key=features.transformed_name(features.LABEL_KEY),
+                prediction_key=signatures.prediction_key(problem),
+                label_key=problem.label_key,
                 # The label alone, not the whole Transform graph a second time.
                 preprocessing_function_names=[signatures.LABEL_SIGNATURE],
                 # Named, so TFMA calls the SavedModel's signatures as they are. Unset, it
@@ -58,50 +118,24 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
                 model_type=tfma.TF_GENERIC,
             )
         ],
-        # Overall, and per payment type and hour of day for the run report.
-        slicing_specs=[tfma.SlicingSpec(), *(tfma.SlicingSpec(feature_keys=[key]) for key in REPORT_SLICES)],
+        # Overall, and per slicing column of the problem's spec (the run report shows each).
+        slicing_specs=[tfma.SlicingSpec(), *(tfma.SlicingSpec(feature_keys=[key]) for key in problem.slices)],
         # Only the metrics below: the model's compiled Keras metrics would add a second,
         # differently computed "auc" beside TFMA's.
         options=tfma.Options(include_default_metrics=BoolValue(value=False)),
-        # TFMA's metrics, computed a batch at a time (models/batched_metrics.py says why).
-        metrics_specs=[
-            tfma.MetricsSpec(
-                metrics=[
-                    batched_metrics.metric_config("ExampleCount"),
-                    batched_metrics.metric_config("BinaryAccuracy"),
-                    batched_metrics.metric_config(
-                        "AUC",
-                        # On the overall slice only: a threshold set on the metric itself
-                        # applies to every slice, and an hour with a few dozen rows must
-                        # not decide the blessing.
-                        per_slice_thresholds=[
-                            tfma.PerSliceMetricThreshold(
-                                slicing_specs=[tfma.SlicingSpec()],
-                                threshold=tfma.MetricThreshold(
-                                    value_threshold=tfma.GenericValueThreshold(
-                                        lower_bound={"value": config.min_eval_auc}
-                                    ),
-                                    # Ignored by the Evaluator when there is no blessed baseline yet.
-                                    change_threshold=tfma.GenericChangeThreshold(
-                                        direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-                                        absolute={"value": -config.max_auc_regression - 1e-10},
-                                    ),
-                                ),
-                            )
-                        ],
-                    ),
-                    # The report's ROC curve and confusion matrix, and its calibration plot.
-                    batched_metrics.metric_config("ConfusionMatrixPlot", config='{"num_thresholds": 100}'),
-                    batched_metrics.metric_config("CalibrationPlot", config='{"num_buckets": 10}'),
-                ]
-            )
-        ],
+        metrics_specs=[tfma.MetricsSpec(metrics=_metric_configs(config))],
     )
+
+
+def evaluator_module(problem: Problem) -> str | None:
+    """TFMA's extractors, slicing whole batches for the batched metrics (same results), where
+    the task's metrics have batched versions (binary); TFMA's own path otherwise."""
+    return EVALUATOR_MODULE if problem.task == Task.BINARY else None
 
 
 def _trainer(config: PipelineConfig, **inputs):
     """The Trainer in this process/container, or as a Vertex AI Training job."""
-    custom_config = config.hparams.to_custom_config()
+    custom_config = {**config.hparams.to_custom_config(), PROBLEM_KEY: config.problem.to_json()}
     if config.vertex_training is None:
         return Trainer(custom_config=custom_config, **inputs)
     from tfx.extensions.google_cloud_ai_platform.trainer.component import Trainer as VertexTrainer
@@ -116,6 +150,7 @@ def _tuner(config: PipelineConfig, **inputs):
     from models import tuning
 
     custom_config = tuning.tuner_custom_config(config.hparams, config.tuning.trials)
+    custom_config[PROBLEM_KEY] = config.problem.to_json()
     if config.vertex_training is None:
         from tfx.components.tuner.component import Tuner
 
@@ -220,6 +255,7 @@ def create_pipeline(
         schema=schema_gen.outputs["schema"],
         examples=example_gen.outputs["examples"],
         statistics=statistics_gen.outputs["statistics"],
+        problem=config.problem.to_json(),
     )
     validated_schema = anomaly_gate.outputs["validated_schema"]
     model_resolver = Resolver(
@@ -239,6 +275,7 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         schema=validated_schema,
         preprocessing_fn=PREPROCESSING_FN,
+        custom_config={PROBLEM_KEY: config.problem.to_json()},
         disable_statistics=not config.transform_statistics,
         # TFX writes every analyzer's accumulators by default, for a later Transform over
         # overlapping spans to read back through its `analyzer_cache` input. Nothing here
@@ -272,8 +309,7 @@ def create_pipeline(
         # Kept with the blessing: the next run's DriftGate baseline.
         statistics=statistics_gen.outputs["statistics"],
         eval_config=eval_config(config),
-        # TFMA's extractors, slicing whole batches for the batched metrics (same results).
-        module_path=EVALUATOR_MODULE,
+        module_path=evaluator_module(config.problem),
     )
     pusher = _pusher(config, model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"])
     components = [

@@ -226,8 +226,9 @@ def format_drift(drift: dict) -> str:
     )
 
 
-def format_summary(summary: RunSummary, min_eval_auc: float | None = None) -> str:
-    """A plain-text table and verdict for the terminal."""
+def format_summary(summary: RunSummary, blessing=None) -> str:
+    """A plain-text table and verdict for the terminal; ``blessing`` (``problem.Blessing``)
+    names the metric and threshold a blessed model cleared."""
     width = max([len(c.node_id) for c in summary.components] + [9])
     lines = [f"Run {summary.run_id}", f"  {'component':<{width}}  {'status':<9}  {'seconds':>8}"]
     for c in summary.components:
@@ -243,7 +244,13 @@ def format_summary(summary: RunSummary, min_eval_auc: float | None = None) -> st
     if summary.blessed is None:
         lines.append("Model: not evaluated in this run")
     elif summary.blessed:
-        floor = f" >= floor {min_eval_auc:.2f}" if min_eval_auc is not None else ""
+        metric = blessing.metric if blessing is not None else "auc"
+        if blessing is None:
+            floor = ""
+        elif metric in ("rmse", "mae"):
+            floor = f" <= ceiling {blessing.threshold:g}"
+        else:
+            floor = f" >= floor {blessing.threshold:g}"
         if summary.baseline_is_candidate:
             baseline = "(the last blessed model itself, reused from the cache: evaluated once)"
             if summary.evaluation_reused_from:
@@ -255,7 +262,8 @@ def format_summary(summary: RunSummary, min_eval_auc: float | None = None) -> st
             baseline = "and no worse than the last blessed model"
         else:
             baseline = "(first blessed model: no baseline to compare against)"
-        lines.append(f"Model: BLESSED: AUC {summary.metrics.get('auc', float('nan')):.4f}{floor} {baseline}")
+        value = summary.metrics.get(metric, float("nan"))
+        lines.append(f"Model: BLESSED: {metric.upper() if len(metric) <= 4 else metric} {value:.4f}{floor} {baseline}")
     else:
         lines.append("Model: NOT blessed: " + ("; ".join(summary.validation_failures) or "thresholds not met"))
     if summary.pushed_to:

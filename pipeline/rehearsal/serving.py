@@ -1,7 +1,7 @@
 """The served model, rehearsed: the model the rehearsal pushed answers a Vertex AI
 ``{"instances": [...]}`` request built from CSV rows through its raw-columns signature,
 loaded by the TensorFlow version of Vertex AI's prebuilt serving image, and must give
-the probabilities ``serving_default`` gives for the same rows as tf.Examples.
+the predictions ``serving_default`` gives for the same rows as tf.Examples.
 
 That TensorFlow lives in its own environment (``make serving-env``): the project's is
 newer, and the point is to load the model where Vertex would.
@@ -31,7 +31,7 @@ class ServingCheck:
     tensorflow: str
     request: dict
     response: dict
-    serving_default: list[float]
+    serving_default: list
     largest_difference: float
 
 
@@ -60,22 +60,29 @@ def tf_example(row: Mapping[str, str], raw_spec: Mapping) -> bytes:
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
+def _flat(value) -> list[float]:
+    """An output's values for one row (a number, or a list of numbers per class)."""
+    return [float(v) for v in value] if isinstance(value, list) else [float(value)]
+
+
 def check_served_model(
-    model_dir: str, transform_graph_dir: str, csv_path: str, serving_python: str, rows: int = 8
+    model_dir: str, transform_graph_dir: str, csv_path: str, serving_python: str, problem, rows: int = 8
 ) -> ServingCheck:
     """Runs the request through the raw-columns signature with ``serving_python``'s
-    TensorFlow and compares with ``serving_default``; raises ``ServingError`` on a mismatch."""
+    TensorFlow and compares with ``serving_default``; raises ``ServingError`` on a mismatch.
+    ``problem`` (``models.problem.Problem``) says which columns a request leaves out (those
+    only the label is computed from) and which output holds the prediction."""
     import tensorflow_transform as tft
 
-    from models import features, signatures
+    from models import signatures
 
     raw_spec = tft.TFTransformOutput(transform_graph_dir).raw_feature_spec()
-    instances = instances_from_csv(csv_path, rows, drop=(features.TIPS,))
+    instances = instances_from_csv(csv_path, rows, drop=problem.label_only_columns)
     request = {"instances": instances}
     given = {
         "model_dir": model_dir,
         "signature": signatures.RAW_SIGNATURE,
-        "prediction_key": signatures.PREDICTION_KEY,
+        "prediction_key": signatures.prediction_key(problem),
         "request": request,
         "examples_b64": [base64.b64encode(tf_example(row, raw_spec)).decode() for row in instances],
     }
@@ -90,9 +97,10 @@ def check_served_model(
     if process.returncode != 0:
         raise ServingError(f"the model did not answer the request in the serving runtime:\n{process.stderr[-3000:]}")
     answered = json.loads(process.stdout)
-    probabilities = [p[signatures.PREDICTION_KEY][0] for p in answered["response"]["predictions"]]
-    default = [p[0] for p in answered["serving_default"]]
-    difference = max(abs(a - b) for a, b in zip(probabilities, default, strict=True))
+    key = signatures.prediction_key(problem)
+    served = [v for p in answered["response"]["predictions"] for v in _flat(p[key])]
+    default = [v for p in answered["serving_default"] for v in _flat(p)]
+    difference = max(abs(a - b) for a, b in zip(served, default, strict=True))
     if difference > 1e-5:
         raise ServingError(
             f"{signatures.RAW_SIGNATURE} and serving_default disagree by up to {difference:.2e} on the same rows"

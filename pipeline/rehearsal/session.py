@@ -84,7 +84,7 @@ def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job
 
     tf.get_logger().setLevel("ERROR")  # TFMA's deprecation notices while reading the evaluation
     summary = summarize(result)
-    print("\n" + format_summary(summary, config.min_eval_auc))
+    print("\n" + format_summary(summary, config.blessing))
     print(f"Task logs: {result.logs_dir}")
     try:
         if options.report:
@@ -100,11 +100,13 @@ def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job
         return 1
     if summary.pushed_to:
         transform_graph = result.task("Transform").outputs["transform_graph"][0]["uri"]
-        return rehearse_serving(options.serving_python, summary.pushed_to, transform_graph, data_files[0])
+        return rehearse_serving(
+            options.serving_python, summary.pushed_to, transform_graph, data_files[0], config.problem
+        )
     return 0
 
 
-def rehearse_serving(serving_python: str, pushed_to: str, transform_graph: str, data_file: str) -> int:
+def rehearse_serving(serving_python: str, pushed_to: str, transform_graph: str, data_file: str, problem) -> int:
     """The pushed model answers a Vertex-style request built from the first data rows."""
     from pipeline.rehearsal.serving import ServingError, check_served_model
 
@@ -115,7 +117,7 @@ def rehearse_serving(serving_python: str, pushed_to: str, transform_graph: str, 
         )
         return 0
     try:
-        check = check_served_model(pushed_to, transform_graph, data_file, serving_python)
+        check = check_served_model(pushed_to, transform_graph, data_file, serving_python, problem)
     except ServingError as err:
         print(f"\nThe served model FAILED its rehearsal: {err}", file=sys.stderr)
         return 1

@@ -137,7 +137,8 @@ def _schedule(t: dict) -> str:
     if t.get("stopped_early_at_epoch") is not None:
         said.append(f"stopped early after epoch {t['stopped_early_at_epoch'] + 1}")
     if t.get("best_epoch") is not None and t["best_epoch"] != t.get("last_epoch"):
-        said.append(f"ended with epoch {t['best_epoch'] + 1}'s weights (validation AUC {t['best_val_auc']:.4f})")
+        monitored = t.get("monitored", "val_auc")
+        said.append(f"ended with epoch {t['best_epoch'] + 1}'s weights ({monitored} {t['best_' + monitored]:.4f})")
     if t.get("final_learning_rate") is not None:
         said.append(f"final learning rate {t['final_learning_rate']:.2g}")
     return f"<p>Schedule: {_e('; '.join(said))}.</p>" if said else ""

@@ -34,7 +34,7 @@ class Column:
 
 @dataclasses.dataclass
 class SliceMetrics:
-    """The Evaluator's metrics for one slice ("Overall", or "payment_type = Cash")."""
+    """The Evaluator's metrics for one slice ("Overall", or "<column> = <value>")."""
 
     name: str
     metrics: dict[str, float]
@@ -95,21 +95,22 @@ def vocabularies(transform_graph_uri: str) -> dict[str, int]:
     return sizes
 
 
-def bucket_boundaries(transform_graph_uri: str) -> dict[str, list[float]]:
-    """The quantile boundaries Transform computed for each coordinate column.
+def bucket_boundaries(transform_graph_uri: str, problem) -> dict[str, list[float]]:
+    """The quantile boundaries Transform computed for each bucketized column of ``problem``.
 
     TFT's API does not expose an analyzer's result; the graph holds it as a constant. One
-    quantiles analyzer computes every coordinate's boundaries at once
+    quantiles analyzer computes every bucketized column's boundaries at once
     (``models.preprocessing.quantile_buckets``), so they are the one float constant shaped
-    (columns, buckets - 1), its rows in ``features.BUCKET_FEATURES`` order."""
+    (columns, buckets - 1), its rows in the spec's ``features.bucketized`` order."""
     import tensorflow as tf
     from tensorflow.core.protobuf import saved_model_pb2
 
-    from models import features
-
+    bucketized, num_buckets = problem.features.bucketized, problem.features.num_buckets
+    if not bucketized:
+        return {}
     with open(os.path.join(transform_graph_uri, "transform_fn", "saved_model.pb"), "rb") as f:
         graph = saved_model_pb2.SavedModel.FromString(f.read()).meta_graphs[0].graph_def
-    shape = (len(features.BUCKET_FEATURES), features.NUM_BUCKETS - 1)
+    shape = (len(bucketized), num_buckets - 1)
     nodes = [*graph.node, *(node for function in graph.library.function for node in function.node_def)]
     found = [
         value
@@ -120,7 +121,7 @@ def bucket_boundaries(transform_graph_uri: str) -> dict[str, list[float]]:
     ]
     if len(found) != 1:
         return {}  # preprocessing changed: nothing shown rather than the wrong numbers
-    return {name: [float(b) for b in row] for name, row in zip(features.BUCKET_FEATURES, found[0], strict=True)}
+    return {name: [float(b) for b in row] for name, row in zip(bucketized, found[0], strict=True)}
 
 
 def training_curves(model_run_uri: str) -> dict[str, dict[str, list[tuple[int, float]]]]:
@@ -312,8 +313,9 @@ class Report:
     signatures: list[Signature] = dataclasses.field(default_factory=list)
 
 
-def read_report(summary: RunSummary) -> Report:
-    """Reads every artifact the run produced (a stopped run: what it got to)."""
+def read_report(summary: RunSummary, problem) -> Report:
+    """Reads every artifact the run produced (a stopped run: what it got to), for
+    ``problem`` (``models.problem.Problem``: which columns were bucketized)."""
     out = summary.outputs
     report = Report(summary)
     if STATISTICS in out:
@@ -322,7 +324,7 @@ def read_report(summary: RunSummary) -> Report:
         report.anomalies = anomaly_lines(out[ANOMALIES])
     if TRANSFORM_GRAPH in out:
         report.vocabularies = vocabularies(out[TRANSFORM_GRAPH])
-        report.boundaries = bucket_boundaries(out[TRANSFORM_GRAPH])
+        report.boundaries = bucket_boundaries(out[TRANSFORM_GRAPH], problem)
     if MODEL_RUN in out:
         report.curves = training_curves(out[MODEL_RUN])
         report.training = training_record(out[MODEL_RUN])

@@ -21,6 +21,8 @@ def settings(config: PipelineConfig) -> dict:
     shown = {}
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
+        if field.name == "problem":
+            value = value.to_dict()
         shown[field.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
     return shown
 
@@ -33,7 +35,7 @@ def write_report(summary, config: PipelineConfig, with_settings: bool = True, ro
 
     path = report_path(config, summary.run_id, root)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    page = render(read_report(summary), settings(config) if with_settings else None)
+    page = render(read_report(summary, config.problem), settings(config) if with_settings else None)
     with open(path, "w", encoding="utf-8") as f:
         f.write(page)
     return path

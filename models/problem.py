@@ -1,0 +1,420 @@
+"""A prediction problem, declared in one file (``problem.toml`` in the problem's folder):
+its columns and how each is treated, the label and how it is derived, the task, the
+Evaluator's slices and the metric that blesses a model.
+
+Everything else (Transform, the model's head, loss and metrics, the gates' label checks,
+the Evaluator's config, the signatures, the report) is derived from a ``Problem``; nothing
+else in the project names a data set's columns. The spec is read once where the pipeline
+is built and travels to the components as JSON (``to_json``), so the containers that run
+them need no file and no TOML parser. Pure Python: nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import enum
+import json
+import operator
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+PROBLEM_FILE = "problem.toml"
+# The data contract's file name, in the problem's folder.
+CONTRACT_FILE = "schema.pbtxt"
+# Missing string values become this token, so the vocabulary has an explicit entry.
+MISSING_TOKEN = "__MISSING__"
+# Each class of a classification label must be at least this share of every split, or there
+# is nothing to learn (AnomalyGate checks it before Transform); a contract may set its own
+# with a schema-level `annotation { tag: "min_label_class_fraction=0.05" }`.
+MIN_LABEL_CLASS_FRACTION = 0.01
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+
+
+class ProblemError(ValueError):
+    """The problem spec is wrong; the message names the key and the fix."""
+
+
+class Task(str, enum.Enum):
+    BINARY = "binary"
+    MULTICLASS = "multiclass"
+    REGRESSION = "regression"
+
+
+# Metrics a model can be blessed on, per task: (Keras/TFMA name, higher is better).
+BLESSING_METRICS: dict[Task, dict[str, bool]] = {
+    Task.BINARY: {"auc": True, "accuracy": True},
+    Task.MULTICLASS: {"accuracy": True},
+    Task.REGRESSION: {"rmse": False, "mae": False},
+}
+DEFAULT_METRIC = {Task.BINARY: "auc", Task.MULTICLASS: "accuracy", Task.REGRESSION: "rmse"}
+
+# The label expression's operators: arithmetic over columns and numbers, and comparisons.
+_BINARY_OPERATORS: dict[type, Callable] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
+_COMPARISONS: dict[type, Callable] = {
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+}
+
+
+def _check_expression(node: ast.AST, text: str) -> set[str]:
+    """The column names ``node`` reads; raises ``ProblemError`` on anything but arithmetic,
+    one comparison, numbers and column names."""
+    if isinstance(node, ast.Expression):
+        return _check_expression(node.body, text)
+    if isinstance(node, ast.Name):
+        return {node.id}
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return set()
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return _check_expression(node.operand, text)
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY_OPERATORS:
+        return _check_expression(node.left, text) | _check_expression(node.right, text)
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARISONS:
+        return _check_expression(node.left, text) | _check_expression(node.comparators[0], text)
+    raise ProblemError(
+        f"label.expression {text!r}: {ast.unparse(node)!r} is not allowed; use column names, numbers, "
+        "+ - * / and one comparison (> >= < <=), e.g. 'tip > 0.2 * amount'"
+    )
+
+
+def evaluate_expression(text: str, columns: Mapping[str, Any]) -> Any:
+    """``text`` over ``columns`` (TensorFlow tensors or numpy arrays: the operators are the
+    arrays' own), e.g. ``evaluate_expression("a > 0.2 * b", {"a": ..., "b": ...})``."""
+
+    def value(node: ast.AST) -> Any:
+        if isinstance(node, ast.Name):
+            return columns[node.id]
+        if isinstance(node, ast.Constant):
+            return float(node.value)
+        if isinstance(node, ast.UnaryOp):
+            return -value(node.operand)
+        if isinstance(node, ast.BinOp):
+            return _BINARY_OPERATORS[type(node.op)](value(node.left), value(node.right))
+        if isinstance(node, ast.Compare):
+            return _COMPARISONS[type(node.ops[0])](value(node.left), value(node.comparators[0]))
+        raise ProblemError(f"label.expression {text!r}: cannot evaluate {ast.unparse(node)!r}")
+
+    tree = ast.parse(text, mode="eval")
+    _check_expression(tree, text)
+    return value(tree.body)
+
+
+def _is_comparison(text: str) -> bool:
+    return isinstance(ast.parse(text, mode="eval").body, ast.Compare)
+
+
+@dataclasses.dataclass(frozen=True)
+class Label:
+    """What the model predicts, and how the target is derived from the raw columns.
+
+    One of: ``column`` alone (regression on a number; multi-class with ``classes``),
+    ``column`` with ``positive`` (binary: 1 where the column equals that value), or
+    ``expression`` (binary with a comparison, e.g. ``tips > 0.2 * fare``; regression with
+    arithmetic). Missing source values count as 0 in an expression.
+    """
+
+    name: str
+    column: str | None = None
+    positive: str | None = None
+    expression: str | None = None
+    classes: tuple[str, ...] = ()
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The raw columns the label is computed from, in a stable order."""
+        if self.expression:
+            return tuple(sorted(_check_expression(ast.parse(self.expression, mode="eval"), self.expression)))
+        return (self.column,) if self.column else ()
+
+    def describe(self) -> str:
+        """The label in words, for messages: "'big_tipper' (tips > 0.2 * fare)"."""
+        if self.expression:
+            rule = self.expression
+        elif self.positive is not None:
+            rule = f"{self.column} == {self.positive!r}"
+        elif self.classes:
+            rule = f"{self.column}: one of {', '.join(self.classes)}"
+        else:
+            rule = str(self.column)
+        return f"label '{self.name}' ({rule})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Features:
+    """How each raw column feeds the model. Every list may be empty."""
+
+    # Heavy-tailed, non-negative numbers: log1p, then z-score.
+    log_numeric: tuple[str, ...] = ()
+    # Plain numbers: z-score.
+    numeric: tuple[str, ...] = ()
+    # Categories: a vocabulary computed over the training data (text or integer codes).
+    categorical: tuple[str, ...] = ()
+    # Integer categories with a known range: name -> largest valid value. Index 0 is kept for
+    # a missing value, so the number of categories is max + 2.
+    integer_categorical: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    # Numbers put into quantile buckets over the training data, plus one bucket for "missing".
+    bucketized: tuple[str, ...] = ()
+    num_buckets: int = 10
+    # Pairs crossed into one category each in the model's wide part (a number is cut at
+    # fixed points of its z-score).
+    crosses: tuple[tuple[str, str], ...] = ()
+    # Columns deliberately not model inputs, with the reason.
+    unused: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    vocab_top_k: int = 1000
+    vocab_oov_buckets: int = 1
+
+    @property
+    def dense(self) -> tuple[str, ...]:
+        return self.log_numeric + self.numeric
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        """Every categorical input, in the model's order."""
+        return self.categorical + tuple(self.integer_categorical) + self.bucketized
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """Every raw column that feeds the model."""
+        return self.dense + self.categories
+
+
+@dataclasses.dataclass(frozen=True)
+class Blessing:
+    """The Evaluator's gate: ``metric`` on the eval split must be at least ``threshold``
+    (at most, for an error metric), and no worse than the last blessed model's by more
+    than ``max_regression`` (run-to-run noise)."""
+
+    metric: str
+    threshold: float
+    max_regression: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    name: str
+    task: Task
+    label: Label
+    features: Features
+    blessing: Blessing
+    slices: tuple[str, ...] = ()
+    # The folder the spec was read from (None for a spec built in code or read from JSON).
+    directory: str | None = dataclasses.field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    # --- derived facts -------------------------------------------------------------------
+
+    @property
+    def label_key(self) -> str:
+        """The transformed label's name (the target the model trains on)."""
+        return transformed_name(self.label.name)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.label.classes) if self.task == Task.MULTICLASS else 2 if self.task == Task.BINARY else 1
+
+    @property
+    def label_only_columns(self) -> tuple[str, ...]:
+        """Label sources that are not model inputs: unknown at serving time."""
+        return tuple(c for c in self.label.sources if c not in self.features.inputs)
+
+    @property
+    def higher_is_better(self) -> bool:
+        return BLESSING_METRICS[self.task][self.blessing.metric]
+
+    @property
+    def raw_columns(self) -> tuple[str, ...]:
+        """Every column the spec names: inputs, unused ones and the label's sources."""
+        return tuple(dict.fromkeys(self.features.inputs + tuple(self.features.unused) + self.label.sources))
+
+    @property
+    def data_root(self) -> str | None:
+        """The problem's folder holds its data (the CSV files) beside the spec and contract."""
+        return self.directory
+
+    @property
+    def contract_path(self) -> str | None:
+        return None if self.directory is None else os.path.join(self.directory, CONTRACT_FILE)
+
+    # --- serialisation -------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        """The spec as plain JSON types (what the components receive)."""
+        spec = dataclasses.asdict(self)
+        spec.pop("directory")
+        spec["task"] = self.task.value
+        return spec
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, spec: Mapping[str, Any], directory: str | None = None) -> Problem:
+        """A ``Problem`` from a spec's tables; raises ``ProblemError`` naming a wrong key."""
+        spec = dict(spec)
+        _no_unknown_keys(spec, {"name", "task", "label", "features", "evaluation", "blessing", "slices"}, "")
+        try:
+            task = Task(spec.get("task", ""))
+        except ValueError:
+            raise ProblemError(f"task {spec.get('task')!r}: use one of {', '.join(t.value for t in Task)}") from None
+        label_spec = dict(spec.get("label") or {})
+        _no_unknown_keys(label_spec, {f.name for f in dataclasses.fields(Label)}, "label.")
+        if "positive" in label_spec and label_spec["positive"] is not None:
+            label_spec["positive"] = str(label_spec["positive"])
+        label_spec["classes"] = tuple(str(c) for c in label_spec.get("classes", ()))
+        label_spec.setdefault("name", label_spec.get("column") or "")
+        feature_spec = dict(spec.get("features") or {})
+        _no_unknown_keys(feature_spec, {f.name for f in dataclasses.fields(Features)}, "features.")
+        for key in ("log_numeric", "numeric", "categorical", "bucketized"):
+            feature_spec[key] = tuple(feature_spec.get(key, ()))
+        feature_spec["crosses"] = tuple(tuple(pair) for pair in feature_spec.get("crosses", ()))
+        feature_spec["integer_categorical"] = dict(feature_spec.get("integer_categorical", {}))
+        feature_spec["unused"] = dict(feature_spec.get("unused", {}))
+        # The spec file's [evaluation] table holds the slices and the blessing.
+        evaluation = dict(spec.get("evaluation") or {})
+        _no_unknown_keys(evaluation, {"slices", "metric", "threshold", "max_regression"}, "evaluation.")
+        blessing = dict(spec.get("blessing") or {})
+        for key in ("metric", "threshold", "max_regression"):
+            if key in evaluation:
+                blessing[key] = evaluation[key]
+        blessing.setdefault("metric", DEFAULT_METRIC[task])
+        if "threshold" not in blessing:
+            raise ProblemError(
+                "evaluation.threshold is missing: the value of evaluation.metric a model must reach to be "
+                "blessed (a floor for auc/accuracy, a ceiling for rmse/mae)"
+            )
+        return cls(
+            name=str(spec.get("name", "")),
+            task=task,
+            label=Label(**label_spec),
+            features=Features(**feature_spec),
+            blessing=Blessing(**blessing),
+            slices=tuple(evaluation.get("slices", spec.get("slices", ()))),
+            directory=directory,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Problem:
+        return cls.from_dict(json.loads(text))
+
+
+def transformed_name(key: str) -> str:
+    """Name of a feature after Transform (keeps raw and transformed apart in one dict)."""
+    return f"{key}_xf"
+
+
+def load(directory: str) -> Problem:
+    """The problem whose spec is ``<directory>/problem.toml``."""
+    import tomllib  # Python 3.11: only where pipelines are built, never in a component.
+
+    path = os.path.join(directory, PROBLEM_FILE)
+    if not os.path.isfile(path):
+        raise ProblemError(
+            f"No problem spec at {path}. Point --problem at a folder holding {PROBLEM_FILE} (data/taxi is the "
+            "example), or draft one from your CSV: python -m pipeline.scaffold --csv FILE --label COLUMN"
+        )
+    with open(path, "rb") as f:
+        try:
+            spec = tomllib.load(f)
+        except tomllib.TOMLDecodeError as err:
+            raise ProblemError(f"{path}: not valid TOML: {err}") from None
+    try:
+        return Problem.from_dict(spec, directory=os.path.abspath(directory))
+    except (ProblemError, TypeError) as err:
+        raise ProblemError(f"{path}: {err}") from None
+
+
+def _no_unknown_keys(spec: Mapping[str, Any], known: set[str], prefix: str) -> None:
+    if unknown := sorted(set(spec) - known):
+        raise ProblemError(
+            f"unknown key(s) {', '.join(prefix + k for k in unknown)}; known: {', '.join(sorted(known))}"
+        )
+
+
+def _validate(problem: Problem) -> None:
+    label, features = problem.label, problem.features
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,127}", problem.name):
+        raise ProblemError(
+            f"name {problem.name!r} must match [a-z0-9][a-z0-9-]{{0,127}} (it is the pipeline's default name, "
+            "and Vertex AI Pipelines accepts only those)"
+        )
+    if not label.name or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", label.name):
+        raise ProblemError(f"label.name {label.name!r} must be a Python-style identifier (it names the model's output)")
+    given = [k for k in ("positive", "expression") if getattr(label, k) is not None]
+    if label.expression is not None and label.column is not None:
+        raise ProblemError("label: give either column or expression, not both")
+    if label.expression is None and label.column is None:
+        raise ProblemError("label: give the label's column (label.column), or an expression over columns")
+    if label.expression is not None:
+        comparison = _is_comparison(label.expression)
+        if problem.task == Task.BINARY and not comparison:
+            raise ProblemError(
+                f"label.expression {label.expression!r}: a binary label needs a comparison, e.g. 'tips > 0.2 * fare'"
+            )
+        if problem.task == Task.REGRESSION and comparison:
+            raise ProblemError(
+                f"label.expression {label.expression!r}: a regression target is arithmetic, not a comparison"
+            )
+        if problem.task == Task.MULTICLASS:
+            raise ProblemError("label.expression: a multi-class label is a column (label.column) with label.classes")
+    if problem.task == Task.BINARY and label.column is not None and label.positive is None:
+        raise ProblemError(f"label.positive: say which value of '{label.column}' is the positive class")
+    if problem.task != Task.BINARY and "positive" in given:
+        raise ProblemError("label.positive applies to binary problems only")
+    if problem.task == Task.MULTICLASS and len(label.classes) < 3:
+        raise ProblemError(
+            "label.classes: a multi-class label lists its classes (at least 3; with 2, make it binary with "
+            "label.positive)"
+        )
+    if problem.task != Task.MULTICLASS and label.classes:
+        raise ProblemError("label.classes applies to multi-class problems only")
+    for key in features.inputs + tuple(features.unused) + problem.slices + label.sources:
+        if not _NAME.fullmatch(key):
+            raise ProblemError(f"column {key!r}: column names must be letters, digits, '_', '.', '-'")
+    seen: dict[str, str] = {}
+    for kind in ("log_numeric", "numeric", "categorical", "integer_categorical", "bucketized", "unused"):
+        for key in getattr(features, kind):
+            if key in seen:
+                raise ProblemError(f"column '{key}' is listed twice: in features.{seen[key]} and features.{kind}")
+            seen[key] = kind
+    if not features.inputs:
+        raise ProblemError("features: no model inputs; list at least one column under features")
+    if label.name in features.inputs or transformed_name(label.name) in map(transformed_name, features.inputs):
+        raise ProblemError(f"label.name '{label.name}' is also a feature's name: rename the label's output")
+    if not problem.label_only_columns:
+        raise ProblemError(
+            f"{label.describe()} is computed only from model inputs, so the model would learn the formula: "
+            "list the label's column under features.unused (it is unknown at serving time)"
+        )
+    crossable = set(features.categories) | set(features.dense)
+    for pair in features.crosses:
+        if len(pair) != 2 or not set(pair) <= crossable:
+            raise ProblemError(f"features.crosses {list(pair)}: a cross is two model inputs")
+    if features.bucketized and features.num_buckets < 2:
+        raise ProblemError(f"features.num_buckets must be at least 2, got {features.num_buckets}")
+    for key, largest in features.integer_categorical.items():
+        if not isinstance(largest, int) or largest < 0:
+            raise ProblemError(f"features.integer_categorical.{key} = {largest!r}: give the largest valid value")
+    if problem.blessing.metric not in BLESSING_METRICS[problem.task]:
+        raise ProblemError(
+            f"evaluation.metric {problem.blessing.metric!r} does not apply to {problem.task.value} problems: use "
+            f"one of {', '.join(BLESSING_METRICS[problem.task])}"
+        )
+    if problem.higher_is_better and not 0.0 <= problem.blessing.threshold <= 1.0:
+        raise ProblemError(f"evaluation.threshold must be in [0, 1] for {problem.blessing.metric}")
+    if problem.blessing.max_regression < 0:
+        raise ProblemError("evaluation.max_regression must be >= 0")
+    for key in problem.slices:
+        if key not in problem.raw_columns:
+            raise ProblemError(f"evaluation.slices: '{key}' is not a column the spec names")
