@@ -52,13 +52,15 @@ format: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench $(BENCH_ARGS)
 
-# The compiled Vertex AI job, executed here task by task as Vertex would, on the embedded
-# data (gs://taxi-rehearsal/data is read from data/); then the pushed model answers a
+# The compiled Vertex AI job of a problem (PROBLEM=data/penguins; the taxi one by default),
+# executed here task by task as Vertex would, on the problem's data and contract
+# (gs://pipeline-rehearsal/data is read from its folder); then the pushed model answers a
 # Vertex-style JSON request in TensorFlow $(SERVING_TF). `python kubeflow_runner.py --help`.
+PROBLEM ?= data/taxi
 rehearse: $(STAMP) $(SERVING_PY)
-	$(PY) kubeflow_runner.py --rehearse --image taxi-pipeline:rehearsal \
-		--output-root gs://taxi-rehearsal/outputs --data-root gs://taxi-rehearsal/data \
-		--rehearse-gcs gs://taxi-rehearsal/data=data --serving-python $(SERVING_PY) $(REHEARSE_ARGS)
+	$(PY) kubeflow_runner.py --rehearse --problem $(PROBLEM) --image pipeline:rehearsal \
+		--output-root gs://pipeline-rehearsal/outputs --data-root gs://pipeline-rehearsal/data \
+		--rehearse-gcs gs://pipeline-rehearsal/data=$(PROBLEM) --serving-python $(SERVING_PY) $(REHEARSE_ARGS)
 
 serving-env: $(SERVING_PY)
 

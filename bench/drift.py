@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from pipeline.config import CONTRACT_FILE, DEFAULT_DATA_ROOT
+from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR
 
 Case = Callable[[pd.DataFrame, np.random.Generator], tuple[pd.DataFrame, pd.DataFrame]]
 
@@ -83,7 +83,7 @@ def measure_case(baseline: pd.DataFrame, new: pd.DataFrame, schema, scratch: str
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-root", default=DEFAULT_DATA_ROOT)
+    parser.add_argument("--data-root", default=DEFAULT_PROBLEM_DIR)
     parser.add_argument("--contract", help=f"The data contract (default: {CONTRACT_FILE} in --data-root).")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES), help="Which cases to measure.")

@@ -1,4 +1,4 @@
-"""The benchmark's data: the embedded ``data/taxi.csv`` resampled and perturbed to any size.
+"""The benchmark's data: the embedded ``data/taxi/taxi.csv`` resampled and perturbed to any size.
 
 Resampled and perturbed rather than copied, so Beam and tf.Transform see realistic
 variety rather than identical blocks; deterministic for a seed, and cached by size and
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.config import DEFAULT_DATA_ROOT
+from pipeline.config import DEFAULT_PROBLEM_DIR
 
-SOURCE_CSV = Path(DEFAULT_DATA_ROOT) / "taxi.csv"
+SOURCE_CSV = Path(DEFAULT_PROBLEM_DIR) / "taxi.csv"
 CHUNK_ROWS = 20_000
 
 # Generator perturbations. One factor per row scales fare, miles, seconds and tips alike,

@@ -182,7 +182,7 @@ def markdown(results: dict[str, Any]) -> str:
         "pipeline/unchanged.py), or TFX runs and ML Metadata records n/m components as cached. "
         "input/in-memory: training steps/s fed by `models.data.input_fn` as run_fn calls it, over steps/s "
         f"on {CACHED_BATCHES} batches cached in memory; streamed: the same with the in-memory load switched off; "
-        "load s: parsing the train split into memory. Data: resampled and perturbed from data/taxi.csv "
+        "load s: parsing the train split into memory. Data: resampled and perturbed from data/taxi/taxi.csv "
         "(see bench/generate.py).",
     ]
     return "\n".join(lines) + "\n"

@@ -191,6 +191,6 @@ def check_serving_data(
         raise ValueError(
             f"The data contract declares no {SERVING} environment, so the serving data cannot be checked "
             f'against it: add default_environment: "{TRAINING}" and default_environment: "{SERVING}", and '
-            f'not_in_environment: "{SERVING}" to the label\'s source columns (data/schema.pbtxt shows how).'
+            f'not_in_environment: "{SERVING}" to the label\'s source columns (data/taxi/schema.pbtxt shows how).'
         )
     return tfdv.validate_statistics(serving, schema, environment=SERVING)

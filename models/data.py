@@ -288,10 +288,16 @@ def in_memory_dataset(
 ) -> tf.data.Dataset | None:
     """(features, label) batches cut from transformed rows (``load_split``): for training
     a fresh permutation of all rows every epoch (seeded per epoch, so workers given one
-    seed agree), for evaluation one ordered pass. None when there is not one full
-    training batch."""
+    seed agree), for evaluation one ordered pass. None when there are no rows to train on."""
     data, label = split_label(data, label_key)
     rows = int(tf.shape(label)[0])
+    if training and 0 < rows < batch_size:
+        # Fewer rows than one batch (a small data set): each epoch's permutation is of the
+        # rows repeated until they fill a batch, so training still sees whole batches.
+        copies = -(-batch_size // rows)
+        data = {k: tf.concat([v] * copies, axis=0) for k, v in data.items()}
+        label = tf.concat([label] * copies, axis=0)
+        rows *= copies
     full = rows // batch_size
     if training and full == 0:
         return None

@@ -2,7 +2,7 @@
 
     python -m pipeline.contract --data-root DIR [--data-pattern '*.csv'] [--output FILE]
 
-The pipeline validates every run's data against a curated schema (``data/schema.pbtxt``
+The pipeline validates every run's data against a curated schema (``data/taxi/schema.pbtxt``
 for the embedded data: see its comments). Inferring one at each run would only catch what
 differs from the very data it was inferred from. This drafts one from the data as it is
 now, computed on the rows as CsvExampleGen encodes them: TFDV's inferred types, required
@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Sequence
 
 from components.anomaly_gate import MISSING_TAG, missing_share
-from pipeline.config import CONTRACT_FILE, DEFAULT_DATA_ROOT
+from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR
 
 MIN_VALUES_FOR_RANGE = 10
 # Starting drift thresholds for a draft (DriftGate): the looser of the embedded contract's,
@@ -93,7 +93,7 @@ def draft(data_root: str, data_pattern: str = "*.csv"):
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-root", default=DEFAULT_DATA_ROOT, help="Directory holding the CSV file(s).")
+    parser.add_argument("--data-root", default=DEFAULT_PROBLEM_DIR, help="Directory holding the CSV file(s).")
     parser.add_argument("--data-pattern", default="*.csv", help="Glob, relative to --data-root.")
     parser.add_argument("--output", help=f"Where to write the draft (default: <data-root>/{CONTRACT_FILE}.draft).")
     args = parser.parse_args(argv)

@@ -13,7 +13,7 @@ import time
 import pytest
 
 import local_runner
-from pipeline.config import CONTRACT_FILE, DEFAULT_DATA_ROOT, PipelineConfig
+from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR, PipelineConfig
 from pipeline.run_lock import hold_run_lock
 from pipeline.run_summary import format_summary, summarize_run
 from tests.support.runs import EXECUTED_COMPONENTS, SMALL_RUN
@@ -208,7 +208,7 @@ def test_the_contract_beside_the_data_stops_absurd_fares_that_once_were_pushed(t
         every=EMBEDDED_ROWS // SAMPLE_ROWS,
         edit=lambda row, i: {**row, "fare": "-1000000000"} if i % 10 == 0 else row,
     )
-    shutil.copy(os.path.join(DEFAULT_DATA_ROOT, CONTRACT_FILE), bad / CONTRACT_FILE)
+    shutil.copy(os.path.join(DEFAULT_PROBLEM_DIR, CONTRACT_FILE), bad / CONTRACT_FILE)
     output_root = str(tmp_path / "out")
     assert local_runner.main(["--data-root", str(bad), "--output-root", output_root, *SMALL_RUN]) == 1
     captured = capsys.readouterr()
@@ -244,7 +244,7 @@ def test_a_second_run_on_the_same_output_root_is_refused_at_once(tmp_path, capsy
 def test_drift_from_the_blessed_run_stops_the_next_run_until_it_is_accepted(tmp_path, capsys):
     def sample(name: str, edit=None):
         data = write_sample(tmp_path / name, SAMPLE_ROWS, every=EMBEDDED_ROWS // SAMPLE_ROWS, edit=edit)
-        shutil.copy(os.path.join(DEFAULT_DATA_ROOT, CONTRACT_FILE), data / CONTRACT_FILE)
+        shutil.copy(os.path.join(DEFAULT_PROBLEM_DIR, CONTRACT_FILE), data / CONTRACT_FILE)
         return str(data)
 
     clean = sample("clean")

@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 
 from bench import drift
-from pipeline.config import CONTRACT_FILE, DEFAULT_DATA_ROOT
+from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR
 
 CASES = ["random halves", "fares in cents", "no cash"]
 
 
 def test_the_table_has_each_case_and_column_and_marks_the_planted_breaks(sample_dir, capsys):
-    contract = os.path.join(DEFAULT_DATA_ROOT, CONTRACT_FILE)
+    contract = os.path.join(DEFAULT_PROBLEM_DIR, CONTRACT_FILE)
     assert drift.main(["--data-root", str(sample_dir), "--contract", contract, "--cases", *CASES]) == 0
     rows = [line.strip("| ").split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
     assert rows[0] == ["column (threshold)", *CASES]

@@ -21,7 +21,7 @@ from components.anomaly_gate import (
 )
 from components.drift import read_statistics_dir
 from models.features import MIN_LABEL_CLASS_FRACTION
-from pipeline.config import CONTRACT_FILE, DEFAULT_DATA_ROOT
+from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR
 from pipeline.pipeline import create_pipeline
 from tests.support.harness import node, run_component
 from tests.support.sample_data import write_sample
@@ -163,7 +163,7 @@ def test_the_contract_can_ask_for_more_balance_than_the_default(examples, schema
     assert [line[:7] for line in lines] == ["[eval] ", "[train]"]
     assert all("each class needs at least 45% of a split" in line for line in lines)
     assert all("(min_label_class_fraction=0.45)" in line for line in lines)
-    shipped = io_utils.parse_pbtxt_file(os.path.join(DEFAULT_DATA_ROOT, CONTRACT_FILE), schema_pb2.Schema())
+    shipped = io_utils.parse_pbtxt_file(os.path.join(DEFAULT_PROBLEM_DIR, CONTRACT_FILE), schema_pb2.Schema())
     assert min_label_class_fraction(shipped) == 0.05
     assert min_label_class_fraction(schema_pb2.Schema()) == MIN_LABEL_CLASS_FRACTION
 

@@ -15,7 +15,7 @@ from tfx.types import standard_artifacts
 
 from components.anomaly_gate import ANOMALIES_FILE, DataAnomaliesError
 from components.drift_gate import DRIFT_PROPERTY, DataDriftError
-from pipeline.config import CONTRACT_FILE, DEFAULT_DATA_ROOT
+from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR
 from pipeline.pipeline import create_pipeline
 from tests.support.harness import node, run_component
 from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
@@ -26,7 +26,7 @@ def contract(tmp_path_factory) -> list:
     """The embedded data's contract, as ImportSchemaGen hands it on."""
     artifact = standard_artifacts.Schema()
     artifact.uri = str(tmp_path_factory.mktemp("contract"))
-    shutil.copy(os.path.join(DEFAULT_DATA_ROOT, CONTRACT_FILE), artifact.uri)
+    shutil.copy(os.path.join(DEFAULT_PROBLEM_DIR, CONTRACT_FILE), artifact.uri)
     return [artifact]
 
 

@@ -12,10 +12,10 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 from components.anomaly_gate import MISSING_TAG, describe_anomalies, describe_missing
 from pipeline import contract
-from pipeline.config import CONTRACT_FILE, DEFAULT_DATA_ROOT
+from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR
 from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
 
-SHIPPED = os.path.join(DEFAULT_DATA_ROOT, CONTRACT_FILE)
+SHIPPED = os.path.join(DEFAULT_PROBLEM_DIR, CONTRACT_FILE)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def _planted(tmp_path, edit, drop: str | None = None, add: str | None = None):
 
 
 def test_the_embedded_data_meets_its_contract(shipped):
-    statistics = contract.csv_statistics([os.path.join(DEFAULT_DATA_ROOT, "taxi.csv")])
+    statistics = contract.csv_statistics([os.path.join(DEFAULT_PROBLEM_DIR, "taxi.csv")])
     assert describe_anomalies({"all": tfdv.validate_statistics(statistics, shipped)}) == []
     assert describe_missing({"all": statistics}, shipped) == []
 

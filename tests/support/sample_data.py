@@ -7,9 +7,9 @@ import itertools
 from collections.abc import Callable
 from pathlib import Path
 
-from pipeline.config import DEFAULT_DATA_ROOT
+from pipeline.config import DEFAULT_PROBLEM_DIR
 
-EMBEDDED_CSV = Path(DEFAULT_DATA_ROOT) / "taxi.csv"
+EMBEDDED_CSV = Path(DEFAULT_PROBLEM_DIR) / "taxi.csv"
 # The component tests' sample: few enough to run fast, spread so all months and hours appear.
 SAMPLE_ROWS = 600
 EMBEDDED_ROWS = 15002

@@ -202,13 +202,13 @@ def test_a_planted_anomaly_stops_the_rehearsal_at_the_gate_naming_it(rehearsals,
 def test_on_the_full_data_the_rehearsed_model_scores_as_the_local_run_does(full_local_run, tmp_path, capsys):
     """Same data, same code, trained in a task's container rather than in-process: the eval
     AUC agrees within run-to-run noise (training is not bit-for-bit deterministic)."""
-    from pipeline.config import DEFAULT_DATA_ROOT
+    from pipeline.config import DEFAULT_PROBLEM_DIR
 
-    assert kubeflow_runner.main(_argv(tmp_path, DEFAULT_DATA_ROOT)) == 0
+    assert kubeflow_runner.main(_argv(tmp_path, DEFAULT_PROBLEM_DIR)) == 0
     out = capsys.readouterr().out
     (record,) = _records(tmp_path)
     tasks = _tasks(record)
-    assert tasks["ImportSchemaGen"]["state"] == "SUCCEEDED"  # the data contract, data/schema.pbtxt
+    assert tasks["ImportSchemaGen"]["state"] == "SUCCEEDED"  # the data contract, data/taxi/schema.pbtxt
     evaluation = tasks["Evaluator"]["outputs"]["evaluation"][0]["uri"]
     from pipeline.run_summary import RunSummary, read_evaluation
 
