@@ -186,6 +186,13 @@ def describe_label(
     rule = label.describe()
     if missing := [key for key in label.sources if key not in known]:
         return [f"[all] {rule}: column(s) {', '.join(missing)} not in the data; the label cannot be computed"]
+    named = dict.fromkeys(problem.features.inputs + problem.slices)
+    if missing := [key for key in named if key not in known]:
+        return [
+            f"[all] problem '{problem.name}': column(s) {', '.join(missing)} named in its problem.toml (features or "
+            f"evaluation.slices) not in the data, whose columns are {', '.join(sorted(known))}. Fix the spec's "
+            "column names, or the data"
+        ]
     numeric = label.expression is not None or problem.task == Task.REGRESSION
     if numeric and (text := [key for key in label.sources if known[key].type == schema_pb2.BYTES]):
         lines = []

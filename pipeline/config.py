@@ -177,6 +177,13 @@ class PipelineConfig:
         # The problem's own checks apply to the blessing with the overrides.
         dataclasses.replace(self.problem, blessing=self.blessing)
 
+    def for_problem(self, problem: Problem, **changes) -> PipelineConfig:
+        """This configuration for another problem: its name, data and contract are the new
+        problem's unless ``changes`` say otherwise (``dataclasses.replace`` would keep the
+        old problem's, filled in when this one was made)."""
+        derived = {"pipeline_name": None, "data_root": None, "schema_path": None}
+        return dataclasses.replace(self, problem=problem, **{**derived, **changes})
+
     @property
     def blessing(self) -> Blessing:
         """The problem's blessing, with this configuration's threshold and tolerance if set."""

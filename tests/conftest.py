@@ -29,8 +29,10 @@ def small_config(sample_dir, tmp_path_factory) -> PipelineConfig:
     return PipelineConfig(
         data_root=str(sample_dir),
         output_root=str(tmp_path_factory.mktemp("outputs")),
+        # Components tested one by one from SchemaGen on (the contract's own tests use it).
+        infer_schema=True,
         train_steps=40,
-        min_eval_auc=0.0,  # the path to a blessing, not the model (tests/support/runs.py)
+        blessing_threshold=0.0,  # the path to a blessing, not the model (tests/support/runs.py)
         hparams=HParams(per_replica_batch_size=32, epochs=2),
     )
 
@@ -97,6 +99,7 @@ def materialized(pipe, root, examples, validated_schema):
         examples=configured.inputs["examples"],
         schema=configured.inputs["schema"],
         preprocessing_fn=properties["preprocessing_fn"],
+        custom_config=json.loads(properties["custom_config"]),
         disable_statistics=properties["disable_statistics"],
         disable_analyzer_cache="updated_analyzer_cache" not in configured.outputs,
         materialize=True,

@@ -4,9 +4,10 @@ and no request to any other host, so it opens from disk in any browser."""
 from __future__ import annotations
 
 import html
+import math
 
 from pipeline.report import plots
-from pipeline.report.read import Report
+from pipeline.report.read import Report, describe_metric
 from pipeline.run_summary import format_drift
 
 STYLE = """
@@ -113,22 +114,62 @@ def _transform(report: Report) -> str:
     )
 
 
+def _task(report: Report) -> str | None:
+    """The task ("binary", "multiclass", "regression"): the problem's, else the training
+    record's, else what the evaluation's plots show; None when nothing says."""
+    if report.problem is not None:
+        return report.problem.task.value
+    if report.training.get("task"):
+        return report.training["task"]
+    if "classes" in report.plots:
+        return "multiclass"
+    if {"roc", "calibration", "confusion"} & set(report.plots):
+        return "binary"
+    return "regression" if report.residuals is not None else None
+
+
+def _label(report: Report) -> str:
+    return report.problem.label.name if report.problem is not None else "the label"
+
+
+def _monitored(t: dict) -> str | None:
+    """The validation metric the training schedule watched ("val_auc"), as the record says."""
+    return t.get("monitored") or next((key[len("best_") :] for key in t if key.startswith("best_val_")), None)
+
+
 def _training(report: Report) -> str:
     if not report.curves:
         return ""
-    figures = "".join(
-        _figure(f"training:{metric}", plots.curve(metric, by_phase), f"{metric} per epoch")
-        for metric, by_phase in sorted(report.curves.items())
-        if metric in ("loss", "auc")
-    )
     t = report.training
+    monitored = _monitored(t)
+    if monitored:
+        shown = {"loss", monitored.removeprefix("val_")}
+    else:  # no record of what was watched: every metric but the learning rate
+        shown = set(report.curves) - {"lr", "learning_rate"}
+    figures = "".join(
+        _figure(
+            f"training:{metric}",
+            plots.curve(describe_metric(metric), by_phase),
+            f"{describe_metric(metric)} per epoch",
+        )
+        for metric, by_phase in sorted(report.curves.items())
+        if metric in shown
+    )
     ran = (
         f"<p>{_e(t['strategy'])} ({_e(t['reason'])}): {t['replicas']} replica(s) on {t['workers']} worker(s), "
         f"global batch {t['global_batch']}, {t['epochs']} epoch(s) of {t['steps_per_epoch']} steps.</p>"
         if t
         else ""
     )
-    return f"<section id='training'><h2>Training</h2>{ran}{_schedule(t)}<div class='grid'>{figures}</div></section>"
+    watched = (
+        f"<p>The schedule watched the {_e(describe_metric(monitored))} of {_e(_label(report))}.</p>"
+        if monitored
+        else ""
+    )
+    return (
+        f"<section id='training'><h2>Training</h2>{ran}{watched}{_schedule(t)}"
+        f"<div class='grid'>{figures}</div></section>"
+    )
 
 
 def _schedule(t: dict) -> str:
@@ -136,18 +177,17 @@ def _schedule(t: dict) -> str:
     said = []
     if t.get("stopped_early_at_epoch") is not None:
         said.append(f"stopped early after epoch {t['stopped_early_at_epoch'] + 1}")
-    if t.get("best_epoch") is not None and t["best_epoch"] != t.get("last_epoch"):
-        monitored = t.get("monitored", "val_auc")
-        said.append(f"ended with epoch {t['best_epoch'] + 1}'s weights ({monitored} {t['best_' + monitored]:.4f})")
+    monitored = _monitored(t)
+    if t.get("best_epoch") is not None and t["best_epoch"] != t.get("last_epoch") and monitored:
+        best = t.get("best_" + monitored)
+        value = f" {best:.4f}" if isinstance(best, (int, float)) else ""
+        said.append(f"ended with epoch {t['best_epoch'] + 1}'s weights ({describe_metric(monitored)}{value})")
     if t.get("final_learning_rate") is not None:
         said.append(f"final learning rate {t['final_learning_rate']:.2g}")
     return f"<p>Schedule: {_e('; '.join(said))}.</p>" if said else ""
 
 
-def _evaluation(report: Report) -> str:
-    s = report.summary
-    if not report.slices and s.blessed is None:
-        return ""
+def _metrics_table(report: Report) -> str:
     names = sorted({name for slice_ in report.slices for name in slice_.metrics})
     header = "".join(f"<th>{_e(n)}</th>" for n in names)
     rows = "".join(
@@ -163,18 +203,136 @@ def _evaluation(report: Report) -> str:
         + "</tr>"
         for slice_ in report.slices
     )
+    return f"<table id='metrics'><tr><th>slice</th>{header}</tr>{rows}</table>"
+
+
+def _verdict(report: Report) -> str:
+    s = report.summary
     if s.blessed is None:
-        verdict = "<p class='verdict'>Not evaluated in this run.</p>"
-    elif s.blessed:
+        return "<p class='verdict'>Not evaluated in this run.</p>"
+    if s.blessed:
         against = "and no worse than the last blessed model" if s.had_baseline else "(no blessed baseline yet)"
-        verdict = f"<p class='verdict good'>BLESSED {_e(against)}</p>"
-    else:
-        verdict = (
-            "<p class='verdict bad'>NOT blessed: "
-            + _e("; ".join(s.validation_failures) or "thresholds not met")
-            + "</p>"
+        return f"<p class='verdict good'>BLESSED {_e(against)}</p>"
+    return (
+        "<p class='verdict bad'>NOT blessed: " + _e("; ".join(s.validation_failures) or "thresholds not met") + "</p>"
+    )
+
+
+def _gate(report: Report) -> str:
+    """What the model predicts, the metric that blesses it, and the thresholds it had to meet."""
+    said = ""
+    if report.problem is not None:
+        blessing = report.problem.blessing
+        said = (
+            f"<p>The model predicts {_e(report.problem.label.describe())}. It is blessed on its "
+            f"{_e(describe_metric(blessing.metric))} over the whole eval split:</p>"
         )
     thresholds = "".join(f"<li>{_e(t)}</li>" for t in report.thresholds)
+    return f"{said}<ul id='thresholds'>{thresholds}</ul>"
+
+
+def _binary_figures(report: Report) -> list[str]:
+    figures = []
+    if "roc" in report.plots:
+        figures.append(_figure("roc", plots.roc(report.plots["roc"]), f"ROC curve of {_label(report)} (overall)"))
+    if "calibration" in report.plots:
+        figures.append(
+            _figure(
+                "calibration",
+                plots.calibration(report.plots["calibration"], _label(report)),
+                f"calibration of {_label(report)} (overall)",
+            )
+        )
+    if "confusion" in report.plots:
+        figures.append(
+            _figure(
+                "confusion",
+                plots.confusion(report.plots["confusion"]),
+                f"confusion matrix of {_label(report)} (overall)",
+            )
+        )
+    return figures
+
+
+def _classes(report: Report) -> str:
+    """The confusion matrix between the classes, and each class's precision and recall."""
+    matrix = report.plots.get("classes")
+    if matrix is None:
+        return (
+            "<h3>Confusion matrix</h3><p class='bad'>Not drawn: the evaluation holds no multi-class "
+            "confusion matrix (the Evaluator's MultiClassConfusionMatrixPlot).</p>"
+        )
+    figure = _figure(
+        "class_confusion",
+        plots.class_confusion(matrix),
+        f"{_label(report)}: actual against predicted class, {matrix.total:.0f} eval examples (overall)",
+    )
+    lines = "".join(
+        f"<li data-class='{_e(name)}' data-precision='{matrix.precision(i)!r}' data-recall='{matrix.recall(i)!r}'>"
+        f"{_e(name)}: precision {_share(matrix.precision(i))} ({matrix.counts[i][i]:.0f} of the "
+        f"{sum(row[i] for row in matrix.counts):.0f} predicted {_e(name)}), recall {_share(matrix.recall(i))} "
+        f"({matrix.counts[i][i]:.0f} of the {sum(matrix.counts[i]):.0f} that are)</li>"
+        for i, name in enumerate(matrix.actual)
+    )
+    return (
+        f"<h3>Confusion matrix between the classes of {_e(_label(report))}</h3>"
+        f"<div class='grid'>{figure}</div><h3>Per class</h3><ul id='per-class'>{lines}</ul>"
+    )
+
+
+def _share(value: float) -> str:
+    return "n/a" if value != value else f"{value:.3f}"  # NaN: no example to divide by
+
+
+def _residuals(report: Report) -> str:
+    """Predicted against actual, and the residuals' histogram, or why they are not drawn."""
+    found = report.residuals
+    label = _label(report)
+    if found is None:
+        why = report.unavailable.get("residuals", "the run's examples and model were not read")
+        return f"<h3>Residuals</h3><p class='bad'>Not drawn: {_e(why)}</p>"
+    read = (
+        f"the first {found.rows_read} examples of the eval split"
+        if found.capped
+        else f"all {found.rows_read} examples of the eval split"
+    )
+    said = (
+        f"<p>On {read}, predicted by the model at <code>{_e(found.model_dir)}</code> (its <code>label</code> and "
+        f"<code>serving_default</code> signatures, as the Evaluator asks them): residual (actual minus predicted "
+        f"{_e(label)}) mean <span data-residual='mean'>{found.mean:.4g}</span>, root mean square "
+        f"<span data-residual='rmse'>{found.rmse:.4g}</span>.</p>"
+    )
+    pairs = [(a, p) for a, p in zip(found.actual, found.predicted, strict=True) if math.isfinite(a - p)]
+    if len(pairs) < len(found.actual):
+        said += (
+            f"<p class='bad'>{len(found.actual) - len(pairs)} of them have an actual or predicted value that is "
+            "not a finite number (NaN or infinite): left out of the plots.</p>"
+        )
+    if not pairs:
+        return f"<h3>Residuals</h3>{said}<p class='bad'>Not drawn: no example to draw.</p>"
+    actual, predicted = (list(values) for values in zip(*pairs, strict=True))
+    try:
+        figures = [
+            _figure(
+                "predicted_against_actual",
+                plots.predicted_against_actual(actual, predicted, label),
+                f"predicted against actual {label} ({len(pairs)} eval examples)",
+            ),
+            _figure(
+                "residuals",
+                plots.residual_histogram([a - p for a, p in pairs], label),
+                f"residuals: actual minus predicted {label} ({len(pairs)} eval examples)",
+            ),
+        ]
+    except Exception as err:  # noqa: BLE001 - a plot that cannot be drawn must not stop the report
+        return f"<h3>Residuals</h3>{said}<p class='bad'>Not drawn: {_e(type(err).__name__)}: {_e(err)}</p>"
+    return f"<h3>Residuals</h3>{said}<div class='grid'>{''.join(figures)}</div>"
+
+
+def _evaluation(report: Report) -> str:
+    s = report.summary
+    if not report.slices and s.blessed is None:
+        return ""
     against = "".join(
         f"<tr><td>{_e(name)}</td><td class='num'>{values.get('baseline', float('nan')):.4f}</td>"
         f"<td class='num' data-change='{_e(name)}'>{values.get('change', float('nan')):+.4f}</td></tr>"
@@ -186,17 +344,16 @@ def _evaluation(report: Report) -> str:
             "<h3>Against the baseline model (overall)</h3><table id='baseline'><tr><th>metric</th>"
             f"<th>baseline</th><th>change</th></tr>{against}</table>"
         )
-    figures = []
-    if "roc" in report.plots:
-        figures.append(_figure("roc", plots.roc(report.plots["roc"]), "ROC curve (overall)"))
-    if "calibration" in report.plots:
-        figures.append(_figure("calibration", plots.calibration(report.plots["calibration"]), "calibration (overall)"))
-    if "confusion" in report.plots:
-        figures.append(_figure("confusion", plots.confusion(report.plots["confusion"]), "confusion matrix (overall)"))
+    task = _task(report)
+    if task == "multiclass":
+        plotted = _classes(report)
+    elif task == "regression":
+        plotted = _residuals(report) if report.slices else ""
+    else:
+        plotted = f"<div class='grid'>{''.join(_binary_figures(report))}</div>"
     return (
-        f"<section id='evaluation'><h2>Evaluation</h2>{verdict}<ul>{thresholds}</ul>{against}"
-        f"<table id='metrics'><tr><th>slice</th>{header}</tr>{rows}</table>"
-        f"<div class='grid'>{''.join(figures)}</div></section>"
+        f"<section id='evaluation'><h2>Evaluation</h2>{_verdict(report)}{_gate(report)}{against}"
+        f"{_metrics_table(report)}{plotted}</section>"
     )
 
 

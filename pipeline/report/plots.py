@@ -142,13 +142,13 @@ def roc(points: list[tuple[float, float]]) -> str:
     return chart.uri()
 
 
-def calibration(buckets: list[tuple[float, float, float]]) -> str:
-    """Mean prediction against the observed share of positives, per prediction bucket; a
-    dot's area grows with the square root of the bucket's examples."""
+def calibration(buckets: list[tuple[float, float, float]], label: str = "the label") -> str:
+    """Mean prediction against the observed share of positives (``label`` = 1), per
+    prediction bucket; a dot's area grows with the square root of the bucket's examples."""
     chart = _unit_chart()
     for prediction, observed, count in buckets:
         chart.point(prediction, observed, max(2.0, 0.6 * max(count, 0.0) ** 0.25), SPLIT_COLOURS["train"])
-    chart.titles(x="mean prediction", y="observed share of big tippers")
+    chart.titles(x="mean prediction", y=f"observed share of {label} = 1")
     return chart.uri()
 
 
@@ -166,6 +166,85 @@ def confusion(matrix: dict) -> str:
     chart.x_ticks([0, 1], ["predicted 0", "predicted 1"])
     chart.y_ticks([0, 1], ["actual 0", "actual 1"], grid=False)
     chart.titles(top=f"threshold {matrix['threshold']:.2f}")
+    return chart.uri()
+
+
+def class_confusion(matrix) -> str:
+    """A multi-class confusion matrix (``read.ClassConfusion``): rows the actual class,
+    columns the predicted one; each cell shows its count and its share of the row (of the
+    class's examples), and is shaded by that share, so a rare class reads as clearly as a
+    common one."""
+    rows, columns = len(matrix.actual), len(matrix.predicted)
+    names = [name[:14] for name in matrix.actual]
+    left = 40 + 6 * max(map(len, names), default=4)
+    cell = 64
+    chart = Chart(
+        left + 12 + cell * columns,
+        24 + 44 + cell * rows,
+        (-0.5, columns - 0.5),
+        (rows - 0.5, -0.5),
+        margins=(left, 12, 24, 44),
+    )
+    for row in range(rows):
+        total = sum(matrix.counts[row])
+        for column in range(columns):
+            count = matrix.counts[row][column]
+            share = count / total if total else 0.0
+            chart.bar(column - 0.5, column + 0.5, row - 0.5, row + 0.5, _shade(share), kind="cell")
+            colour = "white" if share > 0.5 else "black"
+            chart.text(chart.x(column), chart.y(row) - 2, f"{count:.0f}", size=12, colour=colour)
+            chart.text(chart.x(column), chart.y(row) + 12, f"{share:.0%}", size=9, colour=colour)
+    chart.x_ticks(range(columns), [name[:14] for name in matrix.predicted])
+    chart.y_ticks(range(rows), names, grid=False)
+    chart.titles(x="predicted class", y="actual class")
+    return chart.uri()
+
+
+def predicted_against_actual(actual: Sequence[float], predicted: Sequence[float], label: str) -> str:
+    """One dot per example at (actual, predicted), both axes on one scale, with the dotted
+    diagonal where the prediction is exact: above it, the model predicted too much."""
+    low, high = padded(min(min(actual), min(predicted)), max(max(actual), max(predicted)), 0.04)
+    chart = Chart(340, 320, (low, high), (low, high), margins=(64, 14, 16, 44))
+    chart.line([(low, low), (high, high)], DIAGONAL_COLOUR, dotted=True)
+    for x, y in zip(actual, predicted, strict=True):
+        chart.point(x, y, 2.2, SPLIT_COLOURS["train"])
+    ticks = nice_ticks(low, high, 5)
+    chart.x_ticks(ticks)
+    chart.y_ticks(ticks)
+    chart.titles(x=f"actual {label}", y=f"predicted {label}")
+    return chart.uri()
+
+
+def residual_buckets(residuals: Sequence[float], bins: int = 20) -> tuple[list[float], list[int]]:
+    """Edges of about ``bins`` equal buckets with round edges covering every residual, and
+    how many residuals fall in each (the last bucket includes its upper edge)."""
+    low, high = min(residuals), max(residuals)
+    if high <= low:
+        low, high = padded(low, high)
+    edges = nice_ticks(low, high, bins)
+    step = edges[1] - edges[0] if len(edges) > 1 else high - low
+    # The ticks lie inside [low, high]: one step more on a side they stop short of.
+    if edges[0] > low:
+        edges.insert(0, edges[0] - step)
+    if edges[-1] < high:
+        edges.append(edges[-1] + step)
+    counts, _ = np.histogram(np.asarray(residuals, dtype=float), bins=np.asarray(edges))
+    return edges, [int(count) for count in counts]
+
+
+def residual_histogram(residuals: Sequence[float], label: str, bins: int = 20) -> str:
+    """How many examples' residual (actual minus predicted ``label``) falls in each bucket
+    (``residual_buckets``), with a dotted line at zero."""
+    edges, counts = residual_buckets(residuals, bins)
+    tallest = float(max(max(counts), 1))
+    chart = Chart(380, 260, (edges[0], edges[-1]), (0.0, tallest * 1.05), margins=(56, 12, 16, 44))
+    for left, right, count in zip(edges[:-1], edges[1:], counts, strict=True):
+        chart.bar(left, right, 0.0, float(count), SPLIT_COLOURS["eval"])
+    if edges[0] < 0.0 < edges[-1]:
+        chart.line([(0.0, 0.0), (0.0, tallest * 1.05)], DIAGONAL_COLOUR, dotted=True)
+    chart.x_ticks(nice_ticks(edges[0], edges[-1], 6))
+    chart.y_ticks([tick for tick in nice_ticks(0.0, tallest, 4) if tick == int(tick)])
+    chart.titles(x=f"actual minus predicted {label}", y="examples")
     return chart.uri()
 
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import json
+import math
 import os
+import re
+import time
+from collections.abc import Sequence
 from typing import Any
 
 from pipeline.run_summary import RunSummary
@@ -14,7 +19,27 @@ STATISTICS = "StatisticsGen.statistics"
 ANOMALIES = "ExampleValidator.anomalies"
 TRANSFORM_GRAPH = "Transform.transform_graph"
 MODEL_RUN = "Trainer.model_run"
+TRAINER_MODEL = "Trainer.model"
 EVALUATION = "Evaluator.evaluation"
+# ExampleGen's output ("CsvExampleGen.examples"): raw tf.Examples, one folder per split,
+# named as TFX names them ("Split-<name>"; the pipeline's eval split is pipeline.pipeline.EVAL_SPLIT).
+EXAMPLES = "ExampleGen.examples"
+EVAL_SPLIT_DIR = "Split-eval"
+# The residual plots read at most this many examples of the eval split.
+RESIDUAL_ROWS = 2000
+# TFMA's class id for "no class's probability was over the threshold"
+# (tfma.metrics.NO_PREDICTED_CLASS_ID, without importing TFMA for a constant).
+NO_PREDICTED_CLASS_ID = -1
+# Metric names as a sentence writes them; any other name reads with spaces for underscores.
+METRIC_WORDS = {"auc": "AUC", "rmse": "RMSE", "mae": "MAE"}
+
+
+def describe_metric(name: str) -> str:
+    """A metric's Keras/TFMA name in words: "auc" -> "AUC", "val_accuracy" -> "validation
+    accuracy", "binary_accuracy" -> "binary accuracy"."""
+    if name.startswith("val_"):
+        return "validation " + describe_metric(name[len("val_") :])
+    return METRIC_WORDS.get(name, name.replace("_", " "))
 
 
 @dataclasses.dataclass
@@ -45,6 +70,64 @@ class Signature:
     name: str
     inputs: dict[str, str]  # name -> "dtype shape"
     outputs: dict[str, str]
+
+
+@dataclasses.dataclass
+class ClassConfusion:
+    """A multi-class model's confusion matrix on the eval split (overall): ``counts[i][j]``
+    examples of class ``actual[i]`` were predicted as ``predicted[j]``. The classes are the
+    problem's ``label.classes`` in class-id order (the label's index, and the position in
+    the model's probabilities); ``predicted`` ends with "no prediction" when TFMA counted
+    examples whose top probability was not over the threshold."""
+
+    actual: list[str]
+    predicted: list[str]
+    counts: list[list[float]]
+    threshold: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return sum(map(sum, self.counts))
+
+    def precision(self, index: int) -> float:
+        """Of the examples predicted as class ``index``, the share that are it (NaN if none)."""
+        predicted = sum(row[index] for row in self.counts)
+        return self.counts[index][index] / predicted if predicted else math.nan
+
+    def recall(self, index: int) -> float:
+        """Of the examples of class ``index``, the share predicted as it (NaN if none)."""
+        actual = sum(self.counts[index])
+        return self.counts[index][index] / actual if actual else math.nan
+
+
+@dataclasses.dataclass
+class Residuals:
+    """A regression model's predictions against the actual values, example by example, on
+    (the first ``rows_read`` examples of) the eval split."""
+
+    label: str
+    actual: list[float]
+    predicted: list[float]
+    rows_read: int
+    # True when the split holds more examples than were read.
+    capped: bool
+    model_dir: str
+    seconds: float = 0.0
+
+    @property
+    def residuals(self) -> list[float]:
+        """Actual minus predicted, per example."""
+        return [a - p for a, p in zip(self.actual, self.predicted, strict=True)]
+
+    @property
+    def rmse(self) -> float:
+        values = self.residuals
+        return math.sqrt(sum(r * r for r in values) / len(values)) if values else math.nan
+
+    @property
+    def mean(self) -> float:
+        values = self.residuals
+        return sum(values) / len(values) if values else math.nan
 
 
 def data_columns(statistics_uri: str) -> dict[str, list[Column]]:
@@ -208,9 +291,11 @@ def baseline_comparison(evaluation_uri: str) -> dict[str, dict[str, float]]:
     return found
 
 
-def evaluation_plots(evaluation_uri: str) -> dict[str, Any]:
-    """The overall slice's ROC points (false and true positive rates over thresholds), the
-    calibration buckets and the confusion matrix at the 0.5 threshold, as TFMA computed them."""
+def evaluation_plots(evaluation_uri: str, classes: Sequence[str] = ()) -> dict[str, Any]:
+    """The overall slice's plots as TFMA computed them: for a binary model, the ROC points
+    (false and true positive rates over thresholds), the calibration buckets and the
+    confusion matrix at the 0.5 threshold; for a multi-class one, the confusion matrix
+    between the classes ("classes": a ``ClassConfusion``, named by ``classes``)."""
     import tensorflow_model_analysis as tfma
 
     plots: dict[str, Any] = {}
@@ -243,11 +328,60 @@ def evaluation_plots(evaluation_uri: str) -> dict[str, Any]:
                     for b in value.calibration_histogram_buckets.buckets
                     if b.num_weighted_examples.value > 0
                 ]
+            if value.HasField("multi_class_confusion_matrix_at_thresholds"):
+                matrices = value.multi_class_confusion_matrix_at_thresholds.matrices
+                if matrices:
+                    plots["classes"] = class_confusion(min(matrices, key=lambda m: abs(m.threshold)), classes)
     return plots
 
 
+def class_confusion(matrix, classes: Sequence[str]) -> ClassConfusion:
+    """One of TFMA's ``MultiClassConfusionMatrixAtThresholds.matrices`` as a table.
+
+    TFMA keys its entries by class id: the label's integer value and the index of the
+    largest probability (``MultiClassConfusionMatrixPlot``; the plot's default threshold,
+    0.0, gives every example its top class). Both are positions in ``label.classes``
+    (``preprocessing.label``, ``signatures``), so id ``i`` is ``classes[i]``. An id the
+    spec does not list (none should reach the Evaluator) is shown as "class <id>"."""
+    entries = list(matrix.entries)
+    ids = sorted(
+        set(range(len(classes)))
+        | {e.actual_class_id for e in entries}
+        | {e.predicted_class_id for e in entries if e.predicted_class_id != NO_PREDICTED_CLASS_ID}
+    )
+
+    def name(class_id: int) -> str:
+        return classes[class_id] if 0 <= class_id < len(classes) else f"class {class_id}"
+
+    columns = list(ids)
+    if any(e.predicted_class_id == NO_PREDICTED_CLASS_ID for e in entries):
+        columns.append(NO_PREDICTED_CLASS_ID)
+    counts = [[0.0] * len(columns) for _ in ids]
+    for entry in entries:
+        row, column = ids.index(entry.actual_class_id), columns.index(entry.predicted_class_id)
+        counts[row][column] += entry.num_weighted_examples
+    return ClassConfusion(
+        actual=[name(i) for i in ids],
+        predicted=[name(i) if i != NO_PREDICTED_CLASS_ID else "no prediction" for i in columns],
+        counts=counts,
+        threshold=matrix.threshold,
+    )
+
+
+def metric_name(metric) -> str:
+    """The name TFMA reports a ``MetricConfig``'s value under: the ``name`` in its config,
+    else its class's default (TFMA's snake case of the class name: AUC -> auc)."""
+    config = metric.config.strip()
+    if config:
+        settings = json.loads(config if config.startswith("{") else "{" + config + "}")
+        if isinstance(settings, dict) and settings.get("name"):
+            return str(settings["name"])
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", metric.class_name).lower()
+
+
 def thresholds(evaluation_uri: str) -> list[str]:
-    """The blessing's thresholds, in words, from the evaluation's own configuration."""
+    """The blessing's thresholds, in words, from the evaluation's own configuration: the
+    gated metric under its reported name ("AUC at least 0.9", "RMSE at most 450")."""
     import tensorflow_model_analysis as tfma
 
     from models import batched_metrics
@@ -258,16 +392,25 @@ def thresholds(evaluation_uri: str) -> list[str]:
         for metric in spec.metrics:
             if batched_metrics.is_batched(metric):  # named as TFMA names it (AUC, not BatchedAUC)
                 metric = batched_metrics.tfma_metric_config(metric)
+            words = describe_metric(metric_name(metric))
             found = [metric.threshold] if metric.HasField("threshold") else []
             found += [t.threshold for t in metric.per_slice_thresholds]
             for threshold in found:
-                if threshold.HasField("value_threshold") and threshold.value_threshold.HasField("lower_bound"):
-                    lines.append(f"{metric.class_name} at least {threshold.value_threshold.lower_bound.value:g}")
-                if threshold.HasField("change_threshold") and threshold.change_threshold.HasField("absolute"):
-                    lines.append(
-                        f"{metric.class_name} no worse than the baseline model's by more than "
-                        f"{-threshold.change_threshold.absolute.value:.4g}"
-                    )
+                if threshold.HasField("value_threshold"):
+                    bounds = threshold.value_threshold
+                    if bounds.HasField("lower_bound"):
+                        lines.append(f"{words} at least {bounds.lower_bound.value:g}")
+                    if bounds.HasField("upper_bound"):
+                        lines.append(f"{words} at most {bounds.upper_bound.value:g}")
+                if threshold.HasField("change_threshold"):
+                    change = threshold.change_threshold
+                    if change.HasField("absolute"):
+                        allowed = f"{abs(change.absolute.value):.4g}"
+                    elif change.HasField("relative"):
+                        allowed = f"{abs(change.relative.value):.4g} of its value"
+                    else:
+                        continue
+                    lines.append(f"{words} no worse than the baseline model's by more than {allowed}")
     return lines
 
 
@@ -295,11 +438,94 @@ def signatures(saved_model_dir: str) -> list[Signature]:
     return found
 
 
+def model_dir(summary: RunSummary) -> str | None:
+    """The run's serving model: the pushed SavedModel, else the Trainer's model (its
+    Format-Serving folder: the candidate the Evaluator judged), else None."""
+    import tensorflow as tf
+    from tfx.utils import path_utils
+
+    if summary.pushed_to and tf.io.gfile.exists(os.path.join(summary.pushed_to, "saved_model.pb")):
+        return summary.pushed_to
+    if TRAINER_MODEL in summary.outputs:
+        serving = path_utils.serving_model_path(summary.outputs[TRAINER_MODEL])
+        if tf.io.gfile.exists(os.path.join(serving, "saved_model.pb")):
+            return serving
+    return None
+
+
+def residuals(summary: RunSummary, problem, limit: int = RESIDUAL_ROWS) -> Residuals:
+    """A regression model's prediction against the actual value for each of the first
+    ``limit`` examples of the eval split; raises ``LookupError`` naming what the run lacks.
+
+    Why this source: TFMA computes no residuals. Its regression metrics (rmse, mae, the mean
+    label and prediction) are one number per slice; its plots are classification plots (the
+    calibration plot's buckets span a prediction range fixed when the pipeline is built and
+    hold only means); and the Evaluator keeps no per-example predictions. So the report
+    reads the raw tf.Examples ExampleGen wrote for the eval split (the examples the
+    Evaluator scored) and asks the run's model the two questions the Evaluator asked it:
+    its ``label`` signature for the actual value and ``serving_default`` for the prediction
+    (``pipeline.pipeline.eval_config``). At most ``limit`` examples in one batch: on small
+    data well under two seconds, most of it loading the SavedModel."""
+    import tensorflow as tf
+
+    from models import signatures
+
+    started = time.monotonic()
+    examples = next((uri for key, uri in sorted(summary.outputs.items()) if key.endswith(EXAMPLES)), None)
+    if examples is None:
+        raise LookupError("the run has no ExampleGen examples to predict")
+    files = sorted(tf.io.gfile.glob(os.path.join(examples, EVAL_SPLIT_DIR, "*")))
+    if not files:
+        raise LookupError(f"no eval split under {examples} (no {EVAL_SPLIT_DIR} folder or no file in it)")
+    saved_model = model_dir(summary)
+    if saved_model is None:
+        raise LookupError("the run has no serving model (nothing pushed, and no Trainer model with saved_model.pb)")
+    compression = "GZIP" if all(f.endswith(".gz") for f in files) else ""
+    batch = tf.data.TFRecordDataset(files, compression_type=compression).take(limit + 1).batch(limit + 1)
+    serialized = next(iter(batch), None)
+    if serialized is None or not len(serialized):
+        raise LookupError(f"the eval split under {examples} holds no examples")
+    capped = len(serialized) > limit
+    serialized = serialized[:limit]
+    model = tf.saved_model.load(saved_model)
+    actual = model.signatures[signatures.LABEL_SIGNATURE](examples=serialized)[problem.label_key]
+    predicted = model.signatures[signatures.SERVING_SIGNATURE](examples=serialized)[signatures.prediction_key(problem)]
+    actual, predicted = (tf.reshape(tf.cast(t, tf.float64), [-1]).numpy().tolist() for t in (actual, predicted))
+    if len(actual) != len(serialized) or len(predicted) != len(serialized):
+        raise ValueError(
+            f"{len(serialized)} examples gave {len(actual)} labels and {len(predicted)} predictions: "
+            "not one value per example"
+        )
+    return Residuals(
+        label=problem.label.name,
+        actual=actual,
+        predicted=predicted,
+        rows_read=len(serialized),
+        capped=capped,
+        model_dir=saved_model,
+        seconds=time.monotonic() - started,
+    )
+
+
+def _reason(err: Exception) -> str:
+    """Why a reader failed, in one line: a ``LookupError``'s message (what the run lacks), or
+    the error's type and message without TensorFlow's op decorations."""
+    if isinstance(err, LookupError):
+        return str(err)
+    text = getattr(err, "message", None) or str(err)
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", text)
+    text = re.sub(r"\s*\[Op:\w+\].*$", "", text, flags=re.DOTALL)
+    return f"{type(err).__name__}: {text.strip()}"
+
+
 @dataclasses.dataclass
 class Report:
     """Everything the report shows for one run."""
 
     summary: RunSummary
+    # The problem the run solved (``models.problem.Problem``): its task, label and blessing
+    # metric word the page; None for a report put together without one.
+    problem: Any = None
     columns: dict[str, list[Column]] = dataclasses.field(default_factory=dict)
     anomalies: list[str] | None = None
     vocabularies: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -311,13 +537,19 @@ class Report:
     plots: dict = dataclasses.field(default_factory=dict)
     thresholds: list[str] = dataclasses.field(default_factory=list)
     signatures: list[Signature] = dataclasses.field(default_factory=list)
+    residuals: Residuals | None = None
+    # What could not be read, and why: plot name -> reason (the page says it in their place).
+    unavailable: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def read_report(summary: RunSummary, problem) -> Report:
     """Reads every artifact the run produced (a stopped run: what it got to), for
-    ``problem`` (``models.problem.Problem``: which columns were bucketized)."""
+    ``problem`` (``models.problem.Problem``: the task, which columns were bucketized, the
+    class names, the label)."""
+    from models.problem import Task
+
     out = summary.outputs
-    report = Report(summary)
+    report = Report(summary, problem=problem)
     if STATISTICS in out:
         report.columns = data_columns(out[STATISTICS])
     if ANOMALIES in out:
@@ -330,9 +562,14 @@ def read_report(summary: RunSummary, problem) -> Report:
         report.training = training_record(out[MODEL_RUN])
     if EVALUATION in out:
         report.slices = evaluation_slices(out[EVALUATION])
-        report.plots = evaluation_plots(out[EVALUATION])
+        report.plots = evaluation_plots(out[EVALUATION], problem.label.classes)
         report.baseline = baseline_comparison(out[EVALUATION])
         report.thresholds = thresholds(out[EVALUATION])
+        if problem.task == Task.REGRESSION:
+            try:
+                report.residuals = residuals(summary, problem)
+            except Exception as err:  # noqa: BLE001 - a plot the report cannot draw must not stop the report
+                report.unavailable["residuals"] = _reason(err)
     if summary.pushed_to and os.path.exists(os.path.join(summary.pushed_to, "saved_model.pb")):
         report.signatures = signatures(summary.pushed_to)
     return report

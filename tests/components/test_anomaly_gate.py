@@ -20,10 +20,11 @@ from components.anomaly_gate import (
     read_anomalies,
 )
 from components.drift import read_statistics_dir
-from models.features import MIN_LABEL_CLASS_FRACTION
+from models.problem import MIN_LABEL_CLASS_FRACTION
 from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR
 from pipeline.pipeline import create_pipeline
 from tests.support.harness import node, run_component
+from tests.support.problems import TAXI
 from tests.support.sample_data import write_sample
 
 
@@ -100,7 +101,7 @@ def test_gate_stops_on_anomalies_naming_feature_and_fix(planted_anomalies, schem
         )
     message = str(raised.value)
     assert "feature 'payment_type'" in message and "Transform and training did not run" in message
-    assert "schema.pbtxt beside the data, or --schema-path" in message
+    assert "schema.pbtxt in its folder, or --schema-path" in message
     assert not os.listdir(os.path.join(bad_root, "AnomalyGate", "validated_schema"))
 
 
@@ -120,46 +121,43 @@ def _gate_lines(small_config, tmp_path, edit=None, drop=None) -> list[str]:
     examples = run_component(node(pipe, "CsvExampleGen"), {}, out)["examples"]
     statistics = run_component(node(pipe, "StatisticsGen"), {"examples": examples}, out)["statistics"]
     schema = run_component(node(pipe, "SchemaGen"), {"statistics": statistics}, out)["schema"]
-    return describe_label(examples[0], _schema_proto(schema), read_statistics_dir(statistics[0].uri))
+    return describe_label(examples[0], _schema_proto(schema), TAXI, read_statistics_dir(statistics[0].uri))
 
 
-def _labels_one_record_at_a_time(examples, schema: schema_pb2.Schema) -> dict[str, tuple[int, int]]:
+def _labels_one_record_at_a_time(examples, schema: schema_pb2.Schema) -> dict[str, list[int]]:
     """What label_counts must find, counted the plain way: every record of every file, in order."""
     import tensorflow as tf
     from tensorflow_transform.tf_metadata import schema_utils
     from tfx.types import artifact_utils
 
-    from models import features, preprocessing
+    from models import preprocessing
 
     spec = schema_utils.schema_as_feature_spec(schema).feature_spec
-    sources = {key: spec[key] for key in (features.TIPS, features.FARE)}
+    sources = {key: spec[key] for key in TAXI.label.sources}
     counts = {}
     for split in artifact_utils.decode_split_names(examples.split_names):
         files = tf.io.gfile.glob(os.path.join(artifact_utils.get_split_uri([examples], split), "*"))
         labels = [
-            int(
-                preprocessing.label(tf.io.parse_example(record[None], sources))[
-                    features.transformed_name(features.LABEL_KEY)
-                ]
-            )
+            int(preprocessing.label(tf.io.parse_example(record[None], sources), TAXI)[TAXI.label_key])
             for record in tf.data.TFRecordDataset(files, compression_type="GZIP")
         ]
-        counts[split] = (sum(labels), len(labels))
+        # [neither class, class 0, class 1], as label_counts counts them.
+        counts[split] = [0, len(labels) - sum(labels), sum(labels)]
     return counts
 
 
 def test_the_label_of_clean_data_has_both_classes(examples, schema):
-    counts = label_counts(examples[0], _schema_proto(schema))
+    counts = label_counts(examples[0], _schema_proto(schema), TAXI)
     assert set(counts) == {"train", "eval"}
-    assert all(0 < positives < rows for positives, rows in counts.values())
+    assert all(unknown == 0 and negatives > 0 and positives > 0 for unknown, negatives, positives in counts.values())
     assert counts == _labels_one_record_at_a_time(examples[0], _schema_proto(schema))
-    assert describe_label(examples[0], _schema_proto(schema)) == []
+    assert describe_label(examples[0], _schema_proto(schema), TAXI) == []
 
 
 def test_the_contract_can_ask_for_more_balance_than_the_default(examples, schema):
     strict = _schema_proto(schema)
     strict.annotation.tag.append("min_label_class_fraction=0.45")  # the sample has about a fifth
-    lines = describe_label(examples[0], strict)
+    lines = describe_label(examples[0], strict, TAXI)
     assert [line[:7] for line in lines] == ["[eval] ", "[train]"]
     assert all("each class needs at least 45% of a split" in line for line in lines)
     assert all("(min_label_class_fraction=0.45)" in line for line in lines)
@@ -172,8 +170,9 @@ def test_a_label_with_one_class_is_named_with_what_to_check(small_config, tmp_pa
     """Every tips 0 used to train, score AUC 0.0 and exit 0 with nothing said."""
     lines = _gate_lines(small_config, tmp_path, edit=lambda row, i: {**row, "tips": "0.0"})
     assert len(lines) == 2
-    assert lines[0].startswith("[eval] label 'big_tipper' (tips > 20% of the fare): 0 of ")
-    assert "each class needs at least 1% of a split" in lines[0] and "all tips 0" in lines[0]
+    assert lines[0].startswith("[eval] label 'big_tipper' (tips > 0.2 * fare): 0 of ")
+    assert "are class 1 (0.0%)" in lines[0]
+    assert "each class needs at least 1% of a split" in lines[0] and "column(s) fare, tips" in lines[0]
 
 
 def test_text_in_a_labels_source_column_is_named_with_what_was_found(small_config, tmp_path):
@@ -181,9 +180,9 @@ def test_text_in_a_labels_source_column_is_named_with_what_was_found(small_confi
     TensorFlow (a string-to-float cast) with no column named."""
     lines = _gate_lines(small_config, tmp_path, edit=lambda row, i: {**row, "tips": "n/a"} if i == 3 else row)
     assert lines == [
-        "[all] label 'big_tipper' (tips > 20% of the fare): column 'tips' holds text (such as 'n/a') where the "
-        "label needs numbers. Fix those cells, or check the data against a contract (schema.pbtxt beside the "
-        "data), which names them"
+        "[all] label 'big_tipper' (tips > 0.2 * fare): column 'tips' holds text (such as 'n/a') where the "
+        "label needs numbers. Fix those cells, or check the data against the problem's contract (schema.pbtxt), "
+        "which names them"
     ]
 
 

@@ -124,7 +124,7 @@ def test_the_evaluation_key_changes_with_every_input_it_depends_on():
     assert evaluation_key({**inputs, EXAMPLES: [_examples("/e/2", 4)]}, props) != key
     assert evaluation_key({**inputs, BASELINE: [_model("/m/0", 6)]}, props) != key
     assert evaluation_key(inputs, {**props, "eval_config": '{"model_specs": [{}]}'}) != key
-    assert evaluation_key(inputs, {**props, "module_path": "models.features"}) != key  # other code
+    assert evaluation_key(inputs, {**props, "module_path": "models.problem"}) != key  # other code
 
 
 def test_an_unknown_evaluator_module_is_named():

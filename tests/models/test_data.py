@@ -11,12 +11,13 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tensorflow.python.distribute import input_ops
 
-from models import data, features
+from models import data
 from tests.support import transformed
 from tests.support.fn_args import fn_args_for
+from tests.support.problems import TAXI  # noqa: E402
 from tests.support.trainer_entry import fingerprints, split_fingerprints
 
-LABEL = features.transformed_name(features.LABEL_KEY)
+LABEL = TAXI.label_key
 
 
 def _worker_shard(dataset: tf.data.Dataset, index: int) -> tf.data.Dataset:
@@ -26,7 +27,7 @@ def _worker_shard(dataset: tf.data.Dataset, index: int) -> tf.data.Dataset:
 
 def _eval_dataset(fn_args) -> tf.data.Dataset:
     output = tft.TFTransformOutput(fn_args.transform_output)
-    return data.input_fn(fn_args.eval_files, output, 64, training=False, drop_remainder=False)
+    return data.input_fn(fn_args.eval_files, output, 64, training=False, drop_remainder=False, label_key=LABEL)
 
 
 def test_example_gen_writes_a_single_file_per_split_so_file_sharding_cannot_work(trainer_inputs, tmp_path):
@@ -34,7 +35,9 @@ def test_example_gen_writes_a_single_file_per_split_so_file_sharding_cannot_work
     fn_args = fn_args_for(trainer_inputs, tmp_path, {})
     assert len(tf.io.gfile.glob(fn_args.eval_files[0])) == 1
     output = tft.TFTransformOutput(fn_args.transform_output)
-    by_default = data.stream(fn_args.eval_files, output, 64, training=False, drop_remainder=False, shuffle_seed=None)
+    by_default = data.stream(
+        fn_args.eval_files, output, 64, training=False, drop_remainder=False, shuffle_seed=None, label_key=LABEL
+    )
     with pytest.raises(tf.errors.InvalidArgumentError, match="Could not apply FILE based sharding"):
         list(_worker_shard(by_default, 0))
 
@@ -91,6 +94,7 @@ def _datasets(fn_args, output, split: str, training: bool, batch: int = 64) -> d
             drop_remainder=training,
             shuffle_seed=3,
             in_memory_max_bytes=limit,
+            label_key=LABEL,
         )
         for path, limit in (("in memory", 2**30), ("streamed", 0))
     }
@@ -159,7 +163,7 @@ def test_training_in_memory_shows_each_row_once_per_epoch_in_a_new_order(in_memo
     rows = int(next(iter(split.values())).shape[0])
     batch = 32
     per_epoch = rows // batch
-    dataset = data.in_memory_dataset(split, batch, training=True, drop_remainder=True, shuffle_seed=7)
+    dataset = data.in_memory_dataset(split, batch, training=True, drop_remainder=True, shuffle_seed=7, label_key=LABEL)
     epochs = _fingerprint_rows(dataset.take(2 * per_epoch))
     first, second = epochs[: per_epoch * batch], epochs[per_epoch * batch :]
     features_only = {k: v for k, v in split.items() if k != LABEL}
@@ -168,7 +172,7 @@ def test_training_in_memory_shows_each_row_once_per_epoch_in_a_new_order(in_memo
         assert len(set(epoch)) == len(epoch) == per_epoch * batch
         assert set(epoch) <= everything
     assert first != second
-    again = data.in_memory_dataset(split, batch, training=True, drop_remainder=True, shuffle_seed=7)
+    again = data.in_memory_dataset(split, batch, training=True, drop_remainder=True, shuffle_seed=7, label_key=LABEL)
     assert _fingerprint_rows(again.take(per_epoch)) == first  # one seed, one order: what several workers need
 
 
@@ -176,9 +180,21 @@ def test_splits_over_the_limit_or_tiny_ones_stream_from_the_files(in_memory):
     fn_args, output = in_memory
     assert data.load_split(fn_args.train_files, output, 0) is None
     assert data.load_split(fn_args.train_files, output, 100) is None  # a few hundred rows are more than 100 bytes
+
+
+def test_a_split_smaller_than_one_batch_trains_on_whole_batches_of_its_rows_repeated(in_memory):
+    fn_args, output = in_memory
     split = data.load_split(fn_args.train_files, output, 2**30)
     rows = int(next(iter(split.values())).shape[0])
-    assert data.in_memory_dataset(split, rows + 1, training=True, drop_remainder=True, shuffle_seed=1) is None
+    dataset = data.in_memory_dataset(
+        split, rows + 7, training=True, drop_remainder=True, shuffle_seed=1, label_key=LABEL
+    )
+    batches = list(dataset.take(3))
+    assert all(int(y.shape[0]) == rows + 7 for _, y in batches)
+    everything = set(_loaded_rows(split))
+    seen = set(_fingerprint_rows(tf.data.Dataset.from_tensors(batches[0])))
+    # Nothing but the split's rows, a batch holding most of them (each at most twice).
+    assert seen <= everything and len(seen) >= (rows + 7) // 2
 
 
 def test_shuffle_seed_is_shared_by_one_execution_and_differs_between_executions():

@@ -7,54 +7,95 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from models import features
 from models import model as model_lib
 from models.hparams import HParams
-
-VOCAB_SIZES = {features.transformed_name(k): 5 for k in features.VOCAB_FEATURES}
-
-
-def _sizes() -> dict[str, int]:
-    return {**model_lib.fixed_categorical_sizes(), **VOCAB_SIZES}
+from models.problem import Task, transformed_name
+from tests.support.problems import SHIPPED, TAXI
 
 
-def _batch(sizes: dict[str, int], n: int = 8, seed: int = 0) -> dict[str, np.ndarray]:
+def _sizes(problem=TAXI) -> dict[str, int]:
+    vocabularies = {transformed_name(k): 5 for k in problem.features.categorical}
+    return {**model_lib.fixed_categorical_sizes(problem), **vocabularies}
+
+
+def _batch(sizes: dict[str, int], n: int = 8, seed: int = 0, problem=TAXI) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    batch = {k: rng.normal(size=(n, 1)).astype("float32") for k in model_lib.dense_feature_keys()}
-    batch.update({k: rng.integers(0, sizes[k], size=(n, 1)) for k in model_lib.categorical_feature_keys()})
+    batch = {k: rng.normal(size=(n, 1)).astype("float32") for k in model_lib.dense_feature_keys(problem)}
+    batch.update({k: rng.integers(0, sizes[k], size=(n, 1)) for k in model_lib.categorical_feature_keys(problem)})
     return batch
 
 
-def test_model_takes_every_transformed_input_and_outputs_a_probability():
-    model = model_lib.build_keras_model(_sizes(), HParams(hidden_units=(8,)))
-    assert set(model.input) == set(model_lib.dense_feature_keys()) | set(model_lib.categorical_feature_keys())
-    out = model.predict(_batch(_sizes()), verbose=0)
-    assert out.shape == (8, 1)
-    assert ((out >= 0) & (out <= 1)).all()
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_model_takes_every_transformed_input_and_outputs_what_the_task_needs(name):
+    problem = SHIPPED[name]
+    sizes = _sizes(problem)
+    model = model_lib.build_keras_model(problem, sizes, HParams(hidden_units=(8,)))
+    inputs = set(model_lib.dense_feature_keys(problem)) | set(model_lib.categorical_feature_keys(problem))
+    assert set(model.input) == inputs
+    out = model.predict(_batch(sizes, problem=problem), verbose=0)
+    if problem.task == Task.BINARY:
+        assert out.shape == (8, 1) and ((out >= 0) & (out <= 1)).all()
+    elif problem.task == Task.MULTICLASS:
+        assert out.shape == (8, problem.num_classes)
+        np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-5)
+    else:
+        assert out.shape == (8, 1)
 
 
-def test_model_learns_a_separable_signal():
-    """A categorical feature that decides the label: a few epochs must pick it up."""
-    sizes = _sizes()
-    batch = _batch(sizes, n=512, seed=1)
-    key = features.transformed_name("payment_type")
-    labels = (batch[key] == 1).astype("float32")
-    model = model_lib.build_keras_model(sizes, HParams(hidden_units=(8,), learning_rate=0.05))
+def _first_categorical(problem) -> str:
+    return transformed_name(problem.features.categories[0])
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_model_learns_a_separable_signal(name):
+    """A categorical feature that decides the label: a few epochs must pick it up, for
+    every task's head."""
+    problem = SHIPPED[name]
+    sizes = _sizes(problem)
+    batch = _batch(sizes, n=512, seed=1, problem=problem)
+    decides = batch[_first_categorical(problem)]
+    if problem.task == Task.REGRESSION:
+        labels = (1000.0 + 500.0 * decides).astype("float32")
+        scale = model_lib.TargetScale(float(labels.mean()), float(labels.std()))
+    else:
+        labels, scale = (decides % problem.num_classes).astype("int64"), model_lib.TargetScale()
+    model = model_lib.build_keras_model(
+        problem, sizes, HParams(hidden_units=(8,), learning_rate=0.05), target_scale=scale
+    )
     history = model.fit(batch, labels, epochs=15, batch_size=64, verbose=0)
-    assert history.history["auc"][-1] > 0.95
+    if problem.task == Task.BINARY:
+        assert history.history["auc"][-1] > 0.95
+    elif problem.task == Task.MULTICLASS:
+        assert history.history["accuracy"][-1] > 0.95
+    else:
+        assert history.history["rmse"][-1] < 0.1 * labels.std()
 
 
-def _one_hot_columns(batch: dict[str, np.ndarray], sizes: dict[str, int]) -> np.ndarray:
+def test_a_regression_model_predicts_in_the_targets_units():
+    """The last layer scales z-score outputs back: an untrained model predicts near the mean."""
+    problem = SHIPPED["penguin-body-mass"]
+    sizes = _sizes(problem)
+    scale = model_lib.TargetScale(mean=4200.0, std=800.0)
+    model = model_lib.build_keras_model(problem, sizes, HParams(hidden_units=(8,)), target_scale=scale)
+    out = model.predict(_batch(sizes, n=64, problem=problem), verbose=0)
+    assert abs(float(out.mean()) - 4200.0) < 3 * 800.0 and float(out.std()) > 1.0
+
+
+def _one_hot_columns(batch: dict[str, np.ndarray], sizes: dict[str, int], problem=TAXI) -> np.ndarray:
     """The wide part's columns one-hot encoded side by side, as a dense layer over them
-    would see them: each categorical, the two coordinate crosses, payment x fare bucket."""
-    columns = [(batch[k][:, 0], sizes[k]) for k in model_lib.categorical_feature_keys()]
-    for lat, lon in model_lib.COORDINATE_CROSSES:
-        lat_key, lon_key = features.transformed_name(lat), features.transformed_name(lon)
-        columns.append((batch[lat_key][:, 0] * sizes[lon_key] + batch[lon_key][:, 0], sizes[lat_key] * sizes[lon_key]))
-    pay_key, fare_key = features.transformed_name("payment_type"), features.transformed_name("fare")
-    buckets = len(model_lib.FARE_BUCKET_BOUNDARIES) + 1
-    fare_bucket = np.digitize(batch[fare_key][:, 0], model_lib.FARE_BUCKET_BOUNDARIES)
-    columns.append((batch[pay_key][:, 0] * buckets + fare_bucket, sizes[pay_key] * buckets))
+    would see them: each categorical, then each cross of the spec (a number cut at the
+    z-score boundaries)."""
+    columns = [(batch[k][:, 0], sizes[k]) for k in model_lib.categorical_feature_keys(problem)]
+    for pair in problem.features.crosses:
+        parts = []
+        for key in map(transformed_name, pair):
+            if key in sizes:
+                parts.append((batch[key][:, 0], sizes[key]))
+            else:
+                boundaries = model_lib.Z_SCORE_BOUNDARIES
+                parts.append((np.digitize(batch[key][:, 0], boundaries), len(boundaries) + 1))
+        (first, first_size), (second, second_size) = parts
+        columns.append((first * second_size + second, first_size * second_size))
     return np.concatenate([np.eye(size)[values] for values, size in columns], axis=1)
 
 
@@ -62,7 +103,7 @@ def test_the_wide_part_is_a_linear_function_of_the_one_hot_columns():
     """One weight per category of each column: the wide logit is the one-hot columns times
     the weight table, as a dense layer over the encodings computed it."""
     sizes = _sizes()
-    model = model_lib.build_keras_model(sizes, HParams(hidden_units=(8,)))
+    model = model_lib.build_keras_model(TAXI, sizes, HParams(hidden_units=(8,)))
     batch = _batch(sizes, n=64, seed=3)
     weights = model.get_layer("wide_weights").embeddings.numpy()
     one_hot = _one_hot_columns(batch, sizes)
@@ -71,22 +112,35 @@ def test_the_wide_part_is_a_linear_function_of_the_one_hot_columns():
     np.testing.assert_allclose(wide.predict(batch, verbose=0), one_hot @ weights, rtol=1e-5, atol=1e-6)
 
 
+def test_the_multi_class_wide_part_has_a_weight_per_category_and_class():
+    problem = SHIPPED["penguins"]
+    sizes = _sizes(problem)
+    model = model_lib.build_keras_model(problem, sizes, HParams(hidden_units=(8,)))
+    batch = _batch(sizes, n=64, seed=3, problem=problem)
+    weights = model.get_layer("wide_weights").embeddings.numpy()
+    one_hot = _one_hot_columns(batch, sizes, problem)
+    assert weights.shape == (one_hot.shape[1], problem.num_classes)
+    wide = keras.Model(model.input, model.get_layer("logit").input[0])
+    np.testing.assert_allclose(wide.predict(batch, verbose=0), one_hot @ weights, rtol=1e-5, atol=1e-6)
+
+
 def test_model_rejects_missing_category_sizes():
     sizes = _sizes()
-    sizes.pop(features.transformed_name("company"))
-    with pytest.raises(ValueError, match="company_xf"):
-        model_lib.build_keras_model(sizes)
+    missing = transformed_name(TAXI.features.categorical[1])
+    sizes.pop(missing)
+    with pytest.raises(ValueError, match=missing):
+        model_lib.build_keras_model(TAXI, sizes)
 
 
 def test_steps_per_execution_reaches_keras():
     """The Trainer asks a TPU for an epoch's steps per host call (no host work between steps)."""
-    assert int(model_lib.build_keras_model(_sizes())._steps_per_execution.numpy()) == 1
-    assert int(model_lib.build_keras_model(_sizes(), steps_per_execution=100)._steps_per_execution.numpy()) == 100
+    assert int(model_lib.build_keras_model(TAXI, _sizes())._steps_per_execution.numpy()) == 1
+    assert int(model_lib.build_keras_model(TAXI, _sizes(), steps_per_execution=100)._steps_per_execution.numpy()) == 100
 
 
 def _fit(model, sizes: dict[str, int]) -> None:
     batch = _batch(sizes, n=256, seed=2)
-    labels = (batch[features.transformed_name("payment_type")] == 1).astype("float32")
+    labels = (batch[_first_categorical(TAXI)] == 1).astype("float32")
     model.fit(batch, labels, epochs=2, batch_size=64, shuffle=False, verbose=0)
 
 
@@ -96,7 +150,7 @@ def test_the_training_step_is_traced_once(strategy):
     (tf.function traces again after a first call that created variables)."""
     scope = tf.distribute.MirroredStrategy() if strategy == "mirrored" else tf.distribute.get_strategy()
     with scope.scope():
-        model = model_lib.build_keras_model(_sizes(), HParams(hidden_units=(8,)))
+        model = model_lib.build_keras_model(TAXI, _sizes(), HParams(hidden_units=(8,)))
     assert len(model.optimizer.variables) > 1  # more than its step counter
     _fit(model, _sizes())
     assert model.train_function.experimental_get_tracing_count() == 1
@@ -110,7 +164,7 @@ def test_training_matches_an_optimizer_built_in_the_first_step():
     for _ in range(2):  # the same layer names and initial weights
         keras.backend.clear_session()
         keras.utils.set_random_seed(0)
-        models.append(model_lib.build_keras_model(sizes, hparams))
+        models.append(model_lib.build_keras_model(TAXI, sizes, hparams))
     built, lazy = models
     lazy.compile(
         optimizer=type(lazy.optimizer).from_config(lazy.optimizer.get_config()),

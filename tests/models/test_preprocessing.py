@@ -1,4 +1,5 @@
-"""preprocessing_fn on a tiny in-memory batch through real tf.Transform (Beam, in-process)."""
+"""preprocessing_fn on a tiny in-memory batch of taxi rows through real tf.Transform (Beam,
+in-process), with the taxi problem's spec as the pipeline passes it."""
 
 from __future__ import annotations
 
@@ -9,10 +10,17 @@ import tensorflow_transform as tft
 import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
-from models import features
-from models.preprocessing import preprocessing_fn
+from models import preprocessing
+from models.problem import MISSING_TOKEN, transformed_name
+from tests.support.problems import TAXI, with_problem
 
-xf = features.transformed_name
+xf = transformed_name
+NUM_BUCKETS = TAXI.features.num_buckets
+
+
+def preprocessing_fn(inputs):
+    return preprocessing.preprocessing_fn(inputs, with_problem())
+
 
 _F32, _I64, _STR = tf.float32, tf.int64, tf.string
 # Always-present columns are dense; columns that can be empty in the CSV are VarLen,
@@ -106,20 +114,20 @@ def _column(rows, key) -> np.ndarray:
 
 def test_every_model_input_and_the_label_is_produced(transformed):
     rows, _ = transformed
-    expected = {xf(k) for k in features.model_input_features()} | {xf(features.LABEL_KEY)}
+    expected = {xf(k) for k in TAXI.features.inputs} | {TAXI.label_key}
     assert set(rows[0]) == expected
     assert all(np.asarray(r[k]).shape == (1,) for r in rows for k in expected)
 
 
 def test_label_is_tips_over_twenty_percent_of_fare(transformed):
-    label = _column(transformed[0], xf(features.LABEL_KEY))
+    label = _column(transformed[0], TAXI.label_key)
     assert label[20] == 1 and label[21] == 0 and label[22] == 0
     assert label[:20].sum() == 0
 
 
 def test_numeric_features_are_z_scored(transformed):
     rows, _ = transformed
-    for key in features.LOG_NUMERIC_FEATURES[:2] + features.NUMERIC_FEATURES:
+    for key in TAXI.features.log_numeric[:2] + TAXI.features.numeric:
         values = _column(rows, xf(key))
         assert abs(values.mean()) < 1e-4 and abs(values.std() - 1.0) < 1e-3, key
     fare = _column(rows, xf("fare"))
@@ -131,21 +139,21 @@ def test_missing_strings_get_an_explicit_vocabulary_entry(transformed):
     company = _column(rows, xf("company"))
     assert company[23] == company[24] != company[0]
     vocabulary = output.vocabulary_by_name("company")
-    assert vocabulary[company[23]] == features.MISSING_TOKEN.encode()
+    assert vocabulary[company[23]] == MISSING_TOKEN.encode()
     assert vocabulary[company[0]] == b"Flash Cab"
 
 
 def test_census_tracts_become_integer_strings(transformed):
     vocabulary = transformed[1].vocabulary_by_name("dropoff_census_tract")
-    assert b"17031081500" in vocabulary and features.MISSING_TOKEN.encode() in vocabulary
+    assert b"17031081500" in vocabulary and MISSING_TOKEN.encode() in vocabulary
 
 
 def test_missing_coordinates_get_their_own_bucket(transformed):
     rows, _ = transformed
     buckets = _column(rows, xf("dropoff_latitude"))
-    assert buckets[23] == features.NUM_BUCKETS
+    assert buckets[23] == NUM_BUCKETS
     present = np.delete(buckets, 23)
-    assert present.max() < features.NUM_BUCKETS and len(set(present)) > 1
+    assert present.max() < NUM_BUCKETS and len(set(present)) > 1
 
 
 def test_time_and_area_categories_reserve_zero_for_missing(transformed):
@@ -167,8 +175,6 @@ def test_missing_numbers_take_the_mean_not_zero(transformed):
 def test_one_pass_imputed_z_scores_equal_tft_z_scores_of_the_imputed_values(tmp_path):
     """The one-analyzer formula against the two-pass reference: impute with tft.mean, then
     tft.scale_to_z_score (which needs that mean first)."""
-    from models import preprocessing
-
     keys = {
         "trip_seconds": preprocessing._log1p,
         "fare": preprocessing._log1p,
@@ -197,16 +203,14 @@ def test_one_pass_imputed_z_scores_equal_tft_z_scores_of_the_imputed_values(tmp_
 def test_one_quantiles_analyzer_buckets_like_tft_bucketize_per_column(tmp_path):
     """The shared quantiles analyzer against tft.bucketize of each column's present values
     (TFX's usual one analyzer per column), missing values in a bucket of their own."""
-    from models import preprocessing
-
-    keys = features.BUCKET_FEATURES + ("fare", "trip_seconds")  # dense and sparse, spreads of every size
+    keys = TAXI.features.bucketized + ("fare", "trip_seconds")  # dense and sparse, spreads of every size
 
     def both(inputs):
-        one = preprocessing.quantile_buckets({k: inputs[k] for k in keys}, features.NUM_BUCKETS)
+        one = preprocessing.quantile_buckets({k: inputs[k] for k in keys}, NUM_BUCKETS)
         out = {f"{k}_one": v for k, v in one.items()}
         for k in keys:
-            per_column = tft.bucketize(tf.cast(inputs[k], tf.float32), features.NUM_BUCKETS)
-            out[f"{k}_two"] = preprocessing._dense(per_column, features.NUM_BUCKETS)
+            per_column = tft.bucketize(tf.cast(inputs[k], tf.float32), NUM_BUCKETS)
+            out[f"{k}_two"] = preprocessing._dense(per_column, NUM_BUCKETS)
         return out
 
     rows = _analyze_and_transform(both, tmp_path)
@@ -214,4 +218,4 @@ def test_one_quantiles_analyzer_buckets_like_tft_bucketize_per_column(tmp_path):
         one, two = _column(rows, f"{key}_one"), _column(rows, f"{key}_two")
         assert one.tolist() == two.tolist(), key
         assert len(set(two)) > 3  # real buckets, not two constant columns agreeing
-    assert _column(rows, "dropoff_latitude_one")[23] == features.NUM_BUCKETS
+    assert _column(rows, "dropoff_latitude_one")[23] == NUM_BUCKETS

@@ -16,6 +16,7 @@ from tfx.utils import proto_utils
 from models import trainer, tuning
 from models.hparams import HParams
 from tests.support.fn_args import fn_args_for
+from tests.support.problems import with_problem
 
 # Two trials that must differ from the defaults in every searched value.
 TINY_SPACE = {"learning_rate": (0.002,), "hidden_units": ("8,4", "16"), "dropout": (0.1,), "l2": (0.0,)}
@@ -33,7 +34,9 @@ def best_hyperparameters(trainer_inputs, tmp_path_factory) -> dict:
         "tuner_fn": "models.tuning.tuner_fn",
         "train_args": proto_utils.proto_to_json(trainer_pb2.TrainArgs(splits=["train"], num_steps=4)),
         "eval_args": proto_utils.proto_to_json(trainer_pb2.EvalArgs(splits=["eval"], num_steps=2)),
-        "custom_config": json.dumps(tuning.tuner_custom_config(base, max_trials=2, search_space=TINY_SPACE)),
+        "custom_config": json.dumps(
+            with_problem(tuning.tuner_custom_config(base, max_trials=2, search_space=TINY_SPACE))
+        ),
     }
     inputs = {k: trainer_inputs[k] for k in ("examples", "transform_graph", "schema")}
     context = tuner_executor.base_executor.BaseExecutor.Context(tmp_dir=str(root / "tmp") + "/", unique_id="Tuner")

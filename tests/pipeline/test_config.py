@@ -1,14 +1,21 @@
 from __future__ import annotations
 
+import dataclasses
+import os
+import shutil
+
 import pytest
 
-from pipeline.config import PipelineConfig
+from models.problem import PROBLEM_FILE, load
+from pipeline.config import DEFAULT_PROBLEM_DIR, ContractError, PipelineConfig
 from runtime.beam_args import NO_STAGING_ARG, POOLED_RUNNER
 
 
 def test_defaults_run_offline_under_the_repository():
     config = PipelineConfig()
-    assert not config.data_root.startswith("gs://") and config.data_root.endswith("data")
+    assert not config.data_root.startswith("gs://") and config.data_root.endswith(os.path.join("data", "taxi"))
+    assert config.schema_path == os.path.join(config.data_root, "schema.pbtxt")
+    assert config.pipeline_name == config.problem.name
     assert config.pipeline_root.startswith(config.output_root)
     assert config.serving_model_dir.startswith(config.output_root)
 
@@ -73,3 +80,29 @@ def test_a_transform_with_statistics_runs_in_process_and_only_when_workers_would
     assert PipelineConfig(beam_workers=1, transform_statistics=True).component_beam_args("Transform") == []
     dataflow = PipelineConfig(beam_workers=2, transform_statistics=True, extra_beam_args=("--runner=DataflowRunner",))
     assert dataflow.component_beam_args("Transform") == []
+
+
+def test_a_problem_without_a_contract_is_refused_until_one_is_drafted(tmp_path):
+    shutil.copy(os.path.join(DEFAULT_PROBLEM_DIR, PROBLEM_FILE), tmp_path / PROBLEM_FILE)
+    problem = load(str(tmp_path))
+    with pytest.raises(ContractError, match=r"has no data contract .*python -m pipeline.contract.*--infer-schema"):
+        PipelineConfig(problem=problem)
+    inferred = PipelineConfig(problem=problem, infer_schema=True)
+    assert inferred.schema_path is None and inferred.data_root == str(tmp_path)
+
+
+def test_another_problem_gets_its_own_name_data_and_contract():
+    taxi = PipelineConfig(train_steps=7)
+    other = dataclasses.replace(taxi.problem, name="other-problem")
+    moved = taxi.for_problem(other)
+    assert moved.pipeline_name == "other-problem" and moved.train_steps == 7
+    assert (moved.data_root, moved.schema_path) == (other.data_root, other.contract_path)
+    assert taxi.for_problem(other, pipeline_name="given").pipeline_name == "given"
+
+
+def test_the_blessing_is_the_problems_unless_overridden():
+    config = PipelineConfig()
+    assert config.blessing == config.problem.blessing
+    assert PipelineConfig(blessing_threshold=0.5).blessing.threshold == 0.5
+    with pytest.raises(ValueError, match="threshold must be in"):
+        PipelineConfig(blessing_threshold=2.0)

@@ -10,9 +10,16 @@ import pytest
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from components.anomaly_gate import MISSING_TAG, describe_anomalies, describe_missing
+from components.anomaly_gate import (
+    LABEL_BALANCE_TAG,
+    MISSING_TAG,
+    describe_anomalies,
+    describe_missing,
+    min_label_class_fraction,
+)
+from models import problem as problem_lib
 from pipeline import contract
-from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR
+from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR, REPO_ROOT
 from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
 
 SHIPPED = os.path.join(DEFAULT_PROBLEM_DIR, CONTRACT_FILE)
@@ -108,11 +115,17 @@ def test_too_few_rows_break_it(tmp_path, shipped):
     assert "whole dataset" in line and "has 20 examples, which is fewer than expected" in line
 
 
-def test_a_draft_for_new_data_has_types_required_columns_and_observed_ranges(tmp_path, sample_dir):
-    assert contract.main(["--data-root", str(sample_dir), "--output", str(tmp_path / "draft.pbtxt")]) == 0
-    text = (tmp_path / "draft.pbtxt").read_text()
-    assert text.startswith("# DRAFT data contract")
-    draft = tfdv.load_schema_text(str(tmp_path / "draft.pbtxt"))
+@pytest.fixture(scope="module")
+def taxi_draft(sample_dir, tmp_path_factory) -> schema_pb2.Schema:
+    """The draft for the taxi sample, as the command writes it (the taxi problem by default)."""
+    output = tmp_path_factory.mktemp("draft") / "draft.pbtxt"
+    assert contract.main(["--data-root", str(sample_dir), "--output", str(output)]) == 0
+    assert output.read_text().startswith("# DRAFT data contract")
+    return tfdv.load_schema_text(str(output))
+
+
+def test_a_draft_for_new_data_has_types_required_columns_and_observed_ranges(taxi_draft, sample_dir):
+    draft = taxi_draft
     hour = tfdv.get_feature(draft, "trip_start_hour")
     assert hour.type == schema_pb2.INT and 0 <= hour.int_domain.min <= hour.int_domain.max <= 23
     assert tfdv.get_feature(draft, "fare").HasField("shape")
@@ -129,3 +142,181 @@ def test_a_draft_for_new_data_has_types_required_columns_and_observed_ranges(tmp
 def test_drafting_without_data_says_where_it_looked(tmp_path, capsys):
     assert contract.main(["--data-root", str(tmp_path)]) == 2
     assert f"No file matches *.csv in {tmp_path}" in capsys.readouterr().err
+
+
+def test_drafting_data_that_lacks_the_problems_columns_names_them(sample_dir, capsys):
+    penguins = os.path.join(REPO_ROOT, "data", "penguins")
+    assert contract.main(["--problem", penguins, "--data-root", str(sample_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "The problem 'penguin-species' names column(s) bill_length_mm" in err and "--problem" in err
+
+
+def test_drafting_for_a_folder_without_a_spec_says_how_to_make_one(tmp_path, capsys):
+    assert contract.main(["--problem", str(tmp_path)]) == 2
+    assert "python -m pipeline.scaffold" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- label-aware drafts
+
+
+def test_the_label_only_column_is_training_data_only_like_the_shipped_contract(taxi_draft, shipped):
+    tips = tfdv.get_feature(taxi_draft, "tips")
+    assert list(tips.not_in_environment) == list(tfdv.get_feature(shipped, "tips").not_in_environment) == ["SERVING"]
+    assert list(taxi_draft.default_environment) == list(shipped.default_environment) == ["TRAINING", "SERVING"]
+    assert [f.name for f in taxi_draft.feature if f.not_in_environment] == ["tips"]
+    # No threshold on the label itself; its inputs keep theirs.
+    assert not tips.HasField("drift_comparator")
+    assert tfdv.get_feature(taxi_draft, "fare").HasField("drift_comparator")
+    # Required where every row has a value: both of the label's columns.
+    assert tips.HasField("shape") and tfdv.get_feature(taxi_draft, "fare").HasField("shape")
+    assert not tips.annotation.tag
+
+
+def test_serving_data_without_the_label_column_meets_the_drafts_serving_environment(tmp_path, taxi_draft):
+    serving = _planted(tmp_path, lambda row, i: row, drop="tips")
+    statistics = contract.csv_statistics([str(serving / "data.csv")])
+    serving_anomalies = tfdv.validate_statistics(statistics, taxi_draft, environment="SERVING")
+    assert describe_anomalies({"serving": serving_anomalies}) == []
+    # In training data the label's column is expected.
+    training = describe_anomalies({"train": tfdv.validate_statistics(statistics, taxi_draft, environment="TRAINING")})
+    assert len(training) == 1 and "feature 'tips'" in training[0] and "Column dropped" in training[0]
+
+
+def test_the_label_class_fraction_follows_the_rarest_class_of_any_split(sample_dir):
+    problem = problem_lib.load(DEFAULT_PROBLEM_DIR)
+    found = contract.draft_contract(str(sample_dir), problem=problem)
+    assert set(found.label_counts) == {"train", "eval"}
+    assert sum(sum(counts) for counts in found.label_counts.values()) == found.rows
+    assert all(counts[0] == 0 for counts in found.label_counts.values())  # every row is a class
+    rarest = min(c / sum(counts) for counts in found.label_counts.values() for c in counts[1:])
+    if rarest / 2 >= contract.MAX_LABEL_CLASS_FRACTION:
+        assert found.min_label_class_fraction == contract.MAX_LABEL_CLASS_FRACTION
+    else:
+        assert rarest / 2 * 0.9 <= found.min_label_class_fraction <= rarest / 2
+    assert list(found.schema.annotation.tag) == [f"{LABEL_BALANCE_TAG}{found.min_label_class_fraction:g}"]
+    assert min_label_class_fraction(found.schema) == found.min_label_class_fraction
+    assert "the rarest class" in " ".join(found.annotation_comments)
+
+
+@pytest.mark.parametrize(
+    ("counts", "fraction"),
+    [
+        ({"train": [0, 60, 40], "eval": [0, 30, 20]}, 0.05),  # common classes: at most 0.05
+        ({"train": [0, 940, 60], "eval": [0, 470, 30]}, 0.03),  # 6%: half
+        ({"train": [0, 990, 10], "eval": [0, 497, 3]}, 0.003),  # 0.6% in eval: below the default floor
+        ({"train": [0, 95, 5], "eval": [0, 50, 0]}, 0.0),  # a class absent from a split
+    ],
+)
+def test_the_label_class_fraction_rule(counts, fraction):
+    found, why = contract.label_class_fraction(counts, ["no", "yes"])
+    assert found == pytest.approx(fraction) and "'yes'" in why
+
+
+def test_a_rare_class_lowers_the_fraction_and_says_so(tmp_path):
+    rows = [[i % 13, "fraud" if i % 100 == 0 else "ok"] for i in range(2000)]
+    with open(tmp_path / "data.csv", "w", newline="") as f:
+        csv.writer(f).writerows([["amount", "kind"], *rows])
+    problem = problem_lib.Problem.from_dict(
+        {
+            "name": "fraud",
+            "task": "binary",
+            "label": {"column": "kind", "positive": "fraud"},
+            "features": {"numeric": ["amount"]},
+            "evaluation": {"threshold": 0.6},
+        }
+    )
+    found = contract.draft_contract(str(tmp_path), problem=problem)
+    shares = [counts[2] / sum(counts) for counts in found.label_counts.values()]
+    assert 0 < found.min_label_class_fraction <= min(shares) / 2 < problem_lib.MIN_LABEL_CLASS_FRACTION
+    assert any(note.startswith("WARNING: a rare class") for note in found.notes)
+    assert "# WARNING: a rare class" in contract.to_text(found)
+
+
+def test_a_multiclass_draft_and_an_unused_column(tmp_path):
+    """The shipped penguins problem: species is the label; year is unused."""
+    penguins = os.path.join(REPO_ROOT, "data", "penguins")
+    assert contract.main(["--problem", penguins, "--output", str(tmp_path / "draft.pbtxt")]) == 0
+    text = (tmp_path / "draft.pbtxt").read_text()
+    draft = tfdv.load_schema_text(str(tmp_path / "draft.pbtxt"))
+    species = tfdv.get_feature(draft, "species")
+    assert list(species.not_in_environment) == ["SERVING"] and not species.HasField("drift_comparator")
+    (tag,) = draft.annotation.tag
+    assert tag.startswith(LABEL_BALANCE_TAG) and 0 < min_label_class_fraction(draft) <= 0.05
+    year = tfdv.get_feature(draft, "year")
+    assert not year.HasField("int_domain") and not year.HasField("drift_comparator")
+    assert "# Not a model input (features.unused: the year of the study" in text
+    assert tfdv.get_feature(draft, "bill_length_mm").HasField("float_domain")
+
+
+def test_a_regression_draft_has_no_class_fraction(tmp_path):
+    body_mass = os.path.join(REPO_ROOT, "data", "penguin-body-mass")
+    found = contract.draft_contract(body_mass, problem=problem_lib.load(body_mass))
+    assert not found.schema.annotation.tag and found.min_label_class_fraction is None
+    label = tfdv.get_feature(found.schema, "body_mass_g")
+    assert list(label.not_in_environment) == ["SERVING"] and not label.HasField("drift_comparator")
+    assert label.HasField("shape")  # every row has one
+
+
+def test_a_label_column_with_empty_cells_is_not_required_and_the_draft_says_how_they_count(tmp_path):
+    rows = [[i % 11, "" if i % 10 == 0 else i * 2.5] for i in range(100)]
+    with open(tmp_path / "data.csv", "w", newline="") as f:
+        csv.writer(f).writerows([["size", "price"], *rows])
+    problem = problem_lib.Problem.from_dict(
+        {
+            "name": "prices",
+            "task": "regression",
+            "label": {"column": "price"},
+            "features": {"numeric": ["size"]},
+            "evaluation": {"threshold": 100},
+        }
+    )
+    found = contract.draft_contract(str(tmp_path), problem=problem)
+    price = tfdv.get_feature(found.schema, "price")
+    assert not price.HasField("shape") and list(price.not_in_environment) == ["SERVING"]
+    assert tfdv.get_feature(found.schema, "size").HasField("shape")
+    assert "Empty in 10.0% of this data's rows, so not required; an empty cell counts as 0." in " ".join(
+        found.feature_comments["price"]
+    )
+
+
+def test_the_label_is_counted_as_preprocessing_fn_computes_it():
+    """``label_classes`` on raw cells against ``models.preprocessing.label`` on tensors."""
+    import numpy as np
+    import pyarrow as pa
+    import tensorflow as tf
+
+    from components.csv_encoding import ColumnType
+    from models import preprocessing
+
+    block = pa.RecordBatch.from_pydict(
+        {
+            "tip": ["1.5", None, "0", "3", "0.25"],
+            "fare": ["5", "4", None, "10", "1"],
+            "kind": ["b", "a", None, "c", "z"],
+            "code": ["2", None, "0", "1", "7"],
+        }
+    )
+    types = {"tip": ColumnType.FLOAT, "fare": ColumnType.FLOAT, "kind": ColumnType.STRING, "code": ColumnType.INT}
+
+    def tensor(name):
+        cells = block.column(name).to_pylist()
+        parse, dtype = {
+            ColumnType.STRING: (str, tf.string),
+            ColumnType.INT: (int, tf.int64),
+            ColumnType.FLOAT: (float, tf.float32),
+        }[types[name]]
+        return tf.ragged.constant([[] if c is None else [parse(c)] for c in cells], dtype=dtype)
+
+    base = {"name": "p", "features": {"numeric": ["fare"]}, "evaluation": {"threshold": 0.5}}
+    problems = [
+        {"task": "binary", "label": {"name": "big", "expression": "tip > 0.2 * fare"}},
+        {"task": "binary", "label": {"column": "kind", "positive": "b"}},
+        {"task": "binary", "label": {"column": "code", "positive": "1"}},
+        {"task": "multiclass", "label": {"column": "kind", "classes": ["a", "b", "c"]}},
+        {"task": "multiclass", "label": {"column": "code", "classes": ["0", "1", "2"]}},
+    ]
+    for spec in problems:
+        problem = problem_lib.Problem.from_dict({**base, **spec})
+        inputs = {key: tensor(key) for key in problem.label.sources}
+        expected = preprocessing.label(inputs, problem)[problem.label_key].numpy().reshape(-1)
+        assert np.array_equal(contract.label_classes(block, types, problem), expected), spec

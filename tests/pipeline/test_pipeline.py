@@ -13,9 +13,13 @@ from tfx import v1 as tfx
 from tfx.dsl.compiler import compiler
 from tfx.proto.orchestration import executable_spec_pb2, pipeline_pb2
 
+from models import signatures
+from models.preprocessing import PROBLEM_KEY
+from models.problem import Problem, Task
 from pipeline.config import PipelineConfig
 from pipeline.pipeline import create_pipeline
 from runtime.beam_args import POOLED_RUNNER
+from tests.support.problems import SHIPPED, TAXI
 from tests.support.runs import EXECUTED_COMPONENTS
 
 
@@ -38,10 +42,10 @@ def test_every_component_is_in_the_dag(pipe):
 
 def test_transform_and_trainer_wait_for_the_anomaly_gate(pipe):
     ids = _ids(pipe)
-    assert _upstream(ids["AnomalyGate"]) == {"ExampleValidator", "SchemaGen", "CsvExampleGen", "StatisticsGen"}
+    assert _upstream(ids["AnomalyGate"]) == {"ExampleValidator", "ImportSchemaGen", "CsvExampleGen", "StatisticsGen"}
     assert "AnomalyGate" in _upstream(ids["Transform"])
     assert "AnomalyGate" in _upstream(ids["Trainer"])
-    assert "SchemaGen" not in _upstream(ids["Transform"])
+    assert "ImportSchemaGen" not in _upstream(ids["Transform"])
 
 
 def test_the_trainer_reads_the_raw_examples_and_transform_writes_none(pipe):
@@ -88,12 +92,21 @@ def test_evaluator_compares_against_the_latest_blessed_model(pipe):
     assert _upstream(ids["Pusher"]) == {"Trainer", "Evaluator"}
 
 
-def test_evaluator_has_an_auc_floor_and_a_no_regression_threshold():
-    config = PipelineConfig(min_eval_auc=0.91, max_auc_regression=0.003)
-    evaluator = _ids(create_pipeline(config))["Evaluator"]
+def _eval_config(pipe) -> tfma.EvalConfig:
     # The Evaluator keeps its config as JSON, as it will reach the executor.
-    eval_config = json_format.Parse(evaluator.exec_properties["eval_config"], tfma.EvalConfig())
-    (auc,) = [m for spec in eval_config.metrics_specs for m in spec.metrics if m.class_name == "BatchedAUC"]
+    return json_format.Parse(_ids(pipe)["Evaluator"].exec_properties["eval_config"], tfma.EvalConfig())
+
+
+def _gated(eval_config: tfma.EvalConfig) -> tfma.MetricConfig:
+    (gated,) = [m for spec in eval_config.metrics_specs for m in spec.metrics if m.per_slice_thresholds]
+    return gated
+
+
+def test_evaluator_has_an_auc_floor_and_a_no_regression_threshold():
+    config = PipelineConfig(blessing_threshold=0.91, max_regression=0.003)
+    eval_config = _eval_config(create_pipeline(config))
+    auc = _gated(eval_config)
+    assert auc.class_name == "BatchedAUC"
     (per_slice,) = auc.per_slice_thresholds
     assert list(per_slice.slicing_specs) == [tfma.SlicingSpec()]  # the overall slice decides
     assert per_slice.threshold.value_threshold.lower_bound.value == pytest.approx(0.91)
@@ -104,16 +117,64 @@ def test_evaluator_has_an_auc_floor_and_a_no_regression_threshold():
     assert eval_config.model_specs[0].label_key == "big_tipper_xf"
 
 
-def test_a_curated_schema_replaces_inference():
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_the_evaluator_follows_each_problems_spec(name):
+    """Slices, label, prediction and the blessing gate come from the problem's spec; the
+    batched extractors only where the task's metrics have batched versions (binary)."""
+    problem = SHIPPED[name]
+    pipe = create_pipeline(PipelineConfig(problem=problem))
+    eval_config = _eval_config(pipe)
+    sliced = [key for spec in eval_config.slicing_specs for key in spec.feature_keys]
+    assert sliced == list(problem.slices)
+    (model_spec,) = eval_config.model_specs
+    assert model_spec.label_key == problem.label_key
+    assert model_spec.prediction_key == signatures.prediction_key(problem)
+    gate = _gated(eval_config).per_slice_thresholds[0].threshold
+    bound = gate.value_threshold.lower_bound if problem.higher_is_better else gate.value_threshold.upper_bound
+    assert bound.value == pytest.approx(problem.blessing.threshold)
+    assert json.loads(_gated(eval_config).config or "{}").get("name", "auc") == problem.blessing.metric
+    module = _ids(pipe)["Evaluator"].exec_properties.get("module_path")
+    assert bool(module) == (problem.task == Task.BINARY)
+
+
+def test_an_error_metric_is_gated_by_a_ceiling_and_may_not_grow():
+    problem = SHIPPED["penguin-body-mass"]
+    gate = _gated(_eval_config(create_pipeline(PipelineConfig(problem=problem)))).per_slice_thresholds[0].threshold
+    assert gate.value_threshold.upper_bound.value == pytest.approx(problem.blessing.threshold)
+    assert not gate.value_threshold.HasField("lower_bound")
+    assert gate.change_threshold.direction == tfma.MetricDirection.LOWER_IS_BETTER
+    assert gate.change_threshold.absolute.value == pytest.approx(problem.blessing.max_regression)
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_the_problem_spec_reaches_transform_the_trainer_and_the_gate(name):
+    problem = SHIPPED[name]
+    ids = _ids(create_pipeline(PipelineConfig(problem=problem)))
+    transform_config = json.loads(ids["Transform"].exec_properties["custom_config"])
+    trainer_config = json.loads(ids["Trainer"].exec_properties["custom_config"])
+    assert Problem.from_json(transform_config[PROBLEM_KEY]) == problem
+    assert Problem.from_json(trainer_config[PROBLEM_KEY]) == problem
+    assert Problem.from_json(ids["AnomalyGate"].exec_properties["problem"]) == problem
+    assert ids["ImportSchemaGen"].exec_properties["schema_file"] == problem.contract_path
+
+
+def test_the_problems_contract_applies_unless_inference_is_asked_for():
     pipe = create_pipeline(dataclasses.replace(PipelineConfig(), schema_path="/some/schema.pbtxt"))
     kinds = [type(c) for c in pipe.components]
     assert tfx.components.ImportSchemaGen in kinds and tfx.components.SchemaGen not in kinds
     assert _upstream(_ids(pipe)["ExampleValidator"]) == {"StatisticsGen", "ImportSchemaGen"}
+    assert _ids(create_pipeline(PipelineConfig()))["ImportSchemaGen"].exec_properties["schema_file"] == (
+        TAXI.contract_path
+    )
+    inferred = create_pipeline(PipelineConfig(infer_schema=True))
+    assert tfx.components.SchemaGen in [type(c) for c in inferred.components]
 
 
 def test_hyperparameters_reach_the_trainer(pipe):
     trainer = _ids(pipe)["Trainer"]
-    assert json.loads(trainer.exec_properties["custom_config"]) == PipelineConfig().hparams.to_custom_config()
+    custom_config = json.loads(trainer.exec_properties["custom_config"])
+    assert custom_config.pop(PROBLEM_KEY) == TAXI.to_json()
+    assert custom_config == PipelineConfig().hparams.to_custom_config()
     assert trainer.exec_properties["run_fn"] == "models.trainer.run_fn"
 
 

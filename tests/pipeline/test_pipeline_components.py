@@ -19,14 +19,15 @@ from tfx.components.statistics_gen import stats_artifact_utils
 from tfx.types import artifact_utils
 from tfx.utils import io_utils, path_utils
 
-from models import features
+from models.problem import transformed_name
 from pipeline.pipeline import create_pipeline
 from tests.support import transformed
 from tests.support.harness import node, run_component
+from tests.support.problems import TAXI
 from tests.support.raw_examples import raw_example
 from tests.support.sample_data import EMBEDDED_CSV, embedded_rows
 
-xf = features.transformed_name
+xf = transformed_name
 
 
 def _records(examples_artifact, split: str) -> list[tf.train.Example]:
@@ -64,7 +65,7 @@ def test_schema_has_the_expected_features_and_types(schema):
     assert types["payment_type"] == schema_pb2.BYTES and types["company"] == schema_pb2.BYTES
     assert types["fare"] == schema_pb2.FLOAT and types["tips"] == schema_pb2.FLOAT
     assert types["trip_start_hour"] == schema_pb2.INT and types["trip_start_timestamp"] == schema_pb2.INT
-    assert set(features.model_input_features()) <= set(types)
+    assert set(TAXI.features.inputs) <= set(types)
 
 
 def test_transform_writes_its_graph_and_no_transformed_examples(transform, trainer_inputs, materialized):
@@ -74,7 +75,7 @@ def test_transform_writes_its_graph_and_no_transformed_examples(transform, train
     assert "transformed_examples" not in transform
     output = tft.TFTransformOutput(transform["transform_graph"][0].uri)
     assert b"Cash" in output.vocabulary_by_name("payment_type")
-    expected = {xf(k) for k in features.model_input_features()} | {xf(features.LABEL_KEY)}
+    expected = {xf(k) for k in TAXI.features.inputs} | {TAXI.label_key}
     spec = output.transformed_feature_spec()
     assert set(spec) == expected and all(isinstance(s, tf.io.FixedLenFeature) for s in spec.values())
     applied = transformed.graph_applied(trainer_inputs, "eval")
@@ -82,7 +83,7 @@ def test_transform_writes_its_graph_and_no_transformed_examples(transform, train
     assert {name: (value.dtype, value.shape[1:]) for name, value in applied.items()} == {
         name: (s.dtype.as_numpy_dtype, tuple(s.shape)) for name, s in spec.items()
     }
-    assert len(set(applied[xf("payment_type")].ravel())) > 1 and len(set(applied[xf(features.LABEL_KEY)].ravel())) == 2
+    assert len(set(applied[xf("payment_type")].ravel())) > 1 and len(set(applied[TAXI.label_key].ravel())) == 2
     written = transformed.materialized(materialized, "eval")
     assert sorted(transformed.rows(applied)) == sorted(transformed.rows(written))
     # The schema TFX's own executor wrote (this one reads its preliminary schema from a trace).
@@ -101,7 +102,7 @@ def test_a_tf1_transform_graph_gives_the_values_the_tf2_graph_gives(
     tf1_output = tft.TFTransformOutput(tf1["transform_graph"][0].uri)
     tf2_output = tft.TFTransformOutput(trainer_inputs["transform_graph"][0].uri)
     assert tf1_output._exported_as_v1 and not tf2_output._exported_as_v1  # noqa: SLF001 - which graph was written
-    for key in features.VOCAB_FEATURES:
+    for key in TAXI.features.categorical:
         assert tf1_output.vocabulary_by_name(key) == tf2_output.vocabulary_by_name(key)
     expected = transformed.graph_applied(trainer_inputs, "eval")
     applied = transformed.graph_applied(tf1_inputs, "eval")
@@ -161,7 +162,7 @@ def test_raw_columns_signature_answers_csv_text_as_serving_default_answers_examp
     loaded = tf.saved_model.load(path_utils.serving_model_path(trainer["model"][0].uri))
     raw = loaded.signatures["serving_raw"]
     columns = sorted(raw.structured_input_signature[1])
-    assert features.TIPS not in columns and "fare" in columns and "payment_type" in columns
+    assert "tips" not in columns and "fare" in columns and "payment_type" in columns
     answered = raw(**{c: tf.constant([row[c] for row in rows]) for c in columns})
     served = loaded.signatures["serving_default"](examples=tf.constant([raw_example(r) for r in rows]))
     assert answered["probability"].shape == (200, 1)
@@ -202,7 +203,7 @@ def test_evaluator_blesses_a_model_above_the_floor(evaluator):
 @pytest.fixture(scope="session")
 def strict_evaluator(small_config, root, examples, trainer):
     """The same Evaluator with an unreachable AUC floor."""
-    strict = create_pipeline(dataclasses.replace(small_config, min_eval_auc=0.9999))
+    strict = create_pipeline(dataclasses.replace(small_config, blessing_threshold=0.9999))
     return run_component(
         node(strict, "Evaluator"), {"examples": examples, "model": trainer["model"]}, os.path.join(root, "strict")
     )

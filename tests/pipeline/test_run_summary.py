@@ -8,6 +8,7 @@ import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd
 
+from models.problem import Blessing
 from pipeline.run_summary import ComponentRun, RunSummary, describe_failure, format_summary, summarize_run
 
 PIPELINE = "taxi-big-tipper"
@@ -157,13 +158,15 @@ def test_a_blessed_model_says_against_what_and_where_it_went():
             pushed_to="/serving/1",
             tensorboard_dir="/runs/7",
         ),
-        0.9,
+        Blessing("auc", 0.9),
     )
     assert "Eval metrics: auc 0.9457, example_count 5000" in text
-    assert "Model: BLESSED: AUC 0.9457 >= floor 0.90 and no worse than the last blessed model" in text
+    assert "Model: BLESSED: AUC 0.9457 >= floor 0.9 and no worse than the last blessed model" in text
     assert "Pushed to: /serving/1" in text and "TensorBoard: tensorboard --logdir /runs/7" in text
     first = format_summary(_summary(metrics={"auc": 0.95}, blessed=True))
     assert "(first blessed model: no baseline to compare against)" in first
+    error = format_summary(_summary(metrics={"rmse": 310.5}, blessed=True), Blessing("rmse", 450.0))
+    assert "Model: BLESSED: RMSE 310.5000 <= ceiling 450 (first blessed model" in error
 
 
 def test_a_cached_rerun_says_the_baseline_was_the_model_itself():

@@ -11,8 +11,9 @@ from tfx import v1 as tfx
 from pipeline.config import PipelineConfig
 from pipeline.pipeline import create_pipeline
 from pipeline.vertex_training import GPU_TYPES, TPU_TYPES, VertexTraining, WorkerPool
+from tests.support.problems import with_problem
 
-IMAGE = "gcr.io/p/taxi:1"
+IMAGE = "gcr.io/p/pipeline:1"
 
 
 def _trainer_config(training: VertexTraining) -> tuple[object, dict]:
@@ -23,7 +24,7 @@ def _trainer_config(training: VertexTraining) -> tuple[object, dict]:
 
 def _expected(worker_pool_specs: list[dict]) -> dict:
     return {
-        **PipelineConfig().hparams.to_custom_config(),
+        **with_problem(PipelineConfig().hparams.to_custom_config()),
         "ai_platform_enable_vertex": True,
         "ai_platform_vertex_region": "us-central1",
         "ai_platform_training_args": {"project": "p", "job_spec": {"worker_pool_specs": worker_pool_specs}},

@@ -11,6 +11,9 @@ from tfx.proto import trainer_pb2
 from tfx.types import standard_artifacts
 from tfx.utils import path_utils, proto_utils
 
+from models.preprocessing import PROBLEM_KEY
+from tests.support.problems import with_problem
+
 
 def trainer_outputs(root: Path) -> dict:
     """The Trainer's output artifacts (model, model_run) under ``root``."""
@@ -20,11 +23,12 @@ def trainer_outputs(root: Path) -> dict:
 
 
 def fn_args_for(trainer_inputs: dict, root: Path, custom_config: dict, train_steps: int = 8) -> fn_args_utils.FnArgs:
-    """FnArgs as TFX's GenericExecutor builds them."""
+    """FnArgs as TFX's GenericExecutor builds them (the taxi problem's spec added to
+    ``custom_config`` unless it names one)."""
     exec_properties = {
         "train_args": proto_utils.proto_to_json(trainer_pb2.TrainArgs(splits=["train"], num_steps=train_steps)),
         "eval_args": proto_utils.proto_to_json(trainer_pb2.EvalArgs(splits=["eval"])),
-        "custom_config": json.dumps(custom_config),
+        "custom_config": json.dumps(with_problem(custom_config) if PROBLEM_KEY not in custom_config else custom_config),
     }
     fn_args = fn_args_utils.get_common_fn_args(trainer_inputs, exec_properties, str(root / "working"))
     outputs = trainer_outputs(root)

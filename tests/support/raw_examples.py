@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from models import features
 from pipeline.rehearsal.serving import tf_example
+from tests.support.problems import TAXI
+
+LABEL_ONLY = TAXI.label_only_columns
 
 _STRINGS = ("payment_type", "company")
 _FLOATS = (
@@ -15,7 +17,7 @@ _FLOATS = (
     "pickup_longitude",
     "dropoff_latitude",
     "dropoff_longitude",
-    features.TIPS,
+    *LABEL_ONLY,
 )
 
 
@@ -26,5 +28,5 @@ def _dtype(key: str) -> tf.dtypes.DType:
 def raw_example(row: dict, keep_label_source: bool = False) -> bytes:
     """Typed values; empty cells left out, and the label's source (tips) unless kept. Encoded
     by the rehearsal's serving client (``pipeline.rehearsal.serving.tf_example``)."""
-    kept = [key for key in row if key != features.TIPS or keep_label_source]
+    kept = [key for key in row if key not in LABEL_ONLY or keep_label_source]
     return tf_example(row, {key: tf.io.FixedLenFeature([], _dtype(key)) for key in kept})

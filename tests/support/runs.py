@@ -7,12 +7,13 @@ from __future__ import annotations
 # check it, the other runs need not write one). The AUC floor is 0: forty unseeded steps on
 # 600 rows score anywhere from about 0.5 to 0.8 (one run in CI scored 0.49), and these runs
 # test the path to a blessing and a push, not the model (the full-data runs test that).
-SMALL_RUN = ["--train-steps", "40", "--epochs", "2", "--batch-size", "32", "--min-eval-auc", "0", "--no-report"]
-# Every component but the latest-blessed-model resolver, in DAG order (schema inferred).
+SMALL_RUN = ["--train-steps", "40", "--epochs", "2", "--batch-size", "32", "--blessing-threshold", "0", "--no-report"]
+# Every component but the latest-blessed-model resolver, in DAG order (the problem's contract
+# imported; with --infer-schema, SchemaGen takes ImportSchemaGen's place: ``with_inferred_schema``).
 EXECUTED_COMPONENTS = (
     "CsvExampleGen",
     "StatisticsGen",
-    "SchemaGen",
+    "ImportSchemaGen",
     "ExampleValidator",
     "AnomalyGate",
     "DriftGate",
@@ -21,3 +22,8 @@ EXECUTED_COMPONENTS = (
     "Evaluator",
     "Pusher",
 )
+
+
+def with_inferred_schema(components: tuple[str, ...] = EXECUTED_COMPONENTS) -> tuple[str, ...]:
+    """The components of a run with --infer-schema."""
+    return tuple("SchemaGen" if c == "ImportSchemaGen" else c for c in components)

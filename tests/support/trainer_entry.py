@@ -39,10 +39,10 @@ def fingerprints(features: dict) -> list[str]:
 def split_fingerprints(trainer_inputs: dict, split: str) -> list[str]:
     """Fingerprints of every example of ``split`` as the Trainer gets it (its raw example
     through the transform graph), as the entry script takes them."""
-    from models import features
+    from tests.support.problems import TAXI
     from tests.support.transformed import graph_applied
 
-    label = features.transformed_name(features.LABEL_KEY)
+    label = TAXI.label_key
     return fingerprints({k: v for k, v in graph_applied(trainer_inputs, split).items() if k != label})
 
 

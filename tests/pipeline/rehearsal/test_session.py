@@ -13,6 +13,7 @@ from pipeline.rehearsal.runner import Rehearsal, TaskRun
 from pipeline.rehearsal.serving import SERVING_TF_VERSION, ServingCheck, ServingError
 from pipeline.rehearsal.session import RehearsalOptions, rehearse_compiled_job, rehearse_serving
 from tests.support import cloud
+from tests.support.problems import TAXI
 
 CONFIG = PipelineConfig(data_root=cloud.DATA_ROOT, output_root=cloud.OUTPUT_ROOT, schema_path=cloud.CONTRACT)
 
@@ -100,7 +101,7 @@ def test_a_report_that_cannot_be_written_does_not_hide_the_outcome(failing_rehea
 
 
 def test_without_the_serving_environment_the_served_model_is_not_rehearsed(tmp_path, capsys):
-    assert rehearse_serving(str(tmp_path / "python"), "pushed", "graph", "data.csv") == 0
+    assert rehearse_serving(str(tmp_path / "python"), "pushed", "graph", "data.csv", TAXI) == 0
     assert capsys.readouterr().out == (
         f"Served model: NOT rehearsed: no TensorFlow {SERVING_TF_VERSION} environment at {tmp_path}/python "
         "(make serving-env installs one; --serving-python points elsewhere).\n"
@@ -117,7 +118,7 @@ def serving_python(tmp_path):
 def test_a_served_model_that_answers_as_serving_default_passes(serving_python, monkeypatch, capsys):
     check = ServingCheck("2.15.1", {"instances": [{}] * 8}, {}, [0.5] * 8, 2e-7)
     monkeypatch.setattr(serving, "check_served_model", lambda *args: check)
-    assert rehearse_serving(serving_python, "pushed", "graph", "data.csv") == 0
+    assert rehearse_serving(serving_python, "pushed", "graph", "data.csv", TAXI) == 0
     assert capsys.readouterr().out == (
         'Served model: answered {"instances": [...8 CSV rows...]} through serving_raw in TensorFlow 2.15.1, '
         "as serving_default does (largest difference 2.0e-07).\n"
@@ -129,5 +130,5 @@ def test_a_served_model_that_fails_its_check_fails_the_rehearsal(serving_python,
         raise ServingError("serving_raw and serving_default disagree")
 
     monkeypatch.setattr(serving, "check_served_model", check)
-    assert rehearse_serving(serving_python, "pushed", "graph", "data.csv") == 1
+    assert rehearse_serving(serving_python, "pushed", "graph", "data.csv", TAXI) == 1
     assert "The served model FAILED its rehearsal: serving_raw and serving_default disagree" in capsys.readouterr().err

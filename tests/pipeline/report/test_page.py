@@ -4,7 +4,7 @@ produced, text escaped, the verdict and the drift said plainly."""
 from __future__ import annotations
 
 from pipeline.report.page import render
-from pipeline.report.read import Column, Report, SliceMetrics
+from pipeline.report.read import ClassConfusion, Column, Report, Residuals, SliceMetrics
 from pipeline.run_summary import ComponentRun, RunSummary
 
 
@@ -92,3 +92,101 @@ def test_the_training_section_says_what_the_schedule_decided():
     report.training.update(stopped_early_at_epoch=None, best_epoch=2)
     page = render(report)
     assert "stopped early" not in page and "ended with epoch" not in page
+
+
+def _problem(name: str):
+    from models import problem as problem_lib
+    from pipeline.config import REPO_ROOT
+
+    return problem_lib.load(str(REPO_ROOT / "data" / name))
+
+
+def _evaluated(problem, metrics: dict[str, float]) -> Report:
+    report = _report(blessed=True)
+    report.problem = problem
+    report.slices = [SliceMetrics("Overall", metrics)]
+    return report
+
+
+def test_a_multi_class_page_shows_the_classes_matrix_and_speaks_of_accuracy():
+    problem = _problem("penguins")
+    classes = list(problem.label.classes)
+    report = _evaluated(problem, {"accuracy": 0.9, "example_count": 60.0})
+    counts = [[20.0, 2.0, 0.0], [3.0, 15.0, 0.0], [0.0, 1.0, 19.0]]
+    report.plots = {"classes": ClassConfusion(classes, classes, counts)}
+    report.thresholds = ["accuracy at least 0.9"]
+    report.curves = {
+        name: {"train": [(0, 0.5), (1, 0.6)], "validation": [(0, 0.55), (1, 0.6)]}
+        for name in ("loss", "accuracy", "lr")
+    }
+    report.training = dict(
+        strategy="MirroredStrategy", reason="r", replicas=1, workers=1, global_batch=64, epochs=2, steps_per_epoch=5
+    )
+    report.training.update(task="multiclass", monitored="val_accuracy", best_epoch=0, last_epoch=1)
+    report.training["best_val_accuracy"] = 0.95
+    page = render(report)
+    assert "AUC" not in page and 'data-plot="roc"' not in page and 'data-plot="calibration"' not in page
+    assert 'data-plot="class_confusion"' in page
+    assert "It is blessed on its accuracy over the whole eval split" in page
+    assert f"Confusion matrix between the classes of {problem.label.name}" in page
+    assert "<li>accuracy at least 0.9</li>" in page
+    # Gentoo: 19 of the 19 predicted Gentoo, 19 of the 20 that are.
+    third = classes[2]
+    assert f"{third}: precision 1.000 (19 of the 19 predicted {third}), recall 0.950 (19 of the 20 that are)" in page
+    assert "ended with epoch 1&#x27;s weights (validation accuracy 0.9500)" in page
+    assert "The schedule watched the validation accuracy of" in page
+    assert 'data-plot="training:accuracy"' in page and 'data-plot="training:loss"' in page
+    assert 'data-plot="training:lr"' not in page
+
+
+def test_a_multi_class_page_without_its_matrix_says_so():
+    report = _evaluated(_problem("penguins"), {"accuracy": 0.9})
+    page = render(report)
+    assert "Not drawn: the evaluation holds no multi-class confusion matrix" in page
+
+
+def test_a_regression_page_shows_residuals_and_their_summary():
+    problem = _problem("penguin-body-mass")
+    report = _evaluated(problem, {"rmse": 1.0, "example_count": 4.0})
+    report.thresholds = ["RMSE at most 450"]
+    actual, predicted = [3000.0, 3500.0, 4000.0, 5000.0], [3100.0, 3400.0, 4100.0, 4800.0]
+    report.residuals = Residuals(problem.label.name, actual, predicted, rows_read=4, capped=True, model_dir="/m")
+    page = render(report)
+    assert "AUC" not in page and 'data-plot="roc"' not in page
+    assert 'data-plot="predicted_against_actual"' in page and 'data-plot="residuals"' in page
+    assert "It is blessed on its RMSE" in page and "<li>RMSE at most 450</li>" in page
+    assert "On the first 4 examples of the eval split" in page
+    # Actual minus predicted: -100, 100, -100, 200.
+    assert f"<span data-residual='mean'>{report.residuals.mean:.4g}</span>" in page
+    assert report.residuals.mean == 25.0 and report.residuals.residuals == [-100.0, 100.0, -100.0, 200.0]
+    assert f"<span data-residual='rmse'>{report.residuals.rmse:.4g}</span>" in page
+
+
+def test_residuals_that_could_not_be_read_say_why():
+    report = _evaluated(_problem("penguin-body-mass"), {"rmse": 1.0})
+    report.unavailable["residuals"] = "the run has no serving model <here>"
+    page = render(report)
+    assert "<h3>Residuals</h3><p class='bad'>Not drawn: the run has no serving model &lt;here&gt;</p>" in page
+    assert 'data-plot="residuals"' not in page
+
+
+def test_without_a_problem_the_task_comes_from_the_training_record():
+    report = _report(blessed=True)
+    report.slices = [SliceMetrics("Overall", {"rmse": 1.0})]
+    report.training = {"task": "regression"}
+    assert "Residuals" in render(report) and "AUC" not in render(report)
+
+
+def test_residuals_that_are_not_numbers_are_left_out_of_the_plots_and_said():
+    import base64
+
+    problem = _problem("penguin-body-mass")
+    report = _evaluated(problem, {"rmse": 1.0})
+    nan = float("nan")
+    report.residuals = Residuals(problem.label.name, [1.0, 2.0, 3.0], [1.5, nan, 2.0], 3, False, "/m")
+    page = render(report)
+    assert "1 of them have an actual or predicted value that is not a finite number" in page
+    svg = page.split('data-plot="predicted_against_actual" src="data:image/svg+xml;base64,')[1].split('"')[0]
+    assert base64.b64decode(svg).decode().count("class='point'") == 2
+    report.residuals = Residuals(problem.label.name, [nan], [1.0], 1, False, "/m")
+    assert "Not drawn: no example to draw." in render(report)

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from pipeline.report import plots
-from pipeline.report.read import Column
+from pipeline.report.read import ClassConfusion, Column
 
 SVG = "{http://www.w3.org/2000/svg}"
 ROC = [(0.0, 0.0), (0.2, 0.7), (1.0, 1.0)]
@@ -52,6 +52,14 @@ NUMBERS = {
     "eval": Column("fare", "number", 5, 0.0, quantiles=[(1.0, 5.0, 3.0), (5.0, 9.0, 2.0)]),
 }
 
+CLASSES = ClassConfusion(
+    actual=["north", "south", "west"],
+    predicted=["north", "south", "west"],
+    counts=[[40.0, 8.0, 2.0], [1.0, 9.0, 0.0], [0.0, 0.0, 5.0]],
+)
+ACTUAL = [10.0, 12.0, 15.0, 20.0, 31.0]
+PREDICTED = [11.0, 12.5, 13.0, 22.0, 27.0]
+
 EVERY_PLOT = {
     "timeline": lambda: plots.timeline(COMPONENTS),
     "text": lambda: plots.distribution(TEXT),
@@ -60,6 +68,9 @@ EVERY_PLOT = {
     "roc": lambda: plots.roc(ROC),
     "calibration": lambda: plots.calibration([(0.1, 0.05, 4000.0), (0.5, 0.6, 1000.0), (0.9, 0.95, 100.0)]),
     "confusion": lambda: plots.confusion({"tn": 50.0, "fp": 5.0, "fn": 10.0, "tp": 35.0, "threshold": 0.5}),
+    "class_confusion": lambda: plots.class_confusion(CLASSES),
+    "predicted_against_actual": lambda: plots.predicted_against_actual(ACTUAL, PREDICTED, "size"),
+    "residuals": lambda: plots.residual_histogram([a - p for a, p in zip(ACTUAL, PREDICTED, strict=True)], "size"),
 }
 
 
@@ -147,3 +158,76 @@ def test_shades_run_from_the_lightest_to_the_darkest_colour():
 def test_text_in_a_plot_is_escaped():
     column = Column("company", "text", 2, 0.0, top_values=[("A & <B>", 2.0)])
     assert "A & <B>" in _texts(_svg(plots.distribution({"train": column})))
+
+
+def test_the_class_matrix_has_a_cell_per_pair_shaded_by_its_share_of_the_row():
+    root = _svg(plots.class_confusion(CLASSES))
+    cells = _marks(root, "cell")
+    assert len(cells) == 9
+    # Row by row: a cell's shade is its share of its (actual) class's examples.
+    shares = [count / sum(row) for row in CLASSES.counts for count in row]
+    assert [cell.get("fill") for cell in cells] == [plots._shade(share) for share in shares]
+    texts = _texts(root)
+    assert [t for t in texts if t.isdigit()] == ["40", "8", "2", "1", "9", "0", "0", "0", "5"]
+    assert ["80%", "16%", "4%", "10%", "90%", "0%", "0%", "0%", "100%"] == [t for t in texts if t.endswith("%")]
+    assert {"north", "south", "west", "predicted class", "actual class"} <= set(texts)
+
+
+def test_a_no_prediction_column_widens_the_matrix():
+    matrix = ClassConfusion(["a", "b", "c"], ["a", "b", "c", "no prediction"], [[1.0, 0.0, 0.0, 1.0]] * 3)
+    root = _svg(plots.class_confusion(matrix))
+    assert len(_marks(root, "cell")) == 12 and "no prediction" in _texts(root)
+    assert int(root.get("width")) > int(_svg(plots.class_confusion(CLASSES)).get("width"))
+
+
+def test_predicted_against_actual_has_a_dot_per_example_on_one_scale():
+    root = _svg(plots.predicted_against_actual(ACTUAL, PREDICTED, "size"))
+    dots = _marks(root, "point")
+    assert len(dots) == len(ACTUAL)
+    (diagonal,) = _marks(root, "line")
+    (x0, y0), (x1, y1) = (map(float, point.split(",")) for point in diagonal.get("points").split())
+    # The diagonal runs corner to corner of the plot area: one scale on both axes.
+    assert (x0, y1) == (64.0, 16.0) and (x1, y0) == (float(root.get("width")) - 14, float(root.get("height")) - 44)
+    for dot, actual, predicted in zip(dots, ACTUAL, PREDICTED, strict=True):
+        x, y = float(dot.get("cx")), float(dot.get("cy"))
+        on_diagonal = y0 + (x - x0) * (y1 - y0) / (x1 - x0)
+        # Over-predicted: above the diagonal (y grows downwards on the page).
+        assert (y < on_diagonal) == (predicted > actual)
+    assert {"actual size", "predicted size"} <= set(_texts(root))
+
+
+@pytest.mark.parametrize("spread", [0.01, 10.0, 3e4])
+def test_residual_buckets_are_round_equal_and_count_every_residual_once(spread):
+    import numpy as np
+
+    residuals = list(np.random.default_rng(0).normal(3.0, spread, 500))
+    edges, counts = plots.residual_buckets(residuals)
+    assert sum(counts) == len(residuals)
+    assert edges[0] <= min(residuals) and max(residuals) <= edges[-1]
+    steps = np.diff(edges)
+    assert steps == pytest.approx([steps[0]] * len(steps), rel=1e-6)
+    assert 10 <= len(counts) <= 30
+
+
+def test_the_residual_histogram_draws_a_bar_per_bucket_as_tall_as_its_count():
+    import numpy as np
+
+    residuals = list(np.random.default_rng(0).normal(3.0, 10.0, 500))
+    _, counts = plots.residual_buckets(residuals)
+    root = _svg(plots.residual_histogram(residuals, "size"))
+    heights = [_height(bar) for bar in _marks(root, "bar")]
+    tallest = max(range(len(counts)), key=counts.__getitem__)
+    assert heights == pytest.approx([heights[tallest] * c / counts[tallest] for c in counts], abs=0.15)
+    assert "actual minus predicted size" in _texts(root) and "examples" in _texts(root)
+    # The dotted line at zero.
+    assert any(line.get("stroke-dasharray") for line in _marks(root, "line"))
+
+
+def test_the_residual_histogram_of_one_value_still_draws():
+    root = _svg(plots.residual_histogram([2.0, 2.0, 2.0], "size"))
+    assert sum(_height(bar) > 0 for bar in _marks(root, "bar")) == 1
+
+
+def test_calibration_names_the_label():
+    root = _svg(plots.calibration([(0.5, 0.5, 10.0)], "churned"))
+    assert "observed share of churned = 1" in _texts(root)

@@ -38,34 +38,36 @@ def test_anomalies_of_clean_data_are_none(anomalies):
     assert read.anomaly_lines(anomalies[0].uri) == []
 
 
-def test_vocabulary_sizes_are_the_asset_files_lines(transform):
+def test_vocabulary_sizes_are_the_asset_files_lines(transform, small_config):
     uri = transform["transform_graph"][0].uri
     sizes = read.vocabularies(uri)
-    assert set(sizes) == {"payment_type", "company", "dropoff_census_tract"}
-    with open(os.path.join(uri, "transform_fn", "assets", "payment_type"), "rb") as f:
-        assert sizes["payment_type"] == len(f.read().splitlines())
+    categorical = small_config.problem.features.categorical
+    assert set(sizes) == set(categorical)
+    with open(os.path.join(uri, "transform_fn", "assets", categorical[0]), "rb") as f:
+        assert sizes[categorical[0]] == len(f.read().splitlines())
 
 
-def test_bucket_boundaries_are_the_ones_the_transform_graph_applies(transform, trainer, sample_dir):
+def test_bucket_boundaries_are_the_ones_the_transform_graph_applies(transform, trainer, sample_dir, small_config):
     import numpy as np
     import tensorflow as tf
 
-    from models import features
+    from models.problem import transformed_name
     from tests.support.raw_examples import raw_example
 
-    boundaries = read.bucket_boundaries(transform["transform_graph"][0].uri)
-    assert set(boundaries) == set(features.BUCKET_FEATURES)
-    assert all(len(b) == features.NUM_BUCKETS - 1 and b == sorted(b) for b in boundaries.values())
+    features = small_config.problem.features
+    boundaries = read.bucket_boundaries(transform["transform_graph"][0].uri, small_config.problem)
+    assert set(boundaries) == set(features.bucketized)
+    assert all(len(b) == features.num_buckets - 1 and b == sorted(b) for b in boundaries.values())
     with open(sample_dir / "data.csv", newline="") as f:
-        rows = [row for row in csv.DictReader(f) if all(row[name] for name in features.BUCKET_FEATURES)][:50]
+        rows = [row for row in csv.DictReader(f) if all(row[name] for name in features.bucketized)][:50]
     examples = [raw_example({k: v for k, v in row.items() if v}, keep_label_source=True) for row in rows]
     model = tf.saved_model.load(path_utils.serving_model_path(trainer["model"][0].uri))
     transformed = model.signatures["transform_features"](examples=tf.constant(examples))
-    for name in features.BUCKET_FEATURES:
+    for name in features.bucketized:
         # In float32, as the graph compares them (coordinates sit exactly on boundaries often).
         values = np.array([float(row[name]) for row in rows], np.float32)
         expected = np.searchsorted(np.array(boundaries[name], np.float32), values, side="right")
-        assert transformed[features.transformed_name(name)].numpy().ravel().tolist() == expected.tolist(), name
+        assert transformed[transformed_name(name)].numpy().ravel().tolist() == expected.tolist(), name
 
 
 def test_training_curves_have_one_point_per_epoch(trainer, small_config):
@@ -136,7 +138,7 @@ def test_plots_are_tfmas_roc_calibration_and_confusion_matrix(evaluation_uri):
 
 def test_thresholds_are_read_from_the_evaluations_own_configuration(evaluation_uri, small_config):
     lines = read.thresholds(evaluation_uri)
-    assert f"AUC at least {small_config.min_eval_auc:g}" in lines
+    assert f"AUC at least {small_config.blessing.threshold:g}" in lines
     # No baseline in this evaluation: TFX's Evaluator dropped the change threshold from it.
     assert not any("baseline" in line for line in lines)
     assert tfma.load_eval_result(evaluation_uri).config.slicing_specs
@@ -150,8 +152,72 @@ def test_signatures_are_read_without_loading_the_model(trainer):
     assert "fare" in found["serving_raw"].inputs and "tips" not in found["serving_raw"].inputs
 
 
-def test_a_run_that_stopped_early_reports_what_it_got_to(statistics):
+def test_a_run_that_stopped_early_reports_what_it_got_to(statistics, small_config):
     summary = RunSummary(run_id="stopped", components=[], outputs={read.STATISTICS: statistics[0].uri})
-    report = read.read_report(summary)
+    report = read.read_report(summary, small_config.problem)
     assert set(report.columns) == {"train", "eval"}
     assert report.anomalies is None and not report.slices and not report.signatures
+
+
+def test_multi_class_entries_are_keyed_by_class_id_and_named_by_the_specs_classes():
+    from tensorflow_model_analysis.proto import metrics_for_slice_pb2
+
+    matrix = metrics_for_slice_pb2.MultiClassConfusionMatrixAtThresholds.MultiClassConfusionMatrix(threshold=0.0)
+    # TFMA leaves zero ids out of an entry: actual 0 predicted 0.
+    matrix.entries.add(num_weighted_examples=7)
+    matrix.entries.add(actual_class_id=0, predicted_class_id=2, num_weighted_examples=1)
+    matrix.entries.add(actual_class_id=2, predicted_class_id=2, num_weighted_examples=4)
+    matrix.entries.add(actual_class_id=1, predicted_class_id=read.NO_PREDICTED_CLASS_ID, num_weighted_examples=2)
+    found = read.class_confusion(matrix, ["north", "south", "west"])
+    assert found.actual == ["north", "south", "west"]
+    assert found.predicted == ["north", "south", "west", "no prediction"]
+    assert found.counts == [[7.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 2.0], [0.0, 0.0, 4.0, 0.0]]
+    assert found.total == 14.0
+    assert found.precision(2) == pytest.approx(4 / 5) and found.recall(0) == pytest.approx(7 / 8)
+    assert found.precision(1) != found.precision(1)  # nothing predicted "south": NaN, not a made-up 0
+    # An id the spec does not list is shown by its number.
+    matrix.entries.add(actual_class_id=3, predicted_class_id=0, num_weighted_examples=1)
+    assert read.class_confusion(matrix, ["north", "south", "west"]).actual[-1] == "class 3"
+
+
+@pytest.mark.parametrize(
+    ("config", "name"),
+    [
+        (tfma.MetricConfig(class_name="AUC"), "auc"),
+        (tfma.MetricConfig(class_name="BinaryAccuracy"), "binary_accuracy"),
+        (tfma.MetricConfig(class_name="RootMeanSquaredError", config='{"name": "rmse"}'), "rmse"),
+        (tfma.MetricConfig(class_name="SparseCategoricalAccuracy", config='"name": "accuracy"'), "accuracy"),
+    ],
+)
+def test_a_metric_is_named_as_tfma_reports_it(config, name):
+    assert read.metric_name(config) == name
+
+
+def test_metric_names_in_words():
+    assert [read.describe_metric(n) for n in ("auc", "val_auc", "val_accuracy", "rmse", "mean_label")] == [
+        "AUC",
+        "validation AUC",
+        "validation accuracy",
+        "RMSE",
+        "mean label",
+    ]
+
+
+@pytest.mark.parametrize("problem_dir", ["taxi", "penguins", "penguin-body-mass"])
+def test_thresholds_name_each_problems_blessing_metric_and_its_bound(problem_dir, tmp_path, monkeypatch):
+    """The Evaluator's configuration for each shipped problem, in words: the blessing
+    metric, its floor or ceiling, and the change allowed against a baseline."""
+    from models import problem as problem_lib
+    from pipeline.config import REPO_ROOT, PipelineConfig
+    from pipeline.pipeline import eval_config
+
+    config = PipelineConfig(problem=problem_lib.load(str(REPO_ROOT / "data" / problem_dir)), infer_schema=True)
+    evaluation = eval_config(config)
+    monkeypatch.setattr(tfma, "load_eval_result", lambda uri: type("Result", (), {"config": evaluation}))
+    blessing = config.blessing
+    words = read.describe_metric(blessing.metric)
+    bound = "at least" if config.problem.higher_is_better else "at most"
+    assert read.thresholds(str(tmp_path)) == [
+        f"{words} {bound} {blessing.threshold:g}",
+        f"{words} no worse than the baseline model's by more than {blessing.max_regression + 1e-10:.4g}",
+    ]

@@ -17,10 +17,13 @@ from tensorflow_transform.beam.analyzer_cache import DatasetKey
 from tfx.utils import io_utils
 from tfx_bsl.tfxio import tf_example_record
 
-from models import preprocessing
+from models import preprocessing as preprocessing_module
 from runtime.speedups import transform_traces
+from tests.support.problems import TAXI, with_problem
 
-SCHEMA = Path(__file__).resolve().parents[3] / "data" / "schema.pbtxt"
+SCHEMA = Path(TAXI.contract_path)
+# As TFX's Transform executor hands preprocessing_fn its custom_config: one partial per execution.
+taxi_preprocessing_fn = functools.partial(preprocessing_module.preprocessing_fn, custom_config=with_problem())
 DATASETS = [DatasetKey("train"), DatasetKey("eval")]
 
 
@@ -73,7 +76,7 @@ def inspections(fn, specs) -> tuple:
     )
 
 
-@pytest.mark.parametrize("fn", [preprocessing.preprocessing_fn, two_phases_fn], ids=["pipeline", "two_phases"])
+@pytest.mark.parametrize("fn", [taxi_preprocessing_fn, two_phases_fn], ids=["pipeline", "two_phases"])
 def test_the_inspections_trace_once_and_answer_as_before(fn, specs):
     alone: list = []
     expected = inspections(counted(fn, alone), specs)
@@ -145,7 +148,7 @@ def preliminary_schema(fn, specs, temp_dir: str) -> schema_pb2.Schema:
 
 @pytest.mark.parametrize(
     "fn",
-    [preprocessing.preprocessing_fn, two_phases_fn, overridden_outputs_fn],
+    [taxi_preprocessing_fn, two_phases_fn, overridden_outputs_fn],
     ids=["pipeline", "two_phases", "overridden_outputs"],
 )
 def test_the_preliminary_schema_is_read_from_the_analysis_trace(fn, specs, tmp_path):

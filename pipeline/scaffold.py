@@ -1,0 +1,702 @@
+"""Drafts a new problem from a CSV file and its label column: one command to a first run.
+
+    python -m pipeline.scaffold --csv FILE --label COLUMN [--task binary|multiclass|regression]
+                                [--name NAME] [--output DIR] [--force]
+
+It writes a problem folder (``data/<name>`` by default): a copy of the CSV, a
+``problem.toml`` (the spec, ``models/problem.py``) and a draft data contract saved as
+``schema.pbtxt`` (``pipeline/contract.py``, label-aware), so that
+``python local_runner.py --problem data/<name>`` runs as it is on an ordinary CSV; then
+it prints what a person should review, each decision with its reason. Why: the spec is
+the product's interface for "any tabular problem" (AutoGluon's one-step start, Ludwig's
+declarative config), and nobody should have to learn its keys before a first run; but
+each guess below is a guess, so each is said out loud and written down where it can be
+changed.
+
+The rules, applied to the cells as CsvExampleGen reads them (``components.csv_encoding``:
+the same type inference, BOMs, CRLF and separator errors), so types match the pipeline's:
+
+- Task, unless ``--task`` is given (AutoGluon's ``infer_problem_type``): a label with 2
+  distinct values is binary; a text label with more is multi-class; a numeric one is
+  multi-class when its values are integers and few relative to the rows (at most 10% of
+  the rows up to 1,000 rows, 5% above, and at most 1,000 classes), else regression.
+- Binary: the positive class is the value that reads as positive (yes, y, true, t, 1,
+  positive, pos; any case; for numbers: 1 against 0) when exactly one does; otherwise
+  the less frequent value (the one a person usually wants found).
+- Multi-class: ``label.classes`` sorted as strings; more than 1,000 classes is refused.
+- Binary and multi-class: a class with fewer than 10 rows is refused, with what to do (the
+  eval split holds a third of the rows: too few to learn or judge it); so is a class
+  that CsvExampleGen's split leaves out of a split (AnomalyGate would stop the run).
+- Regression: the label must be numbers.
+- Columns (the label is never a feature): empty in more than 95% of the rows, constant,
+  or text or integers unique in every row (an identifier), or text with distinct values
+  in more than half of its rows (free text) -> ``features.unused`` with the reason;
+  text -> ``categorical``; integers with at most 20 distinct values (codes, levels,
+  counts) -> ``categorical``; other numbers -> ``numeric``, or ``log_numeric`` when
+  heavy-tailed and never negative (minimum >= 0 and maximum > 10x the median: log1p
+  keeps a few large values from dominating the z-score).
+- Blessing (Evaluator): binary AUC >= 0.6 (0.5 is guessing); multi-class accuracy >= the
+  majority class's share + 0.05 (at most halfway from it to 1); regression RMSE <= the
+  label's standard deviation (what always answering the mean scores). ``max_regression``
+  (how much worse than the last blessed model a new one may be): 0.01 AUC, 0.02
+  accuracy (or two eval rows' worth on small data), 2% of the standard deviation.
+- Slices: up to 2 categorical inputs with 2 to 20 values, in column order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import glob
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+import textwrap
+from collections.abc import Sequence
+
+from models import problem as problem_lib
+from models.problem import CONTRACT_FILE, PROBLEM_FILE, Task, transformed_name
+from pipeline.config import PIPELINE_NAME_PATTERN, REPO_ROOT, PipelineConfig
+
+# Task inference (AutoGluon's constants).
+MAX_CLASSES = 1000
+LARGE_DATA_ROWS = 1000
+CLASS_SHARE_SMALL_DATA = 0.1
+CLASS_SHARE_LARGE_DATA = 0.05
+MIN_CLASS_ROWS = 10
+POSITIVE_WORDS = frozenset({"yes", "y", "true", "t", "1", "positive", "pos"})
+# Column treatment.
+MOSTLY_EMPTY = 0.95
+FEW_INTEGER_VALUES = 20
+HEAVY_TAIL_RATIO = 10.0
+FREE_TEXT_SHARE = 0.5
+# A text column whose values are numbers but for a few: probably numbers with a token for "no value".
+NUMBERS_BUT_FOR_A_FEW = 0.9
+# Blessing.
+AUC_FLOOR = 0.6
+ACCURACY_MARGIN = 0.05
+MAX_REGRESSION = {"auc": 0.01, "accuracy": 0.02}
+RMSE_MAX_REGRESSION_SHARE = 0.02
+# The share of the rows CsvExampleGen puts in the eval split (the pipeline's default buckets).
+_BUCKETS = {f.name: f.default for f in dataclasses.fields(PipelineConfig) if f.name.endswith("_buckets")}
+EVAL_SHARE = _BUCKETS["eval_buckets"] / (_BUCKETS["train_buckets"] + _BUCKETS["eval_buckets"])
+# Slices.
+MAX_SLICES = 2
+SLICE_VALUES = (2, 20)
+
+
+class ScaffoldError(ValueError):
+    """The CSV or the arguments cannot make a problem; the message names the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """One CSV column and what the spec does with it."""
+
+    name: str
+    kind: str  # log_numeric, numeric, categorical, unused or label
+    reason: str
+    type: str  # INT, FLOAT, STRING or UNKNOWN, as CsvExampleGen reads it
+    distinct: int
+    missing: float
+
+
+@dataclasses.dataclass
+class Plan:
+    """Everything the scaffold decided, with its reasons (what ``main`` prints)."""
+
+    name: str
+    csv: str
+    rows: int
+    task: Task
+    task_reason: str
+    label: dict
+    label_reason: str
+    columns: list[Column]
+    metric: str
+    threshold: float
+    threshold_reason: str
+    max_regression: float
+    max_regression_reason: str
+    slices: list[str]
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def of_kind(self, kind: str) -> list[Column]:
+        return [c for c in self.columns if c.kind == kind]
+
+
+# ---------------------------------------------------------------- reading
+
+
+def derive_name(csv_path: str) -> str:
+    """A problem name from a file name: lower case, dashes for anything else ("Breast
+    Cancer.csv" -> "breast-cancer"), as Vertex AI accepts pipeline names."""
+    stem = os.path.splitext(os.path.basename(csv_path))[0].lower()
+    name = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]+", "-", stem)).strip("-")[:128].rstrip("-")
+    return name or "problem"
+
+
+def read_csv(csv_path: str):
+    """The CSV as CsvExampleGen reads it: a pandas frame of text cells (None where empty)
+    and each column's type (``components.csv_encoding``)."""
+    import pyarrow as pa
+
+    from components import csv_encoding
+
+    names = csv_encoding.column_names(csv_path)
+    if bad := [n for n in names if not problem_lib._NAME.fullmatch(n)]:
+        suggestions = ", ".join(
+            f"{n!r} -> {re.sub(r'[^A-Za-z0-9_.-]+', '_', n).strip('_') or 'column'!r}" for n in bad[:3]
+        )
+        raise ScaffoldError(
+            f"{csv_path}: column name(s) {', '.join(repr(n) for n in bad)} cannot name a feature: column names "
+            f"must be letters, digits, '_', '.' and '-', starting with a letter or '_'. Rename them in the CSV's "
+            f"header line (e.g. {suggestions}) and scaffold again."
+        )
+    if duplicates := sorted({n for n in names if names.count(n) > 1}):
+        raise ScaffoldError(f"{csv_path}: column(s) {', '.join(duplicates)} appear twice in the header: rename one.")
+    types = {name: t.name for name, t in csv_encoding.infer_column_types([csv_path]).items()}
+    blocks = list(csv_encoding.read_blocks(csv_path))
+    if not blocks:
+        raise ScaffoldError(f"{csv_path} has a header but no rows.")
+    frame = pa.Table.from_batches(blocks).to_pandas()
+    return frame, types
+
+
+def _numbers(cells):
+    """Text cells of a number column as floats (NaN where empty), parsed as CsvExampleGen does."""
+    import pandas as pd
+
+    try:
+        return pd.to_numeric(cells)
+    except (ValueError, TypeError):  # cells only Python's parser accepts (" 5", "1_000")
+        return cells.map(lambda c: float("nan") if c is None else float(c.encode())).astype(float)
+
+
+def _share(count: int, rows: int) -> str:
+    return f"{count} of {rows} rows"
+
+
+# ---------------------------------------------------------------- the label
+
+
+def infer_task(values, column_type: str, rows: int) -> tuple[Task, str]:
+    """The task for a label with these (present) text values, after AutoGluon's rule."""
+    distinct = values.nunique()
+    if distinct == 2:
+        return Task.BINARY, "the label has 2 distinct values"
+    if column_type == "STRING":
+        return Task.MULTICLASS, f"the label is text with {distinct} distinct values"
+    limit = CLASS_SHARE_SMALL_DATA if rows <= LARGE_DATA_ROWS else CLASS_SHARE_LARGE_DATA
+    numbers = _numbers(values)
+    integral = bool((numbers == numbers.round()).all())
+    few = distinct <= MAX_CLASSES and distinct <= limit * rows
+    rule = f"at most {limit:.0%} of the {rows} rows and at most {MAX_CLASSES}: AutoGluon's rule"
+    if integral and few:
+        return Task.MULTICLASS, f"the label is integers with few distinct values ({distinct}; {rule})"
+    if not integral:
+        return Task.REGRESSION, f"the label is numbers with fractions ({distinct} distinct values)"
+    return Task.REGRESSION, f"the label is integers with many distinct values ({distinct}; classes need {rule})"
+
+
+def _reads_positive(value: str, values: Sequence[str], numeric: bool) -> bool:
+    if numeric:
+        return float(value) == 1 and {float(v) for v in values} == {0.0, 1.0}
+    return value.strip().lower() in POSITIVE_WORDS
+
+
+def choose_positive(values, column_type: str) -> tuple[str, str]:
+    """The positive value of a 2-valued label (present text cells), and why."""
+    counts = values.value_counts()
+    distinct = sorted(counts.index)
+    numeric = column_type != "STRING"
+    positive = [v for v in distinct if _reads_positive(v, distinct, numeric)]
+    if len(positive) == 1:
+        return positive[0], f"{positive[0]!r} reads as positive ({_share(int(counts[positive[0]]), len(values))})"
+    # The less frequent value; on a tie the later one in sorted order.
+    rarest = min(reversed(distinct), key=lambda v: counts[v])
+    return rarest, (
+        f"no single value reads as positive (yes/true/1/...): the less frequent one, "
+        f"{_share(int(counts[rarest]), len(values))}"
+    )
+
+
+def _classes(values, column_type: str) -> list[str]:
+    """The class names as ``preprocessing_fn`` sees them: text as it is, numbers as integers."""
+    if column_type == "STRING":
+        return sorted(values.unique())
+    numbers = _numbers(values)
+    if not (numbers == numbers.round()).all():
+        raise ScaffoldError(
+            "a multi-class label of numbers needs whole numbers (class codes); this one has fractions: "
+            "use --task regression, or encode the classes as integers or text."
+        )
+    return sorted({str(int(v)) for v in numbers})
+
+
+def _too_rare(label: str, counts, advice: str) -> None:
+    """Refuses classes with fewer than ``MIN_CLASS_ROWS`` rows."""
+    if rare := [c for c in sorted(counts.index) if counts[c] < MIN_CLASS_ROWS]:
+        listed = ", ".join(f"{c!r} ({counts[c]} rows)" for c in rare[:10])
+        raise ScaffoldError(
+            f"the label '{label}' has class(es) with fewer than {MIN_CLASS_ROWS} rows: {listed}"
+            f"{' and more' if len(rare) > 10 else ''}. Too few to learn or judge (the eval split holds a third of "
+            f"them): {advice}"
+        )
+
+
+def plan_label(frame, types: dict[str, str], label: str, task: Task | None) -> tuple[Task, str, dict, str]:
+    """The task and its reason, the spec's [label] table and the label's description."""
+    if label not in frame.columns:
+        raise ScaffoldError(f"--label {label!r} is not a column of the CSV; its columns: {', '.join(frame.columns)}")
+    cells = frame[label]
+    rows = len(cells)
+    if empty := int(cells.isna().sum()):
+        raise ScaffoldError(
+            f"the label '{label}' is empty in {_share(empty, rows)}: a row without a label teaches nothing (and "
+            "counts as 0 or 'no class' in the pipeline). Remove those rows from the CSV and scaffold again."
+        )
+    column_type = types[label]
+    distinct = cells.nunique()
+    if distinct < 2:
+        raise ScaffoldError(f"the label '{label}' has one value only ({cells.iloc[0]!r}): there is nothing to learn.")
+    if task is None:
+        task, task_reason = infer_task(cells, column_type, rows)
+    else:
+        task_reason = "given (--task)"
+    spec: dict = {"column": label}
+    name = re.sub(r"\W", "_", label, flags=re.ASCII)
+    if name != label:
+        spec["name"] = name
+    if task == Task.BINARY:
+        if distinct != 2:
+            raise ScaffoldError(
+                f"the label '{label}' has {distinct} distinct values; a binary label has 2. Use --task multiclass "
+                "(or regression for a quantity), or reduce the column to two values."
+            )
+        _too_rare(label, cells.value_counts(), "collect more rows of it.")
+        spec["positive"], reason = choose_positive(cells, column_type)
+        return task, task_reason, spec, f"positive class {spec['positive']!r}: {reason}"
+    if task == Task.MULTICLASS:
+        if distinct == 2:
+            raise ScaffoldError(f"the label '{label}' has 2 distinct values: use --task binary.")
+        if distinct > MAX_CLASSES:
+            raise ScaffoldError(
+                f"the label '{label}' has {distinct} distinct values, more than the {MAX_CLASSES} classes a "
+                "classifier here takes: if it is a quantity use --task regression, else group the values."
+            )
+        spec["classes"] = _classes(cells, column_type)
+        counts = _class_keys(cells, column_type).value_counts()
+        _too_rare(
+            label,
+            counts,
+            "remove those rows or merge them into another class (say 'other'); if the label is a quantity, use "
+            "--task regression.",
+        )
+        majority = counts.idxmax()
+        return (
+            task,
+            task_reason,
+            spec,
+            f"{len(spec['classes'])} classes, sorted as text; the commonest is {majority!r} "
+            f"({_share(int(counts[majority]), rows)})",
+        )
+    if column_type == "STRING":
+        texts = [v for v in cells.unique() if not _is_number(v)][:3]
+        raise ScaffoldError(
+            f"the label '{label}' holds text (such as {', '.join(repr(v) for v in texts)}): regression needs "
+            "numbers. Fix those cells, or use --task binary or multiclass for a label of categories."
+        )
+    numbers = _numbers(cells)
+    return task, task_reason, spec, f"numbers from {numbers.min():g} to {numbers.max():g}, mean {numbers.mean():g}"
+
+
+def _class_keys(cells, column_type: str):
+    """Each row's class name as ``preprocessing_fn`` reads it (numbers as integers)."""
+    return cells if column_type == "STRING" else _numbers(cells).map(lambda v: str(int(v)))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text.encode())
+    except ValueError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- the columns
+
+
+def column_treatment(name: str, cells, column_type: str) -> tuple[str, str, int]:
+    """What the spec does with one (non-label) column: its kind, the reason, and its number
+    of distinct values."""
+    rows = len(cells)
+    present = cells.dropna()
+    distinct = int(present.nunique())
+    missing = 1 - len(present) / rows if rows else 1.0
+    if column_type == "UNKNOWN" or missing > MOSTLY_EMPTY:
+        return "unused", f"empty in {missing:.0%} of the rows (more than {MOSTLY_EMPTY:.0%}): no signal", distinct
+    if distinct == 1:
+        return "unused", f"constant: {present.iloc[0]!r} in every row that has a value", distinct
+    if column_type in ("STRING", "INT") and distinct == rows:
+        return "unused", "unique in every row: an identifier, nothing a model can generalize from", distinct
+    if column_type == "STRING":
+        if distinct > FREE_TEXT_SHARE * len(present):
+            return (
+                "unused",
+                f"text with {distinct} distinct values in {len(present)} rows (more than half): free text or an id, "
+                "which a vocabulary cannot generalize from",
+                distinct,
+            )
+        return "categorical", f"text with {distinct} distinct values", distinct
+    if column_type == "INT" and distinct <= FEW_INTEGER_VALUES:
+        return "categorical", f"integers with {distinct} distinct values (codes or levels)", distinct
+    numbers = _numbers(present)
+    low, high, median = float(numbers.min()), float(numbers.max()), float(numbers.median())
+    if low >= 0 and high > HEAVY_TAIL_RATIO * median:
+        return (
+            "log_numeric",
+            f"never negative and heavy-tailed (max {high:g} > {HEAVY_TAIL_RATIO:g}x the median {median:g}): log1p, "
+            "then z-score",
+            distinct,
+        )
+    return "numeric", f"numbers from {low:g} to {high:g}: z-score", distinct
+
+
+def _text_that_is_numbers(name: str, cells) -> str | None:
+    """A note for a text column whose values are numbers but for a few tokens ("NA", "?")."""
+    values = cells.dropna()
+    numeric = values.map(_is_number)
+    if len(values) and 1 > numeric.mean() >= NUMBERS_BUT_FOR_A_FEW:
+        tokens = values[~numeric].value_counts()
+        shown = ", ".join(f"{t!r} ({n} rows)" for t, n in tokens.head(3).items())
+        return (
+            f"'{name}' is read as text because of {shown}; the rest are numbers. If those mean 'no value', empty "
+            "those cells and scaffold again to treat it as a number."
+        )
+    return None
+
+
+# ---------------------------------------------------------------- the blessing
+
+
+def _round_up(value: float, digits: int = 3) -> float:
+    if value <= 0:
+        return 0.0
+    scale = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
+    return round(math.ceil(value / scale - 1e-9) * scale, 12)
+
+
+def _accuracy_noise(rows: int) -> tuple[float, str]:
+    """``max_regression`` for accuracy: 0.02, or two rows of the eval split when that is more
+    (a retrained model getting one or two more eval rows wrong is noise on small data)."""
+    eval_rows = rows * EVAL_SHARE
+    two_rows = _round_up(2 / eval_rows, 2) if eval_rows else 1.0
+    if two_rows <= MAX_REGRESSION["accuracy"]:
+        return MAX_REGRESSION["accuracy"], "run-to-run noise of retraining on the same data"
+    return two_rows, f"two rows of an eval split of about {eval_rows:.0f}: run-to-run noise of retraining on small data"
+
+
+def plan_blessing(task: Task, frame, label_spec: dict, types: dict[str, str]) -> tuple[str, float, str, float, str]:
+    """The blessing metric, its threshold and how it was computed, ``max_regression`` and why."""
+    metric = problem_lib.DEFAULT_METRIC[task]
+    cells = frame[label_spec["column"]]
+    if task == Task.BINARY:
+        return (
+            metric,
+            AUC_FLOOR,
+            f"a floor of {AUC_FLOOR:g}: always answering one class (or guessing) scores 0.5; raise it once you "
+            "know what a good model scores here",
+            MAX_REGRESSION[metric],
+            "run-to-run noise of retraining on the same data",
+        )
+    if task == Task.MULTICLASS:
+        keys = _class_keys(cells, types[label_spec["column"]])
+        counts = keys.value_counts()
+        majority = counts.iloc[0] / len(keys)
+        threshold = math.floor(min(majority + ACCURACY_MARGIN, majority + (1 - majority) / 2) * 1000) / 1000
+        return (
+            metric,
+            threshold,
+            f"always answering the commonest class ({counts.index[0]!r}) scores {majority:.3f}; the floor is that "
+            f"+ {ACCURACY_MARGIN:g} (at most halfway to 1)",
+            *_accuracy_noise(len(keys)),
+        )
+    deviation = float(_numbers(cells).std(ddof=0))
+    return (
+        metric,
+        _round_up(deviation),
+        f"a ceiling of the label's standard deviation ({deviation:.4g}, rounded up): what always answering the mean "
+        "scores",
+        _round_up(RMSE_MAX_REGRESSION_SHARE * deviation),
+        f"{RMSE_MAX_REGRESSION_SHARE:.0%} of the label's standard deviation, for run-to-run noise",
+    )
+
+
+# ---------------------------------------------------------------- the plan
+
+
+def plan(csv_path: str, label: str, task: Task | str | None = None, name: str | None = None) -> Plan:
+    """Every decision for a problem from ``csv_path`` with ``label`` as its label (nothing
+    is written); raises ``ScaffoldError`` naming what to fix."""
+    name = name or derive_name(csv_path)
+    if not PIPELINE_NAME_PATTERN.fullmatch(name):
+        raise ScaffoldError(f"--name {name!r} must match [a-z0-9][a-z0-9-]{{0,127}} (lower case, digits, dashes).")
+    task = Task(task) if task else None
+    frame, types = read_csv(csv_path)
+    rows = len(frame)
+    task, task_reason, label_spec, label_reason = plan_label(frame, types, label, task)
+    notes: list[str] = []
+    columns = []
+    for column in frame.columns:
+        if column == label:
+            columns.append(Column(column, "label", "the label: not a model input", types[column], 0, 0.0))
+            continue
+        cells = frame[column]
+        kind, reason, distinct = column_treatment(column, cells, types[column])
+        columns.append(Column(column, kind, reason, types[column], distinct, float(cells.isna().mean())))
+        if types[column] == "STRING" and (note := _text_that_is_numbers(column, cells)):
+            notes.append(note)
+    inputs = [c for c in columns if c.kind not in ("unused", "label")]
+    if not inputs:
+        raise ScaffoldError(
+            "no column can feed the model: "
+            + "; ".join(f"'{c.name}' {c.reason}" for c in columns if c.kind == "unused")
+        )
+    label_name = label_spec.get("name", label)
+    if transformed_name(label_name) in {transformed_name(c.name) for c in inputs}:
+        label_spec["name"] = f"{label_name}_label"
+    metric, threshold, threshold_reason, max_regression, max_regression_reason = plan_blessing(
+        task, frame, label_spec, types
+    )
+    low, high = SLICE_VALUES
+    slices = [c.name for c in columns if c.kind == "categorical" and low <= c.distinct <= high][:MAX_SLICES]
+    return Plan(
+        name=name,
+        csv=csv_path,
+        rows=rows,
+        task=task,
+        task_reason=task_reason,
+        label=label_spec,
+        label_reason=label_reason,
+        columns=columns,
+        metric=metric,
+        threshold=threshold,
+        threshold_reason=threshold_reason,
+        max_regression=max_regression,
+        max_regression_reason=max_regression_reason,
+        slices=slices,
+        notes=notes,
+    )
+
+
+def _toml(value) -> str:
+    """A TOML value (strings as basic strings: JSON's escapes are TOML's)."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return str(value)
+
+
+def problem_toml(p: Plan, source: str) -> str:
+    """The spec's text, each decision with its reason in a comment."""
+    lines = [
+        f"# Drafted by `python -m pipeline.scaffold` from {os.path.basename(source)} ({p.rows} rows) on "
+        f"{datetime.date.today()}.",
+        "# Review the task, the label, each column's treatment and the blessing threshold (models/problem.py",
+        "# documents every key); the data contract beside it (schema.pbtxt) is a draft too.",
+        f"name = {_toml(p.name)}",
+        f"# {p.task_reason if p.task_reason.startswith('given') else 'inferred: ' + p.task_reason}",
+        f"task = {_toml(p.task.value)}",
+        "",
+        "[label]",
+        f"# {p.label_reason}",
+    ]
+    lines += [f"{key} = {_toml(value)}" for key, value in p.label.items()]
+    lines += ["", "[features]"]
+    for kind in ("log_numeric", "numeric", "categorical"):
+        if chosen := p.of_kind(kind):
+            lines.append(f"{kind} = [")
+            lines += [f"    {_toml(c.name)},  # {c.reason}" for c in chosen]
+            lines.append("]")
+    if unused := p.of_kind("unused"):
+        lines += ["", "[features.unused]"]
+        lines += [f"{_toml(c.name)} = {_toml(c.reason)}" for c in unused]
+    lines += [
+        "",
+        "[evaluation]",
+        f"slices = {_toml(p.slices)}",
+        f"metric = {_toml(p.metric)}",
+        f"# {p.threshold_reason}",
+        f"threshold = {_toml(float(p.threshold))}",
+        f"# {p.max_regression_reason}",
+        f"max_regression = {_toml(float(p.max_regression))}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def contract_header(p: Plan, copy_name: str) -> str:
+    """The DRAFT note heading the scaffold's schema.pbtxt: what it is and what to review."""
+    return (
+        f"# DRAFT data contract, drafted by `python -m pipeline.scaffold` from {copy_name} on\n"
+        f"# {datetime.date.today()}, beside problem.toml. The pipeline checks every run's data against it as\n"
+        "# it is, so until it is reviewed it only says that new data looks like this data. Review it:\n"
+        "# - ranges (int_domain, float_domain) are the ones observed here: make them the physically possible ones;\n"
+        "# - closed string domains list the values seen here: open (delete) the ones that will grow;\n"
+        "# - max_missing_fraction tags are the shares of empty cells seen here, with room: decide what is normal;\n"
+        "# - drift_comparator thresholds are generic: remove them where a column moves by design (timestamps,\n"
+        "#   ids), tighten them where a change must stop a run (`python -m bench.drift` measures them);\n"
+        "# - the label's class balance (min_label_class_fraction) and its columns' environments: see below.\n"
+    )
+
+
+def _observed(schema) -> list[str]:
+    """The contract's observed ranges and closed domains, one entry per column."""
+    domains = {d.name: len(d.value) for d in schema.string_domain}
+    found = []
+    for feature in schema.feature:
+        if feature.HasField("int_domain"):
+            found.append(f"{feature.name} {feature.int_domain.min}..{feature.int_domain.max}")
+        elif feature.HasField("float_domain"):
+            found.append(f"{feature.name} {feature.float_domain.min:g}..{feature.float_domain.max:g}")
+        elif feature.HasField("domain"):
+            found.append(f"{feature.name} one of {domains.get(feature.domain, '?')} values")
+    return found
+
+
+def scaffold(
+    csv_path: str,
+    label: str,
+    task: Task | str | None = None,
+    name: str | None = None,
+    output: str | None = None,
+    force: bool = False,
+) -> tuple[Plan, str, object]:
+    """Writes the problem folder for ``csv_path``; returns the plan, the folder and the
+    drafted contract (``pipeline.contract.Draft``). Raises ``ScaffoldError``."""
+    from pipeline import contract
+
+    if not os.path.isfile(csv_path):
+        raise ScaffoldError(f"--csv {csv_path}: no such file.")
+    p = plan(csv_path, label, task, name)
+    folder = os.path.abspath(output or os.path.join(REPO_ROOT, "data", p.name))
+    source = os.path.abspath(csv_path)
+    inside = os.path.dirname(source) == folder
+    copy_name = os.path.basename(source) if inside else f"{p.name}.csv"
+    if os.path.isdir(folder) and os.listdir(folder) and not force:
+        raise ScaffoldError(
+            f"{folder} exists and is not empty: pass --force to write {PROBLEM_FILE}, {CONTRACT_FILE} and "
+            f"{copy_name} into it (other files stay), or choose another --output or --name."
+        )
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise ScaffoldError(f"{folder} is a file, not a folder: choose another --output.")
+    others = [
+        os.path.basename(f)
+        for f in glob.glob(os.path.join(glob.escape(folder), "*.csv"))
+        if os.path.basename(f) != copy_name
+    ]
+    if others:
+        raise ScaffoldError(
+            f"{folder} holds other CSV file(s) ({', '.join(sorted(others))}), which the pipeline would read as "
+            "data too: move them away, or choose another --output."
+        )
+    spec_text = problem_toml(p, source)
+    with tempfile.TemporaryDirectory(prefix="scaffold-") as scratch:
+        # The spec must load as the runners load it, and the contract is drafted from the copy.
+        shutil.copyfile(source, os.path.join(scratch, copy_name))
+        with open(os.path.join(scratch, PROBLEM_FILE), "w") as f:
+            f.write(spec_text)
+        try:
+            problem = problem_lib.load(scratch)
+        except problem_lib.ProblemError as err:
+            raise ScaffoldError(f"the drafted spec does not load ({err}); please report this") from err
+        drafted = contract.draft_contract(scratch, glob.escape(copy_name), problem)
+        absent = [
+            f"{cls!r} in {split}"
+            for split, counts in drafted.label_counts.items()
+            for cls, count in zip(contract.class_names(problem), counts[1:], strict=True)
+            if count == 0
+        ]
+        if absent:
+            raise ScaffoldError(
+                f"class(es) {', '.join(absent)} have no rows in that split as CsvExampleGen splits the data "
+                "(AnomalyGate would stop the run): add rows of those classes, or merge them into another class."
+            )
+        os.makedirs(folder, exist_ok=True)
+        if not inside:
+            shutil.copyfile(source, os.path.join(folder, copy_name))
+        with open(os.path.join(folder, PROBLEM_FILE), "w") as f:
+            f.write(spec_text)
+        with open(os.path.join(folder, CONTRACT_FILE), "w") as f:
+            f.write(contract.to_text(drafted, contract_header(p, copy_name)))
+    return p, folder, drafted
+
+
+def review(p: Plan, folder: str, drafted) -> str:
+    """What a person should review, then the command to run."""
+    relative = os.path.relpath(folder)
+    shown = folder if relative.startswith("..") else relative
+    width = max(len(c.name) for c in p.columns)
+    lines = [
+        f"Problem '{p.name}' drafted in {shown}: {PROBLEM_FILE}, {CONTRACT_FILE} (a DRAFT contract) and the data "
+        f"({p.rows} rows, {len(p.columns)} columns).",
+        "",
+        "Review (each is a guess; edit problem.toml and schema.pbtxt where it is wrong):",
+        f"  Task: {p.task.value}, because {p.task_reason}. Another: --task binary|multiclass|regression.",
+        f"  Label: '{p.label['column']}': {p.label_reason}.",
+        "  Columns:",
+    ]
+    lines += [f"    {c.name:<{width}}  {c.kind:<11}  {c.reason}" for c in p.columns]
+    sense = "at least" if p.metric in ("auc", "accuracy") else "at most"
+    lines += [
+        f"  Blessing: {p.metric} {sense} {p.threshold:g} on the eval split: {p.threshold_reason}.",
+        f"  A new model may be at most {p.max_regression:g} worse than the last blessed one: "
+        f"{p.max_regression_reason}.",
+        f"  Slices: {', '.join(p.slices) if p.slices else 'none (no categorical input with 2-20 values)'}.",
+    ]
+    if observed := _observed(drafted.schema):
+        lines.append("  Contract, observed ranges and closed domains (make them the possible ones):")
+        lines += textwrap.wrap("; ".join(observed), 116, initial_indent="    ", subsequent_indent="    ")
+    if drafted.min_label_class_fraction is not None:
+        lines.append(
+            f"  Contract, min_label_class_fraction={drafted.min_label_class_fraction:g}: "
+            f"{' '.join(drafted.annotation_comments)}"
+        )
+    for note in p.notes + drafted.notes:
+        lines.append(f"  Note: {note}")
+    lines += ["", "Then run:", f"  python local_runner.py --problem {shown}"]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--csv", required=True, help="The CSV file: a header line, then one row per example.")
+    parser.add_argument("--label", required=True, help="The column to predict.")
+    parser.add_argument(
+        "--task", choices=[t.value for t in Task], help="The task (default: inferred from the label's values)."
+    )
+    parser.add_argument("--name", help="The problem's name, [a-z0-9][a-z0-9-]* (default: from the CSV's file name).")
+    parser.add_argument("--output", help="The problem's folder (default: data/<name> in this repository).")
+    parser.add_argument("--force", action="store_true", help="Write into an existing folder.")
+    args = parser.parse_args(argv)
+    from components.csv_encoding import CsvFileError
+
+    try:
+        p, folder, drafted = scaffold(args.csv, args.label, args.task, args.name, args.output, args.force)
+    except (ScaffoldError, CsvFileError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(review(p, folder, drafted))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
