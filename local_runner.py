@@ -21,6 +21,9 @@ from pipeline.run_lock import RunLockedError, hold_run_lock
 from runtime import speedups, start
 from runtime.beam_args import MULTI_PROCESS_MIN_MB, runs_locally, workers_for_data
 
+# Where a failed run's whole traceback is kept: <output root>/logs/<pipeline>/failure-<time>.txt
+LOG_DIR = "logs"
+
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
@@ -219,7 +222,9 @@ def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
     if failure is not None:
         if args.verbose:
             traceback.print_exception(failure, file=sys.stderr)
+        log = failures.write_traceback(failure, os.path.join(config.output_root, LOG_DIR, config.pipeline_name))
         print(f"\nThe run FAILED: {failures.describe(failure)}", file=sys.stderr)
+        print(f"The whole traceback: {log}", file=sys.stderr)
         print(
             "Fix the cause and run the same command again; finished components are reused "
             f"when caching is on (--enable-cache).{'' if args.verbose else ' --verbose shows the whole traceback.'}",

@@ -15,11 +15,26 @@ resolver returns on every orchestrator, Vertex included. Transform waits for thi
 by an ordering edge, not a data dependency: the baseline changes whenever a model is
 blessed, and a data dependency would make every run after a blessing transform and train
 again on unchanged data.
+
+Whose baseline: the latest-blessed-model resolver, compiled for Vertex AI Pipelines,
+queries the project's ML Metadata by artifact type and state, not by pipeline
+(``step_builder._build_resolver_for_latest_model_blessing``), so with several pipelines
+in one project it can hand over another pipeline's blessing: a penguin run measured
+against taxi statistics. Every artifact a pipeline writes lives under its pipeline root
+(``<pipeline root>/<project number>/<job id>/...`` on Vertex and in the rehearsal,
+``<pipeline root>/<component>/...`` locally), so this gate and the Evaluator take the
+pipeline root as a parameter and ignore a baseline that is not under it, logging one line
+(``foreign_baseline``). Why not scope the query instead: TFX compiles the filter
+itself, and neither its compiler nor the rehearsal lets a pipeline add an ``in_context``
+clause without rewriting the compiled job; the check here holds on every orchestrator.
+It cannot find this pipeline's own older blessing when another pipeline's is newer (the
+query returns one artifact): that run then goes on without a baseline, as a first run does.
 """
 
 # No `from __future__ import annotations`: TFX reads the component's type hints at runtime.
 import json
 import os
+import posixpath
 
 from absl import logging
 from tensorflow_metadata.proto.v0 import schema_pb2
@@ -32,8 +47,12 @@ from components import drift
 from components.anomaly_gate import ANOMALIES_FILE, DataAnomaliesError, describe_anomalies
 
 # On the output: JSON {"baseline": blessing URI or null, "serving": serving statistics URI or
-# null, "accepted": bool, "drift": [...]}.
+# null, "accepted": bool, "drift": [...]}, plus "ignored_baseline": the URI of another
+# pipeline's blessing the resolver returned, when it did.
 DRIFT_PROPERTY = "drift_report"
+IGNORED_BASELINE = "ignored_baseline"
+# The parameter naming this pipeline's root, here and on the Evaluator.
+PIPELINE_ROOT = "pipeline_root"
 TRAINING_SPLIT = "train"
 # The split name of the serving data (ServingExampleGen's one input split).
 SERVING_SPLIT = "serving"
@@ -41,6 +60,37 @@ SERVING_SPLIT = "serving"
 
 class DataDriftError(RuntimeError):
     """The data moved beyond the contract's drift or skew thresholds; the message names each column."""
+
+
+def _normalized(path: str) -> str:
+    """``path`` without ``.``/``..``, doubled or trailing slashes; a local one made absolute
+    (the executor and its pipeline root share the process's working directory)."""
+    scheme, sep, rest = path.partition("://")
+    if sep:  # gs://bucket/... : the bucket and the path, the scheme's case aside
+        return f"{scheme.lower()}://{posixpath.normpath(rest)}"
+    return os.path.normpath(os.path.abspath(path))
+
+
+def is_under(uri: str, root: str) -> bool:
+    """True when ``uri`` is ``root`` or inside it, by whole path segments: ``<r>/taxi-2/m``
+    is not under ``<r>/taxi``."""
+    uri, root = _normalized(uri), _normalized(root)
+    return uri == root or uri.startswith(root.rstrip("/") + "/")
+
+
+def foreign_baseline(uri: str | None, pipeline_root: str | None) -> bool:
+    """True when a baseline at ``uri`` is not this pipeline's: not under its root. Nothing
+    is foreign without a baseline, or without a root to check against (a component built
+    outside ``create_pipeline``)."""
+    return bool(uri and pipeline_root) and not is_under(uri, pipeline_root)
+
+
+def ignored_baseline_line(kind: str, uri: str, pipeline_root: str, consequence: str) -> str:
+    """The one log line of a component that ignored another pipeline's baseline."""
+    return (
+        f"Baseline ignored: the resolver's {kind} {uri} is not under this pipeline's root {pipeline_root}, so it "
+        f"is another pipeline's (Vertex's latest-blessed-model query is not scoped to the pipeline): {consequence}"
+    )
 
 
 def measure_drift(statistics: dict, baseline: dict, schema: schema_pb2.Schema) -> tuple[list[drift.Drift], dict]:
@@ -91,16 +141,26 @@ def DriftGate(
     baseline: InputArtifact[standard_artifacts.ModelBlessing] = None,
     serving_statistics: InputArtifact[standard_artifacts.ExampleStatistics] = None,
     accept_drift: Parameter[bool] = False,
+    pipeline_root: Parameter[str] = None,
 ) -> None:
     """Fails when a column drifted beyond the contract's threshold from the last blessed
-    run's data, or from the serving data, unless ``accept_drift``; records every distance."""
+    run's data, or from the serving data, unless ``accept_drift``; records every distance.
+    A baseline outside ``pipeline_root`` is another pipeline's: ignored (module docstring)."""
     contract = io_utils.parse_pbtxt_file(io_utils.get_only_uri_in_dir(schema.uri), schema_pb2.Schema())
+    ignored = None
+    if baseline and foreign_baseline(baseline.uri, pipeline_root):
+        ignored, baseline = baseline.uri, None
+        logging.warning(
+            ignored_baseline_line("blessing", ignored, pipeline_root, "drift is not checked against its statistics.")
+        )
     current = drift.read_statistics_dir(statistics.uri)
     previous = drift.read_statistics_dir(os.path.join(baseline.uri, drift.STATISTICS_DIR)) if baseline else {}
     serving = drift.read_statistics_dir(serving_statistics.uri) if serving_statistics else {}
     measured, anomalies, compared_with = [], {}, None
     if not drift.has_comparators(contract):
         logging.info("Drift not checked: the data contract sets no drift_comparator thresholds.")
+    elif ignored:
+        pass  # said above: no baseline of this pipeline's came with the run
     elif not previous:
         logging.info(
             "Drift not checked: no blessed model with kept statistics yet (this run's data becomes the "
@@ -124,6 +184,8 @@ def DriftGate(
         "accepted": bool(accept_drift and any(d.breached for d in measured)),
         "drift": [dict(vars(d), breached=d.breached) for d in measured],
     }
+    if ignored:
+        report[IGNORED_BASELINE] = ignored
     for split, proto in anomalies.items():
         io_utils.write_bytes_file(
             os.path.join(drift_report.uri, f"{drift.SPLIT_PREFIX}{split}", ANOMALIES_FILE), proto.SerializeToString()

@@ -16,6 +16,12 @@ A different baseline is compared as usual.
 It also keeps the statistics of the data it was given (an optional ``statistics`` input)
 inside its blessing: the next run's DriftGate compares its data with them
 (``components.drift_gate`` says why the blessing carries them).
+
+A baseline that is not under this pipeline's root (the ``pipeline_root`` parameter) is
+another pipeline's model, handed over by a resolver that is not scoped to the pipeline
+(``components.drift_gate`` says when, and why the check is here): it is dropped with one
+logged line, the candidate is evaluated as on a first run, and both outputs record the
+ignored URI (``ignored_baseline``) so that nothing reads a comparison into the run.
 """
 
 from __future__ import annotations
@@ -36,10 +42,11 @@ from tfx.components.evaluator import executor as tfx_evaluator
 from tfx.components.util import udf_utils
 from tfx.dsl.components.base import executor_spec
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
-from tfx.types.component_spec import ChannelParameter
+from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 from tfx.utils import io_utils
 
 from components.drift import STATISTICS_DIR
+from components.drift_gate import IGNORED_BASELINE, PIPELINE_ROOT, foreign_baseline, ignored_baseline_line
 
 MODEL = standard_component_specs.MODEL_KEY
 BASELINE = standard_component_specs.BASELINE_MODEL_KEY
@@ -61,6 +68,25 @@ def is_self_comparison(input_dict: dict) -> bool:
     a, b = candidate[0], baseline[0]
     same_id = a.id and b.id and a.id == b.id
     return bool(same_id or (a.uri and a.uri == b.uri))
+
+
+def own_baseline_only(input_dict: dict, exec_properties: dict[str, Any]) -> tuple[dict, str | None]:
+    """``input_dict`` without a baseline model that is not under the pipeline's root (see
+    the module docstring), and that baseline's URI (None when kept, or there was none)."""
+    baseline = input_dict.get(BASELINE) or []
+    pipeline_root = exec_properties.get(PIPELINE_ROOT)
+    if len(baseline) != 1 or not foreign_baseline(baseline[0].uri, pipeline_root):
+        return input_dict, None
+    ignored = baseline[0].uri
+    logging.warning(
+        ignored_baseline_line(
+            "model",
+            ignored,
+            pipeline_root,
+            "evaluating the candidate without a baseline, as on a first run (no change threshold applies).",
+        )
+    )
+    return {key: value for key, value in input_dict.items() if key != BASELINE}, ignored
 
 
 def _module_source_digest(exec_properties: dict[str, Any]) -> str:
@@ -143,12 +169,17 @@ def keep_statistics(input_dict: dict, output_dict: dict) -> None:
         io_utils.copy_dir(statistics.uri, os.path.join(blessing.uri, STATISTICS_DIR))
 
 
+def mark_ignored_baseline(output_dict: dict, uri: str) -> None:
+    """Records on the evaluation and the blessing that the resolver's baseline ``uri`` was
+    another pipeline's and was not compared with."""
+    for key in (EVALUATION, BLESSING):
+        for artifact in output_dict.get(key) or []:
+            artifact.set_string_custom_property(IGNORED_BASELINE, uri)
+
+
 class Executor(tfx_evaluator.Executor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:
-        self._evaluate(input_dict, output_dict, exec_properties)
-        keep_statistics(input_dict, output_dict)
-
-    def _evaluate(self, input_dict, output_dict, exec_properties) -> None:
+        ignored = None
         if is_self_comparison(input_dict):
             logging.info(
                 "The baseline is the candidate model itself (%s): evaluating it once, on the absolute "
@@ -156,6 +187,14 @@ class Executor(tfx_evaluator.Executor):
                 input_dict[MODEL][0].uri,
             )
             input_dict = {key: value for key, value in input_dict.items() if key != BASELINE}
+        else:
+            input_dict, ignored = own_baseline_only(input_dict, exec_properties)
+        self._evaluate(input_dict, output_dict, exec_properties)
+        keep_statistics(input_dict, output_dict)
+        if ignored:
+            mark_ignored_baseline(output_dict, ignored)
+
+    def _evaluate(self, input_dict, output_dict, exec_properties) -> None:
         evaluation = artifact_utils.get_single_instance(output_dict[EVALUATION])
         key = evaluation_key(input_dict, exec_properties)
         found = find_previous_evaluation(evaluation.uri, key)
@@ -182,8 +221,13 @@ class Executor(tfx_evaluator.Executor):
 
 
 class EvaluatorSpec(standard_component_specs.EvaluatorSpec):
-    """TFX's Evaluator spec plus the statistics to keep with the blessing."""
+    """TFX's Evaluator spec plus the statistics to keep with the blessing, and the pipeline's
+    root, under which its own baseline lies."""
 
+    PARAMETERS = {
+        **standard_component_specs.EvaluatorSpec.PARAMETERS,
+        PIPELINE_ROOT: ExecutionParameter(type=str, optional=True),
+    }
     INPUTS = {
         **standard_component_specs.EvaluatorSpec.INPUTS,
         STATISTICS: ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
@@ -191,7 +235,8 @@ class EvaluatorSpec(standard_component_specs.EvaluatorSpec):
 
 
 class Evaluator(tfx_component.Evaluator):
-    """Drop-in for ``tfx.components.Evaluator`` (same inputs and outputs, plus ``statistics``)."""
+    """Drop-in for ``tfx.components.Evaluator`` (same inputs and outputs, plus ``statistics``
+    and ``pipeline_root``: unset, any baseline is compared, as TFX's does)."""
 
     SPEC_CLASS = EvaluatorSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
@@ -202,7 +247,9 @@ class Evaluator(tfx_component.Evaluator):
         if not isinstance(spec, standard_component_specs.EvaluatorSpec):
             raise ValueError(f"Evaluator expects an EvaluatorSpec, got {spec!r}")
 
-    def __init__(self, *, statistics=None, **kwargs) -> None:
+    def __init__(self, *, statistics=None, pipeline_root: str | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         spec = self.spec
-        self.spec = EvaluatorSpec(**spec.exec_properties, **spec.inputs, **spec.outputs, statistics=statistics)
+        self.spec = EvaluatorSpec(
+            **spec.exec_properties, **spec.inputs, **spec.outputs, statistics=statistics, pipeline_root=pipeline_root
+        )

@@ -119,7 +119,7 @@ class Label:
 
     One of: ``column`` alone (regression on a number; multi-class with ``classes``),
     ``column`` with ``positive`` (binary: 1 where the column equals that value), or
-    ``expression`` (binary with a comparison, e.g. ``tips > 0.2 * fare``; regression with
+    ``expression`` (binary with a comparison, e.g. ``tip > 0.2 * amount``; regression with
     arithmetic). Missing source values count as 0 in an expression.
     """
 
@@ -137,7 +137,7 @@ class Label:
         return (self.column,) if self.column else ()
 
     def describe(self) -> str:
-        """The label in words, for messages: "'big_tipper' (tips > 0.2 * fare)"."""
+        """The label in words, for messages: "label 'generous' (tip > 0.2 * amount)"."""
         if self.expression:
             rule = self.expression
         elif self.positive is not None:
@@ -360,7 +360,7 @@ def _validate(problem: Problem) -> None:
         comparison = _is_comparison(label.expression)
         if problem.task == Task.BINARY and not comparison:
             raise ProblemError(
-                f"label.expression {label.expression!r}: a binary label needs a comparison, e.g. 'tips > 0.2 * fare'"
+                f"label.expression {label.expression!r}: a binary label needs a comparison, e.g. 'tip > 0.2 * amount'"
             )
         if problem.task == Task.REGRESSION and comparison:
             raise ProblemError(

@@ -9,6 +9,7 @@ The user's code is any module of the project outside its machinery (``components
 
 from __future__ import annotations
 
+import datetime
 import os
 import traceback
 from pathlib import Path
@@ -62,10 +63,21 @@ def user_frame(error: BaseException, root: Path = REPO_ROOT) -> traceback.FrameS
 
 
 def describe(error: BaseException, root: Path = REPO_ROOT) -> str:
-    """``KeyError: 'fare_xf'``, and where the user's code raised it when it did:
-    ``KeyError: 'fare_xf' (models/model.py, line 95, in build_keras_model)``."""
+    """``KeyError: 'amount_xf'``, and where the user's code raised it when it did:
+    ``KeyError: 'amount_xf' (models/model.py, line 95, in build_keras_model)``."""
     said = f"{type(error).__name__}: {error}"
     frame = user_frame(error, root)
     if frame is None:
         return said
     return f"{said} ({_in_project(frame.filename, root)}, line {frame.lineno}, in {frame.name})"
+
+
+def write_traceback(error: BaseException, directory: str) -> str:
+    """Writes ``error``'s whole traceback (the chain of exceptions included) to a new file in
+    ``directory``, so it is kept whatever the console showed; returns the file's path."""
+    os.makedirs(directory, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    path = os.path.join(directory, f"failure-{stamp}.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(describe(error) + "\n\n" + "".join(traceback.format_exception(error)))
+    return path

@@ -269,6 +269,8 @@ def create_pipeline(
         schema=validated_schema,
         baseline=model_resolver.outputs["model_blessing"],
         accept_drift=config.accept_drift,
+        # The resolver may return another pipeline's blessing: only one under this root is ours.
+        pipeline_root=config.pipeline_root,
         **serving_inputs,
     )
     transform = Transform(
@@ -305,6 +307,8 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=model_resolver.outputs["model"],
+        # Likewise (components/drift_gate.py, "Whose baseline").
+        pipeline_root=config.pipeline_root,
         example_splits=[EVAL_SPLIT],
         # Kept with the blessing: the next run's DriftGate baseline.
         statistics=statistics_gen.outputs["statistics"],
