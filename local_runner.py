@@ -81,6 +81,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def contract_line(config: PipelineConfig) -> str:
+    """What the summary says of the data contract the run checked its data against."""
+    from pipeline.run_summary import NO_CONTRACT
+
+    return config.schema_path or NO_CONTRACT
+
+
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     """The configuration the flags ask for; raises ``ValueError`` naming a wrong flag, spec or
     a missing contract."""
@@ -179,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "\nNothing changed since the last run (configuration, code, data, packages, metadata store): "
                 "every component would be reused from the cache, so TFX was not started. Its summary:"
             )
-            print("\n" + format_summary(reused.summary, config.blessing))
+            print("\n" + format_summary(reused.summary, config.blessing, contract_line(config)))
             if args.report and reused.report:
                 print(f"Run report: {reused.report}")
             return 0
@@ -209,7 +216,7 @@ def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
     except LookupError as err:
         print(f"(no run summary: {err})")
     else:
-        print("\n" + format_summary(summary, config.blessing))
+        print("\n" + format_summary(summary, config.blessing, contract_line(config)))
         report = None
         try:
             if args.report:

@@ -226,9 +226,13 @@ def format_drift(drift: dict) -> str:
     )
 
 
-def format_summary(summary: RunSummary, blessing=None) -> str:
+NO_CONTRACT = "none: the schema was inferred from the data itself (--infer-schema), which catches little"
+
+
+def format_summary(summary: RunSummary, blessing=None, contract: str | None = None) -> str:
     """A plain-text table and verdict for the terminal; ``blessing`` (``problem.Blessing``)
-    names the metric and threshold a blessed model cleared."""
+    names the metric and threshold a blessed model cleared; ``contract``, the data contract
+    the data was checked against (``NO_CONTRACT`` when none was)."""
     width = max([len(c.node_id) for c in summary.components] + [9])
     lines = [f"Run {summary.run_id}", f"  {'component':<{width}}  {'status':<9}  {'seconds':>8}"]
     for c in summary.components:
@@ -239,6 +243,8 @@ def format_summary(summary: RunSummary, blessing=None) -> str:
             f"{k} {v:.4f}" if k != "example_count" else f"{k} {int(v)}" for k, v in sorted(summary.metrics.items())
         )
         lines.append(f"Eval metrics: {shown}")
+    if contract is not None:
+        lines.append(f"Data contract: {contract}")
     if summary.drift is not None:
         lines.append(format_drift(summary.drift))
     if summary.blessed is None:

@@ -442,3 +442,25 @@ def test_a_spec_naming_a_column_the_data_lacks_stops_before_transform(tmp_path, 
     assert "column(s) no_such_column named in its problem.toml" in err
     states = {c.node_id: c.state for c in _summary(str(tmp_path / "out")).components}
     assert states["AnomalyGate"] == "FAILED" and "Transform" not in states
+
+
+@pytest.mark.slow
+def test_the_problems_contract_applies_to_any_data_root_and_opting_out_is_said(tmp_path, capsys):
+    """A fresh folder of taxi data (no schema.pbtxt beside it) where a tenth of the fares are
+    -1e9: the taxi problem's contract stops it; inferring the schema instead is said."""
+
+    def broken_fare(row, i):
+        return {**row, "fare": "-1000000000.0"} if i % 10 == 0 else row
+
+    data = write_sample(tmp_path / "fresh", 600, every=EMBEDDED_ROWS // 600, edit=broken_fare)
+    assert not (data / CONTRACT_FILE).exists()
+    argv = ["--data-root", str(data), "--output-root", str(tmp_path / "out"), *SMALL_RUN]
+    assert local_runner.main(argv) == 1
+    captured = capsys.readouterr()
+    assert "feature 'fare'" in captured.err and "Transform and training did not run" in captured.err
+    assert f"Data contract: {os.path.join(DEFAULT_PROBLEM_DIR, CONTRACT_FILE)}" in captured.out
+    states = {c.node_id: c.state for c in _summary(str(tmp_path / "out")).components}
+    assert states["AnomalyGate"] == "FAILED" and "Trainer" not in states
+    inferred = ["--data-root", str(data), "--output-root", str(tmp_path / "inferred"), "--infer-schema", *SMALL_RUN]
+    local_runner.main(inferred)
+    assert "Data contract: none: the schema was inferred from the data itself" in capsys.readouterr().out

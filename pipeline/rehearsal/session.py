@@ -53,7 +53,7 @@ def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job
     from pipeline.rehearsal.runner import rehearse as run_rehearsal
     from pipeline.rehearsal.summary import summarize
     from pipeline.report.write import write_report
-    from pipeline.run_summary import format_summary
+    from pipeline.run_summary import NO_CONTRACT, format_summary
 
     try:
         settings = Settings(
@@ -84,7 +84,7 @@ def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job
 
     tf.get_logger().setLevel("ERROR")  # TFMA's deprecation notices while reading the evaluation
     summary = summarize(result)
-    print("\n" + format_summary(summary, config.blessing))
+    print("\n" + format_summary(summary, config.blessing, config.schema_path or NO_CONTRACT))
     print(f"Task logs: {result.logs_dir}")
     try:
         if options.report:
