@@ -17,18 +17,20 @@ blessed, and a data dependency would make every run after a blessing transform a
 again on unchanged data.
 
 Whose baseline: the latest-blessed-model resolver, compiled for Vertex AI Pipelines,
-queries the project's ML Metadata by artifact type and state, not by pipeline
-(``step_builder._build_resolver_for_latest_model_blessing``), so with several pipelines
-in one project it can hand over another pipeline's blessing: a penguin run measured
-against taxi statistics. Every artifact a pipeline writes lives under its pipeline root
-(``<pipeline root>/<project number>/<job id>/...`` on Vertex and in the rehearsal,
-``<pipeline root>/<component>/...`` locally), so this gate and the Evaluator take the
-pipeline root as a parameter and ignore a baseline that is not under it, logging one line
-(``foreign_baseline``). Why not scope the query instead: TFX compiles the filter
-itself, and neither its compiler nor the rehearsal lets a pipeline add an ``in_context``
-clause without rewriting the compiled job; the check here holds on every orchestrator.
-It cannot find this pipeline's own older blessing when another pipeline's is newer (the
-query returns one artifact): that run then goes on without a baseline, as a first run does.
+filters by artifact type and state only (``step_builder._build_resolver_for_latest_model_blessing``),
+and nothing Vertex documents scopes it to the pipeline, so with several pipelines in one
+project it may hand over another pipeline's blessing: one problem's data measured against another's
+statistics. (The rehearsal's store scopes every query to its pipeline, so a rehearsal does
+not show this.) Every artifact a pipeline writes lives under its pipeline root
+(``<pipeline root>/<project number>/<job id>/...`` on Vertex, ``<pipeline root>/<project>/
+<job id>/...`` in the rehearsal, ``<pipeline root>/<component>/...`` locally), so this gate
+and the Evaluator take the pipeline root as a parameter and ignore a baseline that is not
+under it, logging one line (``foreign_baseline``). Not a filter in the query instead: TFX
+writes the filter, adding ``in_context(...)`` would mean rewriting the compiled job, and
+whether Vertex's resolver honours that clause is undocumented; this check holds wherever
+the job runs. What it cannot do is find this pipeline's own older blessing when another
+pipeline's is newer (the query returns one): that run goes on without a baseline, as a
+first run does.
 """
 
 # No `from __future__ import annotations`: TFX reads the component's type hints at runtime.
@@ -72,8 +74,8 @@ def _normalized(path: str) -> str:
 
 
 def is_under(uri: str, root: str) -> bool:
-    """True when ``uri`` is ``root`` or inside it, by whole path segments: ``<r>/taxi-2/m``
-    is not under ``<r>/taxi``."""
+    """True when ``uri`` is ``root`` or inside it, by whole path segments: ``<r>/name-2/m``
+    is not under ``<r>/name``."""
     uri, root = _normalized(uri), _normalized(root)
     return uri == root or uri.startswith(root.rstrip("/") + "/")
 
@@ -89,7 +91,7 @@ def ignored_baseline_line(kind: str, uri: str, pipeline_root: str, consequence: 
     """The one log line of a component that ignored another pipeline's baseline."""
     return (
         f"Baseline ignored: the resolver's {kind} {uri} is not under this pipeline's root {pipeline_root}, so it "
-        f"is another pipeline's (Vertex's latest-blessed-model query is not scoped to the pipeline): {consequence}"
+        f"is another pipeline's (the compiled resolver's query is not scoped to the pipeline): {consequence}"
     )
 
 

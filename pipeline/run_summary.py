@@ -44,6 +44,8 @@ class RunSummary:
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)
     blessed: bool | None = None
     had_baseline: bool = False
+    # Another pipeline's model the resolver offered as the baseline, which the Evaluator ignored.
+    ignored_baseline: str | None = None
     # The baseline was the candidate itself (a cached rerun): evaluated once (components/evaluator.py).
     baseline_is_candidate: bool = False
     # The Evaluator copied an identical earlier evaluation (same model, examples, config).
@@ -152,7 +154,8 @@ def record_output(
     if key == "blessing":
         summary.blessed = bool(properties["blessed"]) if "blessed" in properties else None
         baselines = inputs_by_key.get("baseline_model", set())
-        summary.had_baseline = bool(baselines)
+        summary.ignored_baseline = properties.get("ignored_baseline") or None
+        summary.had_baseline = bool(baselines) and not summary.ignored_baseline
         summary.baseline_is_candidate = bool(baselines) and baselines == inputs_by_key.get("model", set())
     elif key == "evaluation":
         read_evaluation(summary, uri)
@@ -266,6 +269,10 @@ def format_summary(summary: RunSummary, blessing=None, contract: str | None = No
                 )
         elif summary.had_baseline:
             baseline = "and no worse than the last blessed model"
+        elif summary.ignored_baseline:
+            baseline = (
+                f"(no baseline of this pipeline: another pipeline's model was ignored, {summary.ignored_baseline})"
+            )
         else:
             baseline = "(first blessed model: no baseline to compare against)"
         value = summary.metrics.get(metric, float("nan"))

@@ -212,6 +212,8 @@ def _verdict(report: Report) -> str:
         return "<p class='verdict'>Not evaluated in this run.</p>"
     if s.blessed:
         against = "and no worse than the last blessed model" if s.had_baseline else "(no blessed baseline yet)"
+        if s.ignored_baseline:
+            against = f"(no baseline of this pipeline: another pipeline's model was ignored, {s.ignored_baseline})"
         return f"<p class='verdict good'>BLESSED {_e(against)}</p>"
     return (
         "<p class='verdict bad'>NOT blessed: " + _e("; ".join(s.validation_failures) or "thresholds not met") + "</p>"

@@ -1,6 +1,7 @@
 """DriftGate: this run's data against the data of the last blessed model, with the
 contract's thresholds; a breach stops the run naming the columns and distances, unless the
-drift is accepted, which the gate records."""
+drift is accepted, which the gate records. A blessing from outside the pipeline's root is
+another pipeline's: ignored, in one logged line."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ import pytest
 from tfx.types import standard_artifacts
 
 from components.anomaly_gate import ANOMALIES_FILE, DataAnomaliesError
-from components.drift_gate import DRIFT_PROPERTY, DataDriftError
+from components.drift_gate import (
+    DRIFT_PROPERTY,
+    IGNORED_BASELINE,
+    PIPELINE_ROOT,
+    DataDriftError,
+    foreign_baseline,
+    is_under,
+)
 from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR
 from pipeline.pipeline import create_pipeline
 from tests.support.harness import node, run_component
@@ -55,8 +63,15 @@ def drifted(small_config, root, tmp_path_factory) -> list:
     return _statistics_of(small_config, os.path.join(root, "drifted"), _sample(tmp_path_factory, "drifted", edit))
 
 
-def _gate(pipe, root: str, statistics, contract, baseline=None, accept: bool = False, serving=None) -> dict:
+def _gate(
+    pipe, root: str, statistics, contract, baseline=None, accept: bool = False, serving=None, pipeline_root=None
+) -> dict:
+    """The pipeline's DriftGate run into ``root``. Its pipeline root is ``pipeline_root``, by
+    default the directory above ``root``: the component tests' root, under which the harness
+    writes every output (the ``evaluator`` fixture's blessing too), as a run does under its
+    pipeline root."""
     gate = node(create_pipeline(dataclasses.replace(pipe, accept_drift=accept)), "DriftGate")
+    gate.exec_properties[PIPELINE_ROOT] = pipeline_root or os.path.dirname(root)
     inputs = {"statistics": statistics, "schema": contract}
     if baseline is not None:
         inputs["baseline"] = baseline
@@ -190,3 +205,88 @@ def test_serving_data_missing_a_required_column_breaks_the_contract(
         _gate(small_config, os.path.join(root, "gate_serving_no_miles"), statistics, contract, serving=serving)
     assert "serving data breaks the data contract's serving expectations" in str(raised.value)
     assert "[serving] feature 'trip_miles': Column dropped" in str(raised.value)
+
+
+def test_the_pipeline_gives_the_gate_its_own_root(small_config):
+    assert node(create_pipeline(small_config), "DriftGate").exec_properties[PIPELINE_ROOT] == (
+        small_config.pipeline_root
+    )
+
+
+@pytest.mark.parametrize(
+    ("uri", "root", "under"),
+    [
+        ("/o/pipelines/taxi/rehearsal/job-1/Evaluator_9/blessing", "/o/pipelines/taxi", True),
+        ("/o/pipelines/taxi", "/o/pipelines/taxi", True),  # the root itself
+        ("/o/pipelines/taxi/x", "/o/pipelines/taxi/", True),  # a trailing slash on the root
+        ("/o/pipelines//taxi/./x", "/o/pipelines/taxi", True),
+        ("/o/pipelines/taxi-2/Evaluator/blessing/7", "/o/pipelines/taxi", False),  # a longer name, not inside
+        ("/o/pipelines/taxi2", "/o/pipelines/taxi", False),
+        ("/o/pipelines/penguin-species/x", "/o/pipelines/taxi", False),
+        ("/o/pipelines/taxi/../taxi-2/x", "/o/pipelines/taxi", False),
+        ("/o/pipelines", "/o/pipelines/taxi", False),  # above it
+        ("gs://b/out/pipelines/taxi/123/taxi-20250101/Evaluator_4/blessing", "gs://b/out/pipelines/taxi", True),
+        ("gs://b/out/pipelines/taxi-2/123/job/Evaluator_4/blessing", "gs://b/out/pipelines/taxi", False),
+        ("gs://other/out/pipelines/taxi/x", "gs://b/out/pipelines/taxi", False),  # another bucket
+        ("gs://b/out/pipelines/taxi/x", "gs://b/out/pipelines/taxi/", True),
+        ("GS://b/out/pipelines/taxi/x", "gs://b/out/pipelines/taxi", True),
+        ("/gs/b/out/pipelines/taxi/x", "gs://b/out/pipelines/taxi", False),  # a local path is not a bucket
+    ],
+)
+def test_under_the_root_means_inside_it_by_whole_path_segments(uri, root, under):
+    assert is_under(uri, root) is under
+    assert foreign_baseline(uri, root) is not under
+
+
+def test_without_a_baseline_or_a_root_nothing_is_foreign():
+    assert not foreign_baseline(None, "/o/pipelines/taxi")
+    assert not foreign_baseline("/elsewhere/blessing", None)
+    assert not foreign_baseline("/elsewhere/blessing", "")
+
+
+def _blessing_at(uri: str, blessing) -> list:
+    """A copy of ``blessing`` (its verdict and kept statistics) at ``uri``."""
+    artifact = standard_artifacts.ModelBlessing()
+    artifact.uri = uri
+    shutil.copytree(blessing[0].uri, uri)
+    return [artifact]
+
+
+def _ignored_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("Baseline ignored")]
+
+
+def test_another_pipelines_blessing_is_ignored_in_one_line(
+    small_config, root, drifted, contract, evaluator, tmp_path, caplog
+):
+    # Its data is the drifted one: compared with that blessing's statistics, the gate would fail.
+    own_root, other = str(tmp_path / "pipelines" / "taxi"), str(tmp_path / "pipelines" / "taxi-2")
+    foreign = _blessing_at(os.path.join(other, "rehearsal", "job-1", "Evaluator_9", "blessing"), evaluator["blessing"])
+    caplog.set_level("INFO")
+    outputs = _gate(
+        small_config, os.path.join(root, "gate_foreign"), drifted, contract, foreign, pipeline_root=own_root
+    )
+    report = _report(outputs)
+    assert report == {
+        "baseline": None,
+        "serving": None,
+        "accepted": False,
+        "drift": [],
+        IGNORED_BASELINE: foreign[0].uri,
+    }
+    (line,) = _ignored_lines(caplog)
+    assert f"blessing {foreign[0].uri} is not under this pipeline's root {own_root}" in line
+    assert "drift is not checked" in line
+    assert not any("no blessed model" in r.getMessage() for r in caplog.records)  # not a first run either
+
+
+def test_its_own_blessing_under_its_root_is_compared(
+    small_config, root, drifted, contract, evaluator, tmp_path, caplog
+):
+    own_root = tmp_path / "pipelines" / "taxi"
+    own = _blessing_at(str(own_root / "rehearsal" / "job-1" / "Evaluator_9" / "blessing"), evaluator["blessing"])
+    caplog.set_level("INFO")
+    with pytest.raises(DataDriftError) as raised:
+        _gate(small_config, os.path.join(root, "gate_own"), drifted, contract, own, pipeline_root=f"{own_root}/")
+    assert own[0].uri in str(raised.value) and "feature 'fare'" in str(raised.value)
+    assert _ignored_lines(caplog) == []

@@ -1,6 +1,7 @@
 """The Evaluator that never evaluates a model against itself, nor the same model on the
 same data twice: the same verdict and candidate metrics, one model evaluated, an earlier
-identical evaluation copied; a different baseline still compared."""
+identical evaluation copied; a different baseline still compared, unless it is another
+pipeline's (not under this pipeline's root): then ignored, in one logged line, and recorded."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tfx.components.evaluator import executor as tfx_evaluator
 from tfx.types import standard_artifacts
 
 from components.drift import STATISTICS_DIR, read_statistics_dir
+from components.drift_gate import IGNORED_BASELINE, PIPELINE_ROOT
 from components.evaluator import (
     BASELINE,
     EXAMPLES,
@@ -25,6 +27,7 @@ from components.evaluator import (
     evaluation_key,
     find_previous_evaluation,
     is_self_comparison,
+    own_baseline_only,
 )
 from pipeline.pipeline import create_pipeline
 from tests.support.harness import node, run_component
@@ -55,7 +58,16 @@ def test_self_comparison_is_the_same_artifact_only():
 
 
 def test_the_pipeline_uses_it(small_config):
-    assert isinstance(node(create_pipeline(small_config), "Evaluator"), Evaluator)
+    evaluator = node(create_pipeline(small_config), "Evaluator")
+    assert isinstance(evaluator, Evaluator)
+    assert evaluator.exec_properties[PIPELINE_ROOT] == small_config.pipeline_root
+
+
+def _scoped_evaluator(config, pipeline_root: str):
+    """The pipeline's Evaluator (a fresh one), its own baselines being those under ``pipeline_root``."""
+    evaluator = node(create_pipeline(config), "Evaluator")
+    evaluator.exec_properties[PIPELINE_ROOT] = pipeline_root
+    return evaluator
 
 
 def _metric_keys(evaluation) -> list:
@@ -82,12 +94,13 @@ def against_itself(pipe, root, examples, trainer):
 
 
 @pytest.fixture(scope="module")
-def against_a_copy(pipe, root, examples, trainer):
-    """The same model under another URI: a genuine baseline as far as the Evaluator knows."""
+def against_a_copy(small_config, root, examples, trainer):
+    """The same model under another URI: a genuine baseline as far as the Evaluator knows,
+    and this pipeline's (the harness writes every output under ``root``)."""
     copy = _model(os.path.join(root, "baseline_copy"))
     shutil.copytree(trainer["model"][0].uri, copy.uri)
     return run_component(
-        node(pipe, "Evaluator"),
+        _scoped_evaluator(small_config, root),
         {"examples": examples, "model": trainer["model"], "baseline_model": [copy]},
         os.path.join(root, "against_copy"),
     )
@@ -200,3 +213,59 @@ def test_a_rerun_on_other_examples_evaluates_again(pipe, root, trainer, examples
     assert not third["evaluation"][0].get_string_custom_property(REUSED_FROM)
     assert os.path.exists(os.path.join(third["evaluation"][0].uri, KEY_FILE))
     assert _values(third["evaluation"]) == _values(first_evaluation["evaluation"])
+
+
+def _ignored_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("Baseline ignored")]
+
+
+@pytest.mark.parametrize(
+    ("baseline", "kept"),
+    [
+        ("/o/pipelines/taxi/rehearsal/job-1/Trainer_5/model", True),
+        ("/o/pipelines/taxi/Trainer/model/5", True),
+        ("/o/pipelines/taxi-2/rehearsal/job-1/Trainer_5/model", False),  # a name that starts like ours
+        ("/o/pipelines/penguin-species/Trainer/model/5", False),
+    ],
+)
+def test_only_a_baseline_under_the_pipeline_root_is_kept(baseline, kept, caplog):
+    inputs = {MODEL: [_model("/o/pipelines/taxi/Trainer/model/9", 9)], BASELINE: [_model(baseline, 5)]}
+    caplog.set_level("INFO")
+    found, ignored = own_baseline_only(inputs, {PIPELINE_ROOT: "/o/pipelines/taxi"})
+    if kept:
+        assert found == inputs and ignored is None and _ignored_lines(caplog) == []
+    else:
+        assert found == {MODEL: inputs[MODEL]} and ignored == baseline
+        (line,) = _ignored_lines(caplog)
+        assert f"model {baseline} is not under this pipeline's root /o/pipelines/taxi" in line
+        assert "without a baseline, as on a first run" in line
+
+
+def test_without_a_root_or_a_baseline_nothing_is_dropped():
+    inputs = {MODEL: [_model("/m/9", 9)], BASELINE: [_model("/elsewhere/5", 5)]}
+    assert own_baseline_only(inputs, {}) == (inputs, None)
+    assert own_baseline_only({MODEL: inputs[MODEL]}, {PIPELINE_ROOT: "/o"}) == ({MODEL: inputs[MODEL]}, None)
+    assert own_baseline_only({**inputs, BASELINE: []}, {PIPELINE_ROOT: "/o"})[1] is None
+
+
+def test_another_pipelines_model_is_not_compared_with_and_the_outputs_say_so(
+    small_config, root, examples, trainer, evaluator, tmp_path, caplog
+):
+    own_root, other = tmp_path / "pipelines" / "taxi", tmp_path / "pipelines" / "taxi-2"
+    foreign = _model(str(other / "rehearsal" / "job-1" / "Trainer_5" / "model"), 5)
+    shutil.copytree(trainer["model"][0].uri, foreign.uri)
+    caplog.set_level("INFO")
+    outputs = run_component(
+        _scoped_evaluator(small_config, str(own_root)),
+        {"examples": examples, "model": trainer["model"], "baseline_model": [foreign]},
+        str(own_root / "Evaluator"),
+    )
+    (line,) = _ignored_lines(caplog)
+    assert foreign.uri in line and str(own_root) in line
+    assert not any(key.is_diff or key.model_name == "baseline" for key in _metric_keys(outputs["evaluation"]))
+    # Evaluated as a first run is: the candidate's metrics and verdict without a baseline.
+    assert _values(outputs["evaluation"]) == _values(evaluator["evaluation"])
+    evaluation, blessing = outputs["evaluation"][0], outputs["blessing"][0]
+    assert blessing.get_int_custom_property("blessed") == 1
+    assert evaluation.get_string_custom_property(IGNORED_BASELINE) == foreign.uri
+    assert blessing.get_string_custom_property(IGNORED_BASELINE) == foreign.uri

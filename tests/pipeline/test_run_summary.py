@@ -273,3 +273,9 @@ def test_skew_against_serving_data_is_said():
     }
     text = format_summary(_summary(drift=drift))
     assert "Drift: within the contract against the serving data (closest: [train vs serving] company" in text
+
+
+def test_a_baseline_of_another_pipeline_is_not_claimed_as_compared():
+    text = format_summary(_summary(metrics={"accuracy": 0.97}, blessed=True, ignored_baseline="/out/taxi/model/7"))
+    assert "another pipeline's model was ignored, /out/taxi/model/7" in text
+    assert "no worse than the last blessed model" not in text

@@ -109,7 +109,8 @@ def test_against_a_baseline_the_change_is_candidate_minus_baseline(pipe, root, e
     from tests.support.harness import node, run_component
 
     baseline = standard_artifacts.Model()
-    baseline.uri = str(tmp_path / "baseline")
+    # Under the pipeline's root: a baseline elsewhere is another pipeline's, and ignored.
+    baseline.uri = os.path.join(pipe.pipeline_info.pipeline_root, tmp_path.name, "baseline")
     shutil.copytree(trainer["model"][0].uri, baseline.uri)  # the same model under another URI
     evaluation = run_component(
         node(pipe, "Evaluator"),

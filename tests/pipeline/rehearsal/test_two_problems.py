@@ -1,0 +1,184 @@
+"""Two problems rehearsed into one store: each pipeline's baseline is its own.
+
+Compiled for Vertex, the latest-blessed-model resolver queries by artifact type and state
+only, so in a project holding two pipelines it may return the other pipeline's blessed
+model. The rehearsal's store scopes a query to the pipeline (``ArtifactStore.query``), which
+would hide that; here its queries search every pipeline of the store instead, the worst
+case the compiled filter allows. Taxi is rehearsed, then penguins (the resolver hands it
+the taxi model: the Evaluator and DriftGate must ignore it), then penguins again (its own
+first model is the baseline: the check does not throw away what it should keep).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import io
+import json
+
+import pytest
+
+import kubeflow_runner
+from pipeline.rehearsal import filters
+from pipeline.rehearsal.runner import RECORD_FILE
+from pipeline.rehearsal.store import ArtifactStore
+from tests.support.problems import SHIPPED, SHIPPED_DIRS
+from tests.support.runs import SMALL_RUN
+
+BUCKET = "gs://rehearsal-test"
+BLESSING_RESOLVER = "latest_blessed_model_resolver-model-blessing-resolver"
+MODEL_RESOLVER = "latest_blessed_model_resolver-model-resolver"
+TAXI, PENGUINS = SHIPPED["taxi"].name, SHIPPED["penguins"].name
+IGNORED = "Baseline ignored"
+
+
+def _argv(root, problem_dir, data_dir, *extra) -> list[str]:
+    """As tests/pipeline/rehearsal/test_rehearsal_end_to_end.py rehearses, for one problem;
+    no served-model check (that file has it; it is the same for every problem here)."""
+    return [
+        "--rehearse",
+        "--problem",
+        str(problem_dir),
+        "--image",
+        "taxi-pipeline:test",
+        "--output-root",
+        f"{BUCKET}/out",
+        "--data-root",
+        f"{BUCKET}/data",
+        "--rehearse-gcs",
+        f"{BUCKET}/data={data_dir}",
+        "--rehearsal-root",
+        str(root),
+        "--output-file",
+        str(root / f"{problem_dir.name}.json"),
+        "--serving-python",
+        str(root / "no-serving-python"),
+        *SMALL_RUN,
+        "--enable-cache",
+        *extra,
+    ]
+
+
+def _across_pipelines(original):
+    """``ArtifactStore.query`` over every pipeline in the store, newest first (the compiled
+    filter's own scope), unless the filter names a context."""
+
+    def query(self, pipeline, query, limit):
+        if query.context:
+            return original(self, pipeline, query, limit)
+        found = [
+            a for name in (TAXI, PENGUINS) for a in original(self, name, filters.Query(query.clauses, name), limit)
+        ]
+        return sorted(found, key=lambda a: a["id"], reverse=True)[:limit]
+
+    return query
+
+
+def _record_paths(root) -> set[str]:
+    return set(glob.glob(str(root / "logs" / "*" / RECORD_FILE)))
+
+
+def _tasks(record: dict) -> dict[str, dict]:
+    return {t["name"]: t for t in record["tasks"]}
+
+
+def _log(root, record: dict, task: str) -> str:
+    with open(root / "logs" / record["job_id"] / f"{task}.log") as f:
+        return f.read()
+
+
+@pytest.fixture(scope="module")
+def rehearsals(sample_dir, tmp_path_factory):
+    """Taxi (the sample, schema inferred), penguins, penguins again (trained again: other
+    steps; its data path from the cache), into one rehearsal root; each one's exit code,
+    printed summary and record, in that order."""
+    root = tmp_path_factory.mktemp("two_problems")
+    runs = [
+        (SHIPPED_DIRS["taxi"], sample_dir, ["--infer-schema"]),
+        (SHIPPED_DIRS["penguins"], SHIPPED_DIRS["penguins"], []),
+        (SHIPPED_DIRS["penguins"], SHIPPED_DIRS["penguins"], ["--train-steps", "44"]),
+    ]
+    codes, printed, records = [], [], []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ArtifactStore, "query", _across_pipelines(ArtifactStore.query))
+        for problem_dir, data_dir, extra in runs:
+            before, out = _record_paths(root), io.StringIO()
+            with contextlib.redirect_stdout(out):
+                codes.append(kubeflow_runner.main(_argv(root, problem_dir, data_dir, *extra)))
+            printed.append(out.getvalue())
+            (path,) = _record_paths(root) - before
+            with open(path) as f:
+                records.append(json.load(f))
+    return root, codes, printed, records
+
+
+def _metadata(task: dict, key: str) -> dict:
+    return task["outputs"][key][0]["metadata"]
+
+
+def _compared_with_a_baseline(evaluation_uri: str) -> bool:
+    import tensorflow_model_analysis as tfma
+
+    return any(
+        kv.key.is_diff or kv.key.model_name == "baseline"
+        for record in tfma.load_metrics(evaluation_uri)
+        for kv in record.metric_keys_and_values
+    )
+
+
+@pytest.mark.slow
+def test_each_rehearsal_passed_each_in_its_own_pipeline(rehearsals):
+    root, codes, _, records = rehearsals
+    assert codes == [0, 0, 0]
+    assert [r["pipeline"] for r in records] == [TAXI, PENGUINS, PENGUINS]
+    for record in records:
+        uri = _tasks(record)["Trainer"]["outputs"]["model"][0]["uri"]
+        assert uri.startswith(str(root / "gcs" / "rehearsal-test" / "out" / "pipelines" / record["pipeline"]) + "/")
+
+
+@pytest.mark.slow
+def test_the_second_pipeline_was_handed_the_first_ones_model_and_did_not_use_it(rehearsals):
+    root, _, _, records = rehearsals
+    taxi, penguins = _tasks(records[0]), _tasks(records[1])
+    taxi_model, taxi_blessing = taxi["Trainer"]["outputs"]["model"][0], taxi["Evaluator"]["outputs"]["blessing"][0]
+    assert taxi_blessing["metadata"]["blessed"] == 1.0
+    # Not vacuous: the resolver did return the taxi pipeline's blessing and model.
+    assert penguins[BLESSING_RESOLVER]["outputs"]["model_blessing"][0]["name"] == taxi_blessing["name"]
+    assert penguins[MODEL_RESOLVER]["outputs"]["model"][0]["name"] == taxi_model["name"]
+    assert penguins["Evaluator"]["inputs"]["baseline_model"] == [taxi_model["name"]]
+    # The Evaluator evaluated the penguin model alone and says which baseline it ignored.
+    evaluator_log = _log(root, records[1], "Evaluator")
+    assert evaluator_log.count(IGNORED) == 1 and taxi_model["uri"] in evaluator_log
+    assert not _compared_with_a_baseline(penguins["Evaluator"]["outputs"]["evaluation"][0]["uri"])
+    assert _metadata(penguins["Evaluator"], "evaluation")["ignored_baseline"] == taxi_model["uri"]
+    assert _metadata(penguins["Evaluator"], "blessing")["ignored_baseline"] == taxi_model["uri"]
+    # DriftGate measured nothing against the taxi statistics, and says so.
+    assert penguins["DriftGate"]["inputs"]["baseline"] == [taxi_blessing["name"]]
+    report = json.loads(_metadata(penguins["DriftGate"], "drift_report")["drift_report"])
+    assert report["baseline"] is None and report["drift"] == []
+    assert report["ignored_baseline"] == taxi_blessing["uri"]
+    gate_log = _log(root, records[1], "DriftGate")
+    assert gate_log.count(IGNORED) == 1 and taxi_blessing["uri"] in gate_log
+
+
+@pytest.mark.slow
+def test_a_second_rehearsal_of_the_same_problem_compares_with_its_own_first_model(rehearsals):
+    root, _, _, records = rehearsals
+    first, second = _tasks(records[1]), _tasks(records[2])
+    own_model, own_blessing = first["Trainer"]["outputs"]["model"][0], first["Evaluator"]["outputs"]["blessing"][0]
+    assert own_blessing["metadata"]["blessed"] == 1.0
+    assert second["Evaluator"]["inputs"]["baseline_model"] == [own_model["name"]]
+    assert second["Evaluator"]["inputs"]["model"] != [own_model["name"]]  # trained again
+    assert _compared_with_a_baseline(second["Evaluator"]["outputs"]["evaluation"][0]["uri"])
+    assert "ignored_baseline" not in _metadata(second["Evaluator"], "blessing")
+    report = json.loads(_metadata(second["DriftGate"], "drift_report")["drift_report"])
+    assert report["baseline"] == own_blessing["uri"] and report["drift"]  # the contract's columns, measured
+    assert "ignored_baseline" not in report
+    assert IGNORED not in _log(root, records[2], "Evaluator") + _log(root, records[2], "DriftGate")
+
+
+@pytest.mark.slow
+def test_the_summary_claims_no_comparison_with_the_ignored_model(rehearsals):
+    _, _, printed, _ = rehearsals
+    (verdict,) = [line for line in printed[1].splitlines() if line.startswith("Model: ")]
+    assert "last blessed model" not in verdict and "another pipeline's model was ignored" in verdict, verdict
