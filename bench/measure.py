@@ -231,12 +231,21 @@ def input_benchmark(train_files: Sequence[str], transform_graph: str, batch_size
     from models import data
     from models import model as model_lib
     from models.hparams import HParams
+    from pipeline.config import default_problem
 
+    problem = default_problem()  # the benchmark's data is the taxi problem's
     tft_output = tft.TFTransformOutput(transform_graph)
     hparams = HParams(per_replica_batch_size=batch_size)
 
     def dataset(max_bytes: int) -> tf.data.Dataset:
-        return data.input_fn(train_files, tft_output, batch_size, training=True, in_memory_max_bytes=max_bytes)
+        return data.input_fn(
+            train_files,
+            tft_output,
+            batch_size,
+            training=True,
+            in_memory_max_bytes=max_bytes,
+            label_key=problem.label_key,
+        )
 
     start = time.perf_counter()
     as_run_fn = dataset(hparams.in_memory_max_mb * 2**20)
@@ -246,7 +255,7 @@ def input_benchmark(train_files: Sequence[str], transform_graph: str, batch_size
     for _ in in_memory.take(CACHED_BATCHES):  # fill the cache before timing
         pass
 
-    model = model_lib.build_keras_model(model_lib.categorical_sizes(tft_output), hparams)
+    model = model_lib.build_keras_model(problem, model_lib.categorical_sizes(problem, tft_output), hparams)
     train_step = model.make_train_function()
 
     def steps_per_second(data: tf.data.Dataset) -> float:

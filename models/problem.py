@@ -230,6 +230,12 @@ class Problem:
         return tuple(c for c in self.label.sources if c not in self.features.inputs)
 
     @property
+    def not_served_columns(self) -> tuple[str, ...]:
+        """Columns a serving request leaves out: the label-only ones (unknown then) and the
+        unused ones (the model never reads them)."""
+        return tuple(dict.fromkeys(self.label_only_columns + tuple(self.features.unused)))
+
+    @property
     def higher_is_better(self) -> bool:
         return BLESSING_METRICS[self.task][self.blessing.metric]
 

@@ -5,7 +5,7 @@
   (``prediction_outputs`` says which for each task).
 - ``transform_features``: serialized raw examples in, transformed features out
   (label included).
-- ``serving_raw``: the raw columns by name, each a string as it reads in the CSV (``""``
+- ``serving_raw``: the raw columns the model reads by name, each a string as it reads in the CSV (``""``
   for a missing value), the same outputs: what a JSON request to an endpoint carries
   (``{"instances": [{"<column>": "12.5", "<other>": "", ...}]}``), so a
   client needs no protobuf library. Strings, because a JSON request cannot leave out a
@@ -66,9 +66,9 @@ def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutp
     """Builds the exported signatures; the Transform layer is tracked on the model."""
     model.tft_layer = tf_transform_output.transform_features_layer()
     raw_spec = tf_transform_output.raw_feature_spec()
-    # Columns only the label is computed from are unknown at serving time; outputs depending
-    # on them are pruned.
-    serving_spec = {key: spec for key, spec in raw_spec.items() if key not in problem.label_only_columns}
+    # Columns only the label is computed from are unknown at serving time (outputs depending
+    # on them are pruned), and unused ones are never read: a request leaves both out.
+    serving_spec = {key: spec for key, spec in raw_spec.items() if key not in problem.not_served_columns}
     label_spec = {key: raw_spec[key] for key in problem.label.sources}
     transformed_spec = {
         key: tf.TensorSpec(tensor.shape, tensor.dtype, name=key)

@@ -13,6 +13,7 @@ import time
 import pytest
 
 import local_runner
+from models.problem import Blessing
 from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR, PipelineConfig
 from pipeline.run_lock import hold_run_lock
 from pipeline.run_summary import format_summary, summarize_run
@@ -117,7 +118,7 @@ def test_first_run_completes_blesses_and_pushes(cached_runs):
     assert first.blessed and not first.had_baseline
     assert os.path.exists(os.path.join(first.pushed_to, "saved_model.pb"))
     assert glob.glob(os.path.join(first.tensorboard_dir, "**", "events.out.tfevents.*"), recursive=True)
-    text = format_summary(first, 0.5)
+    text = format_summary(first, Blessing("auc", 0.0))
     assert "BLESSED" in text and "first blessed model" in text and first.pushed_to in text
     assert f"auc {first.metrics['auc']:.4f}" in text
 
@@ -128,14 +129,11 @@ def test_second_run_reuses_cached_results_and_compares_with_the_baseline(cached_
     assert second.run_id != first.run_id
     states = {c.node_id: c.state for c in second.components}
     assert all(states[node] == "cached" for node in UPSTREAM_OF_EVALUATOR if node != "DriftGate"), states
-    # DriftGate's baseline is new (the first run's blessing), so it ran again; Transform,
-    # which only waits for it, did not (components/drift_gate.py).
-    assert states["DriftGate"] == "complete" and second.drift == {
-        "baseline": None,
-        "serving": None,
-        "accepted": False,
-        "drift": [],
-    }
+    # DriftGate's baseline is new (the first run's blessing), so it ran again, against the
+    # same data: every distance of the contract's thresholds 0; Transform, which only waits
+    # for it, did not (components/drift_gate.py).
+    assert states["DriftGate"] == "complete" and second.drift["baseline"] and not second.drift["accepted"]
+    assert second.drift["drift"] and all(d["value"] == 0.0 for d in second.drift["drift"])
     # The Evaluator's inputs changed (there is now a blessed baseline), so it ran again; the
     # baseline is the reused model itself, which the first run already evaluated on the same
     # examples with the same configuration: that evaluation is copied (components/evaluator.py).
@@ -143,7 +141,7 @@ def test_second_run_reuses_cached_results_and_compares_with_the_baseline(cached_
     assert second.evaluation_reused_from and first.evaluation_reused_from is None
     assert second.evaluation_reused_from.startswith(os.path.join(output_root, "pipelines"))
     assert second.blessed and second.metrics == first.metrics
-    assert f"its evaluation too, from {second.evaluation_reused_from}" in format_summary(second, 0.5)
+    assert f"its evaluation too, from {second.evaluation_reused_from}" in format_summary(second, Blessing("auc", 0.0))
 
 
 @pytest.mark.slow
@@ -174,8 +172,10 @@ def test_anomalies_stop_the_run_before_transform_and_a_fixed_rerun_succeeds(
     cached_runs, sample_dir, tmp_path_factory, capsys
 ):
     cached_root, _, _ = cached_runs
-    # A curated schema: the one inferred from the clean sample in the earlier run.
-    (schema_path,) = glob.glob(os.path.join(cached_root, "pipelines", "*", "SchemaGen", "schema", "*", "schema.pbtxt"))
+    # A curated schema: the one the earlier run imported (the taxi problem's contract).
+    (schema_path,) = glob.glob(
+        os.path.join(cached_root, "pipelines", "*", "ImportSchemaGen", "schema", "*", "schema.pbtxt")
+    )
 
     def plant(row, i):
         return {**row, "payment_type": "Bitcoin"} if i % 10 == 0 else row
@@ -200,7 +200,7 @@ def test_anomalies_stop_the_run_before_transform_and_a_fixed_rerun_succeeds(
 
 
 @pytest.mark.slow
-def test_the_contract_beside_the_data_stops_absurd_fares_that_once_were_pushed(tmp_path, capsys):
+def test_a_contract_given_with_schema_path_stops_absurd_fares_that_once_were_pushed(tmp_path, capsys):
     """10% of fares at -1,000,000,000 used to be trained on, blessed and pushed."""
     bad = write_sample(
         tmp_path / "data",
@@ -210,7 +210,8 @@ def test_the_contract_beside_the_data_stops_absurd_fares_that_once_were_pushed(t
     )
     shutil.copy(os.path.join(DEFAULT_PROBLEM_DIR, CONTRACT_FILE), bad / CONTRACT_FILE)
     output_root = str(tmp_path / "out")
-    assert local_runner.main(["--data-root", str(bad), "--output-root", output_root, *SMALL_RUN]) == 1
+    argv = ["--data-root", str(bad), "--output-root", output_root, "--schema-path", str(bad / CONTRACT_FILE)]
+    assert local_runner.main([*argv, *SMALL_RUN]) == 1
     captured = capsys.readouterr()
     assert f"Data contract: {bad / CONTRACT_FILE}" in captured.out
     assert "feature 'fare': Out-of-range values" in captured.err
@@ -306,7 +307,7 @@ def test_a_run_killed_in_the_middle_of_a_component_completes_when_run_again(samp
     assert local_runner.main(argv) == 0
     rerun = _summary(output_root)
     states = {c.node_id: c.state for c in rerun.components}
-    assert all(states[n] == "cached" for n in ("CsvExampleGen", "StatisticsGen", "SchemaGen", "AnomalyGate"))
+    assert all(states[n] == "cached" for n in ("CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "AnomalyGate"))
     assert states["Transform"] == "complete" and states["Trainer"] == "complete"
     assert rerun.blessed and rerun.pushed_to
     # One Transform output per execution: the killed one's folder was left, not reused.

@@ -71,13 +71,13 @@ def check_served_model(
     """Runs the request through the raw-columns signature with ``serving_python``'s
     TensorFlow and compares with ``serving_default``; raises ``ServingError`` on a mismatch.
     ``problem`` (``models.problem.Problem``) says which columns a request leaves out (those
-    only the label is computed from) and which output holds the prediction."""
+    only the label is computed from, and unused ones) and which output holds the prediction."""
     import tensorflow_transform as tft
 
     from models import signatures
 
     raw_spec = tft.TFTransformOutput(transform_graph_dir).raw_feature_spec()
-    instances = instances_from_csv(csv_path, rows, drop=problem.label_only_columns)
+    instances = instances_from_csv(csv_path, rows, drop=problem.not_served_columns)
     request = {"instances": instances}
     given = {
         "model_dir": model_dir,

@@ -16,6 +16,13 @@ import sys
 import tensorflow as tf
 
 
+def _text(value):
+    """``value`` (a nested list from ``Tensor.tolist()``) with every bytes decoded as UTF-8."""
+    if isinstance(value, list):
+        return [_text(item) for item in value]
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
 def answer(signature, instances: list) -> dict:
     """TF Serving's row format: every instance names every input; outputs per instance."""
     _, inputs = signature.structured_input_signature
@@ -25,7 +32,8 @@ def answer(signature, instances: list) -> dict:
     columns = {
         name: tf.constant([instance[name] for instance in instances], spec.dtype) for name, spec in inputs.items()
     }
-    outputs = {k: v.numpy().tolist() for k, v in signature(**columns).items()}
+    # Text outputs (a class's name) as TF Serving's REST API returns them: strings, not bytes.
+    outputs = {k: _text(v.numpy().tolist()) for k, v in signature(**columns).items()}
     return {"predictions": [{k: v[i] for k, v in outputs.items()} for i in range(len(instances))]}
 
 

@@ -197,7 +197,8 @@ def evaluations(small_config, root, examples, trainer):
     config = tfma.EvalConfig()
     json_format.Parse(base.exec_properties["eval_config"], config)
     baseline = standard_artifacts.Model()
-    baseline.uri = os.path.join(root, "baseline_model")
+    # Under the pipeline's root: a baseline elsewhere is another pipeline's, and ignored.
+    baseline.uri = os.path.join(small_config.pipeline_root, "baseline_model")
     shutil.copytree(trainer["model"][0].uri, baseline.uri, dirs_exist_ok=True)
     results = {}
     for name, module_path, eval_config in (

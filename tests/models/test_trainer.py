@@ -25,6 +25,7 @@ from models import strategy as strategy_lib
 from models import trainer
 from models.hparams import HParams
 from tests.support.fn_args import fn_args_for, trainer_outputs
+from tests.support.problems import with_problem
 from tests.support.raw_examples import raw_example
 from tests.support.sample_data import embedded_rows
 from tests.support.trainer_entry import split_fingerprints
@@ -141,7 +142,8 @@ def _spec(trainer_inputs: dict, root: Path, name: str, train_steps: int, custom_
         "inputs": artifact_utils.jsonify_artifact_dict(inputs),
         "outputs": artifact_utils.jsonify_artifact_dict(trainer_outputs(root / "out")),
         "train_steps": train_steps,
-        "custom_config": custom_config,
+        # As the pipeline builds it: the hyperparameters and the (taxi) problem spec.
+        "custom_config": with_problem(custom_config),
         "report": str(root / f"{name}.report.json"),
         **extra,
     }

@@ -14,11 +14,13 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 import kubeflow_runner
 from pipeline.rehearsal.runner import RECORD_FILE
-from tests.support.runs import EXECUTED_COMPONENTS, SMALL_RUN
+from tests.support.problems import TAXI
+from tests.support.runs import EXECUTED_COMPONENTS, SMALL_RUN, with_inferred_schema
 from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
 
 BUCKET = "gs://rehearsal-test"
-CONTAINER_TASKS = set(EXECUTED_COMPONENTS)
+# The rehearsals of the sample infer its schema (--infer-schema): SchemaGen runs.
+CONTAINER_TASKS = set(with_inferred_schema(EXECUTED_COMPONENTS))
 RESOLVER = "latest_blessed_model_resolver-model-resolver"
 
 
@@ -101,6 +103,7 @@ def test_the_served_model_answered_a_vertex_request_in_tensorflow_2_15(rehearsal
         first["Transform"]["outputs"]["transform_graph"][0]["uri"],
         str(sample_dir / "data.csv"),
         kubeflow_runner.DEFAULT_SERVING_PYTHON,
+        TAXI,
     )
     assert check.tensorflow == SERVING_TF_VERSION
     predictions = check.response["predictions"]

@@ -1,0 +1,426 @@
+"""The shipped problems other than taxi (data/penguins: multi-class; data/penguin-body-mass:
+regression), each end to end: a local run with its own contract and default settings is
+blessed and pushed, as good as references computed here on the run's own split; the pushed
+model serves the spec's outputs; the compiled Vertex job rehearses to a pushed model; and
+the compiled job carries the problem's names, never the taxi problem's."""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import kubeflow_runner
+import local_runner
+from models import signatures
+from models.preprocessing import PROBLEM_KEY
+from models.problem import Problem, Task
+from pipeline.rehearsal.runner import RECORD_FILE
+from pipeline.run_summary import RunSummary, read_evaluation, summarize_run
+from tests.support import cloud
+from tests.support.problems import SHIPPED, SHIPPED_DIRS, TAXI
+from tests.support.runs import EXECUTED_COMPONENTS
+
+PROBLEMS = sorted(name for name in SHIPPED if SHIPPED[name] is not TAXI)
+BUCKET = "gs://rehearsal-test"
+# For both rehearsals together (the ``rehearsals`` fixture).
+REHEARSAL_TIMEOUT = 900
+
+
+# --- a local run, and its examples ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local_runs(tmp_path_factory):
+    """``local_runner.py --problem data/<name>`` with the problem's contract and default
+    settings (no run report: the rehearsals below write one), once per problem: name ->
+    (its configuration, its summary)."""
+    runs = {}
+
+    def run(name: str):
+        if name not in runs:
+            output_root = str(tmp_path_factory.mktemp(name))
+            argv = ["--problem", str(SHIPPED_DIRS[name]), "--output-root", output_root, "--no-report"]
+            assert local_runner.main(argv) == 0
+            config = local_runner.config_from_args(local_runner.parse_args(argv))
+            runs[name] = config, summarize_run(local_runner.metadata_config(config), config.pipeline_name)
+        return runs[name]
+
+    return run
+
+
+def _split(examples_uri: str, split: str) -> list:
+    """ExampleGen's rows of one split, as the raw tf.Examples it wrote (gzipped TFRecords)."""
+    import tensorflow as tf
+
+    files = sorted(glob.glob(os.path.join(examples_uri, f"Split-{split}", "*.gz")))
+    assert files, f"no Split-{split} under {examples_uri}"
+    records = tf.data.TFRecordDataset(files, compression_type="GZIP").as_numpy_iterator()
+    return [tf.train.Example.FromString(record) for record in records]
+
+
+def _value(example, key: str):
+    """A column's value in a tf.Example (text decoded); None where the cell was empty."""
+    if key not in example.features.feature:
+        return None
+    feature = example.features.feature[key]
+    kind = feature.WhichOneof("kind")
+    values = list(getattr(feature, kind).value) if kind else []
+    if not values:
+        return None
+    return values[0].decode() if isinstance(values[0], bytes) else values[0]
+
+
+def _columns(problem: Problem) -> tuple[list[str], list[str]]:
+    """The model inputs as a scikit-learn model takes them: numbers, and categories."""
+    features = problem.features
+    return list(features.dense + features.bucketized), list(features.categorical + tuple(features.integer_categorical))
+
+
+def _frame(examples: list, problem: Problem):
+    import pandas as pd
+
+    numeric, categorical = _columns(problem)
+    frame = pd.DataFrame([{k: _value(e, k) for k in (*numeric, *categorical)} for e in examples])
+    frame[numeric] = frame[numeric].apply(pd.to_numeric)
+    frame[categorical] = frame[categorical].astype(object).where(frame[categorical].notna(), np.nan)
+    return frame
+
+
+def _labels(examples: list, problem: Problem) -> np.ndarray:
+    assert problem.label.column and not problem.label.expression, "a label read from a column"
+    values = [_value(e, problem.label.column) for e in examples]
+    assert None not in values, f"rows without {problem.label.describe()}"
+    return np.array(values, dtype=object if problem.task == Task.MULTICLASS else float)
+
+
+def _score(problem: Problem, labels: np.ndarray, predictions) -> float:
+    """The problem's blessing metric of ``predictions`` (classes, or values)."""
+    metric = problem.blessing.metric
+    if metric == "accuracy":
+        return float(np.mean(np.asarray(predictions, dtype=object) == labels))
+    if metric == "rmse":
+        return math.sqrt(float(np.mean((np.asarray(predictions, dtype=float).reshape(-1) - labels) ** 2)))
+    raise AssertionError(f"no reference for the metric {metric!r}")
+
+
+def _references(problem: Problem, train: list, eval_: list) -> dict[str, float]:
+    """The blessing metric on the eval split of: the trivial answer learnt from the train
+    split (its commonest class; the mean), and the better of two standard scikit-learn
+    models fit on it (a linear one and gradient-boosted trees, each over median-imputed,
+    standardised numbers and one-hot categories with missing as a category of its own)."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import LogisticRegression, Ridge
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    numeric, categorical = _columns(problem)
+    x_train, x_eval = _frame(train, problem), _frame(eval_, problem)
+    y_train, y_eval = _labels(train, problem), _labels(eval_, problem)
+
+    def inputs():
+        return ColumnTransformer(
+            [
+                ("numbers", make_pipeline(SimpleImputer(strategy="median"), StandardScaler()), numeric),
+                (
+                    "categories",
+                    make_pipeline(
+                        SimpleImputer(strategy="constant", fill_value="missing"),
+                        OneHotEncoder(handle_unknown="ignore", sparse_output=False),
+                    ),
+                    categorical,
+                ),
+            ]
+        )
+
+    if problem.task == Task.MULTICLASS:
+        values, counts = np.unique(y_train, return_counts=True)
+        trivial = [values[np.argmax(counts)]] * len(y_eval)
+        models = {
+            "logistic regression": LogisticRegression(max_iter=2000),
+            "gradient-boosted trees": HistGradientBoostingClassifier(random_state=0),
+        }
+    else:
+        trivial = [float(np.mean(y_train))] * len(y_eval)
+        models = {"ridge": Ridge(), "gradient-boosted trees": HistGradientBoostingRegressor(random_state=0)}
+    scores = {"trivial": _score(problem, y_eval, trivial)}
+    for name, model in models.items():
+        fitted = make_pipeline(inputs(), model).fit(x_train, y_train)
+        scores[name] = _score(problem, y_eval, fitted.predict(x_eval))
+    learnt = [scores[name] for name in models]
+    scores["scikit-learn"] = max(learnt) if problem.higher_is_better else min(learnt)
+    return scores
+
+
+def _without(example, columns: tuple[str, ...]) -> bytes:
+    """A tf.Example as a client sends it: without the columns only the label comes from."""
+    import tensorflow as tf
+
+    request = tf.train.Example()
+    request.CopyFrom(example)
+    for key in columns:
+        if key in request.features.feature:
+            del request.features.feature[key]
+    return request.SerializeToString()
+
+
+def _text(value) -> str:
+    """A cell as it reads in a CSV file (a float32 read back as the same float32)."""
+    return "" if value is None else repr(value) if isinstance(value, float) else str(value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_a_local_run_with_the_problems_defaults_is_blessed_and_pushed(local_runs, name):
+    problem = SHIPPED[name]
+    config, summary = local_runs(name)
+    assert config.schema_path == problem.contract_path and config.blessing == problem.blessing
+    assert {c.node_id: c.state for c in summary.components} == dict.fromkeys(
+        (*EXECUTED_COMPONENTS, "latest_blessed_model_resolver"), "complete"
+    )
+    assert summary.blessed and not summary.had_baseline and summary.validation_failures == []
+    assert summary.pushed_to.startswith(os.path.join(config.output_root, "serving_model", problem.name))
+    assert os.path.exists(os.path.join(summary.pushed_to, "saved_model.pb"))
+    value = summary.metrics[problem.blessing.metric]
+    assert value >= problem.blessing.threshold if problem.higher_is_better else value <= problem.blessing.threshold
+
+
+# The tolerances against scikit-learn, from the runs made when this test was written (the
+# references are the same in every run: the split is by hash, the models deterministic):
+# - species: 140 eval rows, one miss is 0.007 of accuracy. The trivial answer scores 0.40,
+#   both scikit-learn models 0.9857 (two misses); our model scored 0.9929 (one miss) in each
+#   of 14 runs (local and rehearsed). 0.05 under the reference (seven misses more) is far
+#   outside that noise and still fails a model that learnt clearly less than a logistic
+#   regression does.
+# - body mass: 139 eval rows; the trivial answer is off by 830 g, ridge by 291 g, boosted
+#   trees by 320 g, so the reference is 291 g. Our model (unseeded training) scored 304 to
+#   338 g over 19 runs, 1.04 to 1.16 times the reference: 1.25 times (364 g) leaves room for
+#   that spread, and fails a model that gave back a seventh of what the reference gains over
+#   the trivial answer.
+ACCURACY_BELOW_REFERENCE = 0.05
+RMSE_OVER_REFERENCE = 1.25
+# "Clearly better than the trivial answer": at most half its errors (1 - accuracy), half its RMSE.
+TRIVIAL_ERROR_SHARE = 0.5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_the_local_runs_model_beats_the_trivial_answer_and_nears_scikit_learn_on_its_own_split(local_runs, name):
+    problem = SHIPPED[name]
+    _, summary = local_runs(name)
+    examples_uri = summary.outputs["CsvExampleGen.examples"]
+    train, eval_ = _split(examples_uri, "train"), _split(examples_uri, "eval")
+    # The Evaluator judged the model on exactly these rows.
+    assert summary.metrics["example_count"] == len(eval_)
+    references = _references(problem, train, eval_)
+    ours = summary.metrics[problem.blessing.metric]
+    seen = f"{problem.blessing.metric}: ours {ours:.4f}, references {references}"
+    print(seen)
+    if problem.higher_is_better:
+        assert 1 - ours <= TRIVIAL_ERROR_SHARE * (1 - references["trivial"]), seen
+        assert ours >= references["scikit-learn"] - ACCURACY_BELOW_REFERENCE, seen
+    else:
+        assert ours <= TRIVIAL_ERROR_SHARE * references["trivial"], seen
+        assert ours <= RMSE_OVER_REFERENCE * references["scikit-learn"], seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_the_pushed_model_serves_the_specs_outputs_without_the_label(local_runs, name):
+    import tensorflow as tf
+
+    problem = SHIPPED[name]
+    _, summary = local_runs(name)
+    eval_ = _split(summary.outputs["CsvExampleGen.examples"], "eval")
+    rows = len(eval_)
+    model = tf.saved_model.load(summary.pushed_to)
+
+    # serving_default: serialized tf.Examples that lack the label's column.
+    requests = tf.constant([_without(e, problem.label_only_columns) for e in eval_])
+    served = {k: v.numpy() for k, v in model.signatures[signatures.SERVING_SIGNATURE](examples=requests).items()}
+    if problem.task == Task.MULTICLASS:
+        assert set(served) == {signatures.PROBABILITIES_KEY, problem.label.name}
+        probabilities = served[signatures.PROBABILITIES_KEY]
+        assert probabilities.shape == (rows, len(problem.label.classes))
+        np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
+        assert ((probabilities >= 0) & (probabilities <= 1)).all()
+        names = [v.decode() for v in served[problem.label.name].reshape(-1)]
+        assert names == [problem.label.classes[i] for i in probabilities.argmax(axis=1)]
+        predicted = names
+    else:
+        assert set(served) == {problem.label.name}
+        values = served[problem.label.name]
+        assert values.shape[0] == rows and values.size == rows and np.isfinite(values).all()
+        predicted = values.reshape(-1)
+    # What it serves is what the Evaluator judged (the same model, the same rows).
+    metric = problem.blessing.metric
+    assert _score(problem, _labels(eval_, problem), predicted) == pytest.approx(summary.metrics[metric], rel=1e-4)
+
+    # serving_raw: each column by name as CSV text; the label's column is not one of them.
+    raw = model.signatures[signatures.RAW_SIGNATURE]
+    _, inputs = raw.structured_input_signature
+    assert not set(problem.label_only_columns) & set(inputs), sorted(inputs)
+    assert set(problem.features.inputs) <= set(inputs)
+    columns = {key: tf.constant([_text(_value(e, key)) for e in eval_]) for key in inputs}
+    answered = {k: v.numpy() for k, v in raw(**columns).items()}
+    assert set(answered) == set(served)
+    for key, value in served.items():
+        if value.dtype.kind in "SO":
+            assert answered[key].tolist() == value.tolist(), key
+        else:
+            np.testing.assert_allclose(answered[key], value, rtol=1e-5, atol=1e-5, err_msg=key)
+
+
+# --- the compiled Vertex job, rehearsed -----------------------------------------------------
+
+
+def _rehearsal_argv(root, problem_dir) -> list[str]:
+    """As tests/pipeline/rehearsal/test_rehearsal_end_to_end.py rehearses taxi, for another
+    problem: its folder is the data root (its CSV and contract) and it is the --problem."""
+    return [
+        "--rehearse",
+        "--problem",
+        str(problem_dir),
+        "--image",
+        "pipeline:test",
+        "--output-root",
+        f"{BUCKET}/out",
+        "--data-root",
+        f"{BUCKET}/data",
+        "--rehearse-gcs",
+        f"{BUCKET}/data={problem_dir}",
+        "--rehearsal-root",
+        str(root),
+        "--output-file",
+        str(root / "job.json"),
+    ]
+
+
+@pytest.fixture(scope="module")
+def rehearsals(tmp_path_factory) -> dict[str, dict]:
+    """Each problem's compiled job rehearsed with its defaults, through the command line users
+    run: name -> its root, exit code, output and records. Both at once: a rehearsal runs its
+    tasks one at a time, each a process mostly busy starting Python and TensorFlow on one core
+    (about 2 minutes each alone; together, on two cores, about as long as one)."""
+    started = {}
+    try:
+        for name in PROBLEMS:
+            root = tmp_path_factory.mktemp(f"rehearsal-{name}")
+            with open(root / "stdout.txt", "w") as out, open(root / "stderr.txt", "w") as err:
+                process = subprocess.Popen(
+                    [sys.executable, "kubeflow_runner.py", *_rehearsal_argv(root, SHIPPED_DIRS[name])],
+                    cwd=kubeflow_runner.PROJECT_DIR,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                )
+            started[name] = root, process
+        for _, process in started.values():
+            process.wait(timeout=REHEARSAL_TIMEOUT)
+    finally:
+        for _, process in started.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    return {
+        name: {
+            "root": root,
+            "code": process.returncode,
+            "out": (root / "stdout.txt").read_text(),
+            "err": (root / "stderr.txt").read_text(),
+            "records": [json.loads(open(p).read()) for p in glob.glob(str(root / "logs" / "*" / RECORD_FILE))],
+        }
+        for name, (root, process) in started.items()
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_the_compiled_job_rehearses_to_a_pushed_model(rehearsals, name):
+    problem = SHIPPED[name]
+    rehearsal = rehearsals[name]
+    assert len(rehearsal["records"]) == 1, rehearsal["err"][-3000:]
+    (record,) = rehearsal["records"]
+    root, out, job_id = rehearsal["root"], rehearsal["out"], record["job_id"]
+    assert record["pipeline"] == problem.name
+    tasks = {t["name"]: t for t in record["tasks"]}
+    states = {n: t["state"] for n, t in tasks.items()}
+    assert {n for n, t in tasks.items() if t["kind"] == "container"} == set(EXECUTED_COMPONENTS), states
+    assert set(states.values()) == {"SUCCEEDED"}, states
+    # The problem's folder read as the job's data root: its CSV, and its contract imported.
+    assert f"Data contract: {BUCKET}/data/schema.pbtxt" in out
+    examples = tasks["CsvExampleGen"]["outputs"]["examples"][0]["uri"]
+    local_out = root / "gcs" / "rehearsal-test" / "out"
+    assert examples.startswith(str(local_out / "pipelines" / problem.name / "rehearsal" / job_id))
+    # Blessed on the problem's own metric and threshold, and pushed.
+    assert tasks["Evaluator"]["outputs"]["blessing"][0]["metadata"]["blessed"] == 1.0
+    evaluated = RunSummary(run_id="", components=[])
+    read_evaluation(evaluated, tasks["Evaluator"]["outputs"]["evaluation"][0]["uri"])
+    value = evaluated.metrics[problem.blessing.metric]
+    assert value >= problem.blessing.threshold if problem.higher_is_better else value <= problem.blessing.threshold
+    assert evaluated.metrics["example_count"] == len(_split(examples, "eval"))
+    assert evaluated.validation_failures == []
+    pushed = tasks["Pusher"]["outputs"]["pushed_model"][0]["metadata"]
+    assert pushed["pushed"] == 1.0
+    assert pushed["pushed_destination"].startswith(str(local_out / "serving_model" / problem.name))
+    assert os.path.exists(os.path.join(pushed["pushed_destination"], "saved_model.pb"))
+    assert "Model: BLESSED" in out and f"Pushed to: {pushed['pushed_destination']}" in out
+    # The run report, from the rehearsal's own record.
+    assert glob.glob(str(root / "report" / problem.name / job_id / "index.html")), out
+    # Last, the pushed model answering a Vertex request in TensorFlow 2.15 (make test installs it).
+    if os.path.exists(kubeflow_runner.DEFAULT_SERVING_PYTHON):
+        assert "Served model: answered" in out, rehearsal["err"][-3000:]
+    else:
+        assert "Served model: NOT rehearsed" in out
+    assert rehearsal["code"] == 0, rehearsal["err"][-3000:]
+
+
+# --- the compiled job, offline ------------------------------------------------------------
+
+
+def _taxi_names() -> set[str]:
+    return {*TAXI.raw_columns, TAXI.label.name, TAXI.name, *TAXI.slices}
+
+
+@pytest.mark.usefixtures("loopback_only")
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_a_compiled_job_carries_its_problem_and_nothing_of_taxis(name, tmp_path):
+    import tensorflow_model_analysis as tfma
+    from google.protobuf import json_format
+
+    problem = SHIPPED[name]
+    output = tmp_path / "job.json"
+    argv = [*cloud.CLOUD_ARGS, "--problem", str(SHIPPED_DIRS[name]), "--output-file", str(output)]
+    assert kubeflow_runner.main(argv) == 0
+    text = output.read_text()
+    alternatives = "|".join(map(re.escape, sorted(_taxi_names())))
+    taxi = sorted(set(re.findall(rf"(?<![A-Za-z0-9_])(?:{alternatives})(?![A-Za-z0-9_])", text)))
+    assert taxi == [], f"the {problem.name} job names the taxi problem's {taxi}"
+
+    job = json.loads(text)
+    assert job["displayName"] == job["pipelineSpec"]["pipelineInfo"]["name"] == problem.name
+    tasks = job["pipelineSpec"]["root"]["dag"]["tasks"]
+
+    def parameter(task: str, key: str) -> str:
+        return tasks[task]["inputs"]["parameters"][key]["runtimeValue"]["constantValue"]["stringValue"]
+
+    assert Problem.from_json(parameter("AnomalyGate", "problem")) == problem
+    for task in ("Transform", "Trainer"):
+        assert Problem.from_json(json.loads(parameter(task, "custom_config"))[PROBLEM_KEY]) == problem
+    eval_config = json_format.Parse(parameter("Evaluator", "eval_config"), tfma.EvalConfig())
+    assert [k for spec in eval_config.slicing_specs for k in spec.feature_keys] == list(problem.slices)
+    (gated,) = [m for spec in eval_config.metrics_specs for m in spec.metrics if m.per_slice_thresholds]
+    assert json.loads(gated.config)["name"] == problem.blessing.metric
+    bounds = gated.per_slice_thresholds[0].threshold.value_threshold
+    bound = bounds.lower_bound if problem.higher_is_better else bounds.upper_bound
+    assert bound.value == pytest.approx(problem.blessing.threshold)
