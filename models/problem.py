@@ -355,7 +355,9 @@ def _validate(problem: Problem) -> None:
             f"name {problem.name!r} must match [a-z0-9][a-z0-9-]{{0,127}} (it is the pipeline's default name, "
             "and Vertex AI Pipelines accepts only those)"
         )
-    if not label.name or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", label.name):
+    if not label.name:
+        raise ProblemError('label.name: name the label (it names the model\'s output), e.g. name = "generous"')
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", label.name):
         raise ProblemError(f"label.name {label.name!r} must be a Python-style identifier (it names the model's output)")
     given = [k for k in ("positive", "expression") if getattr(label, k) is not None]
     if label.expression is not None and label.column is not None:

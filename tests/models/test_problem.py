@@ -1,0 +1,109 @@
+"""The problem spec (models/problem.py): what it accepts, what it refuses and why, and the
+label each task derives from raw columns (models/preprocessing.py's ``label``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from models import preprocessing
+from models.problem import Problem, ProblemError, Task, evaluate_expression, load
+from tests.support.problems import SHIPPED, SHIPPED_DIRS
+
+BASE = {
+    "name": "demo",
+    "task": "binary",
+    "label": {"column": "answer", "positive": "Yes"},
+    "features": {"numeric": ["x"], "categorical": ["kind"]},
+    "evaluation": {"metric": "auc", "threshold": 0.7},
+}
+
+
+def _spec(**changes) -> dict:
+    spec = {key: (dict(value) if isinstance(value, dict) else value) for key, value in BASE.items()}
+    for key, value in changes.items():
+        table, _, field = key.partition("__")
+        if field:
+            spec[table][field] = value
+        else:
+            spec[table] = value
+    return spec
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_every_shipped_spec_loads_and_round_trips_through_json(name):
+    problem = load(str(SHIPPED_DIRS[name]))
+    assert Problem.from_json(problem.to_json()) == problem
+    assert problem.label_only_columns and set(problem.label_only_columns).isdisjoint(problem.features.inputs)
+    assert problem.contract_path.startswith(str(SHIPPED_DIRS[name]))
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"task": "ranking"}, "task 'ranking': use one of binary, multiclass, regression"),
+        ({"features__colour": ["x"]}, r"unknown key\(s\) features.colour"),
+        ({"label__positive": None}, "label.positive: say which value of 'answer'"),
+        ({"label": {"expression": "x * 2", "name": "y"}}, "a binary label needs a comparison"),
+        ({"label": {"expression": "x > 2"}}, "label.name: name the label"),
+        ({"label": {"expression": "__import__('os') > 1", "name": "y"}}, "is not allowed"),
+        ({"label": {"column": "x", "positive": "1", "name": "big"}}, "computed only from model inputs"),
+        ({"features__categorical": ["x"]}, "listed twice"),
+        ({"evaluation": {"metric": "rmse", "threshold": 1.0}}, "does not apply to binary problems"),
+        ({"evaluation": {"metric": "auc"}}, "evaluation.threshold is missing"),
+        ({"evaluation": {"metric": "auc", "threshold": 0.7, "slices": ["nowhere"]}}, "is not a column the spec names"),
+        ({"name": "Demo_Problem"}, r"must match \[a-z0-9\]"),
+        ({"features__crosses": [["x", "missing"]]}, "a cross is two model inputs"),
+    ],
+)
+def test_a_spec_that_cannot_work_is_refused_naming_the_key_and_the_fix(changes, match):
+    with pytest.raises(ProblemError, match=match):
+        Problem.from_dict(_spec(**changes))
+
+
+def test_a_multi_class_label_needs_its_classes_and_a_regression_target_arithmetic():
+    with pytest.raises(ProblemError, match="label.classes: a multi-class label lists its classes"):
+        Problem.from_dict(_spec(task="multiclass", label={"column": "answer"}, evaluation={"threshold": 0.5}))
+    with pytest.raises(ProblemError, match="a regression target is arithmetic"):
+        Problem.from_dict(
+            _spec(task="regression", label={"expression": "a > b", "name": "y"}, evaluation={"threshold": 1})
+        )
+
+
+def test_an_expression_is_evaluated_with_the_arrays_own_operators():
+    a, b = np.array([1.0, 5.0, 3.0]), np.array([10.0, 10.0, 10.0])
+    assert evaluate_expression("a > 0.2 * b", {"a": a, "b": b}).tolist() == [False, True, True]
+    assert evaluate_expression("(a - b) / 2", {"a": a, "b": b}).tolist() == [-4.5, -2.5, -3.5]
+
+
+def _label(problem: Problem, columns: dict) -> list:
+    return preprocessing.label(columns, problem)[problem.label_key].numpy().ravel().tolist()
+
+
+def test_a_binary_label_from_a_positive_value_text_or_number():
+    text = Problem.from_dict(_spec())
+    assert _label(text, {"answer": tf.constant(["Yes", "No", "yes"])}) == [1, 0, 0]
+    numeric = dataclasses.replace(text, label=dataclasses.replace(text.label, positive="1"))
+    assert _label(numeric, {"answer": tf.constant([1, 0, 2], tf.int64)}) == [1, 0, 0]
+
+
+def test_the_taxi_label_is_its_expression_with_missing_values_as_zero():
+    taxi = SHIPPED["taxi"]
+    tips = tf.SparseTensor([[0, 0], [1, 0]], [3.0, 1.0], [3, 1])  # the third row has no tip
+    fare = tf.constant([10.0, 10.0, 10.0])
+    assert _label(taxi, {"tips": tips, "fare": fare}) == [1, 0, 0]
+
+
+def test_a_multi_class_label_is_the_class_index_and_a_value_none_of_the_classes_is_minus_one():
+    penguins = SHIPPED["penguins"]
+    species = tf.constant(["Gentoo", "Adelie", "Emperor", "Chinstrap"])
+    assert _label(penguins, {"species": species}) == [2, 0, -1, 1]
+
+
+def test_a_regression_target_is_the_number():
+    mass = SHIPPED["penguin-body-mass"]
+    assert mass.task == Task.REGRESSION
+    assert _label(mass, {"body_mass_g": tf.constant([3750, 4200], tf.int64)}) == [3750.0, 4200.0]
