@@ -5,8 +5,9 @@ and optionally submit it.
 
 Flags become a ``PipelineConfig``; ``pipeline.compiler`` compiles the same
 ``create_pipeline(config)`` that ``local_runner.py`` runs, and ``pipeline.submission``
-sends it: ``--submit`` to Vertex AI Pipelines, ``--kfp-host`` to a Kubeflow Pipelines v2
-endpoint; ``--rehearse`` executes it on this machine instead (``pipeline.rehearsal.session``).
+sends it: ``--submit`` to Vertex AI Pipelines, ``--schedule-cron`` as a Vertex AI Pipelines
+schedule, ``--kfp-host`` to a Kubeflow Pipelines v2 endpoint; ``--rehearse`` executes it on
+this machine instead (``pipeline.rehearsal.session``).
 This file is the command line only: parse, validate, configure, dispatch. Nothing talks to
 a cloud at import, and every setting is checked before anything is sent.
 """
@@ -14,6 +15,7 @@ a cloud at import, and every setting is checked before anything is sent.
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import sys
 import warnings
@@ -24,7 +26,18 @@ from pipeline.config import CONTRACT_FILE, DEFAULT_SERVING_IMAGE, PipelineConfig
 from pipeline.flags import add_pipeline_flags, pipeline_config_kwargs
 from pipeline.rehearsal.serving import SERVING_TF_VERSION
 from pipeline.rehearsal.session import RehearsalOptions, rehearse_compiled_job
-from pipeline.submission import Submission, anonymous_credentials, submit_to_kfp, submit_to_vertex
+from pipeline.submission import (
+    MAX_CONCURRENT_RUNS,
+    Schedule,
+    Submission,
+    anonymous_credentials,
+    check_cron,
+    rfc3339,
+    schedule_display_name,
+    schedule_on_vertex,
+    submit_to_kfp,
+    submit_to_vertex,
+)
 from pipeline.vertex_training import KINDS, VertexTraining
 
 PROJECT_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -67,7 +80,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add_pipeline_flags(parser)
 
     cloud = parser.add_argument_group("Google Cloud")
-    cloud.add_argument("--project", help="Google Cloud project (needed by --submit, --dataflow, --endpoint-name).")
+    cloud.add_argument(
+        "--project", help="Google Cloud project (needed by --submit, --schedule-cron, --dataflow, --endpoint-name)."
+    )
     cloud.add_argument("--region", help="Google Cloud region, e.g. us-central1 (same cases as --project).")
 
     dataflow = parser.add_argument_group("Dataflow for the Beam-based components")
@@ -123,7 +138,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     submit = parser.add_argument_group("submission")
     submit.add_argument("--submit", action="store_true", help="Submit the compiled job to Vertex AI Pipelines.")
     submit.add_argument(
-        "--dry-run", action="store_true", help="With --submit or --kfp-host: do everything except the network call."
+        "--dry-run",
+        action="store_true",
+        help="With --submit, --schedule-cron or --kfp-host: do everything except the network call.",
     )
     submit.add_argument("--service-account", help="Service account the Vertex pipeline runs as.")
     submit.add_argument("--network", help="VPC network to peer, projects/<number>/global/networks/<name>.")
@@ -136,6 +153,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     submit.add_argument("--kfp-host", help="Submit to this Kubeflow Pipelines v2 endpoint instead of Vertex.")
     submit.add_argument("--kfp-experiment", default="Default", help="KFP experiment to run in.")
+    submit.add_argument(
+        "--schedule-cron",
+        metavar="CRON",
+        help="Instead of one run now, create a Vertex AI Pipelines schedule that runs the compiled job at these "
+        "times: unix-cron, 5 fields, after TZ=<IANA zone> to name the time zone, e.g. 'TZ=Europe/Berlin 0 3 * * 1'. "
+        "One run at a time; the --submit settings (service account, network, labels, cache) apply to every run.",
+    )
+    submit.add_argument(
+        "--schedule-start", metavar="ISO-8601", help="With --schedule-cron: first possible run, e.g. 2030-01-06T00:00Z."
+    )
+    submit.add_argument("--schedule-end", metavar="ISO-8601", help="With --schedule-cron: no runs after this time.")
+    submit.add_argument(
+        "--schedule-max-runs", type=int, help="With --schedule-cron: the schedule completes after this many runs."
+    )
 
     rehearsal = parser.add_argument_group("rehearsal: run the compiled job on this machine as Vertex AI would")
     rehearsal.add_argument(
@@ -201,12 +232,14 @@ def validate(args: argparse.Namespace) -> None:
         _require_gcs("--serving-data-root", args.serving_data_root)
     if args.submit and args.kfp_host:
         raise SettingsError("--submit (Vertex AI) and --kfp-host (Kubeflow) are exclusive: choose one")
+    _validate_schedule_flags(args)
     if args.rehearse and (args.submit or args.kfp_host):
         raise SettingsError("--rehearse runs the job here; --submit/--kfp-host send it: choose one")
-    if args.dry_run and not (args.submit or args.kfp_host):
-        raise SettingsError("--dry-run only makes sense with --submit or --kfp-host")
+    if args.dry_run and not (args.submit or args.kfp_host or args.schedule_cron is not None):
+        raise SettingsError("--dry-run only makes sense with --submit, --schedule-cron or --kfp-host")
     for needed, why in (
         (args.submit, "with --submit"),
+        (args.schedule_cron is not None, "with --schedule-cron"),
         (args.dataflow, "with --dataflow"),
         (args.endpoint_name, "with --endpoint-name"),
         (args.vertex_training, "with --vertex-training"),
@@ -228,6 +261,66 @@ def validate(args: argparse.Namespace) -> None:
     if args.kfp_host and not args.kfp_host.startswith(("http://", "https://")):
         raise SettingsError(f"--kfp-host must be an http(s):// URL, got {args.kfp_host!r}")
     _labels(args.label)
+
+
+def _flag(args: argparse.Namespace, flag: str):
+    """The value of ``--some-flag``."""
+    return getattr(args, flag[2:].replace("-", "_"))
+
+
+def _validate_schedule_flags(args: argparse.Namespace) -> None:
+    """--schedule-cron replaces a one-off run, and the window flags only shape a schedule."""
+    if args.schedule_cron is None:
+        for flag in ("--schedule-start", "--schedule-end", "--schedule-max-runs"):
+            if _flag(args, flag) is not None:
+                raise SettingsError(f"{flag} shapes a Vertex AI schedule: add --schedule-cron, or drop {flag}")
+        return
+    for flag, clash, fix in (
+        ("--submit", "starts one run now", "drop --submit to schedule, or drop --schedule-cron to run once"),
+        ("--kfp-host", "sends to Kubeflow Pipelines", "schedules are created on Vertex AI only: drop --kfp-host"),
+        ("--rehearse", "runs the job here once", "rehearse without --schedule-cron first, then schedule"),
+        ("--span", "pins every run to one span", "drop --span so each run ingests the newest span"),
+    ):
+        given = _flag(args, flag)
+        if given is not None and given is not False:  # --span 0 is a span
+            raise SettingsError(f"--schedule-cron creates a Vertex AI schedule and {flag} {clash}: {fix}")
+
+
+def _schedule_time(flag: str, value: str | None) -> datetime.datetime | None:
+    if value is None:
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        raise SettingsError(
+            f"{flag} expects an ISO-8601 date and time, e.g. 2030-01-06T03:00Z; got {value!r}"
+        ) from None
+    if when.utcoffset() is None:
+        raise SettingsError(f"{flag} {value!r} has no time zone: add one, e.g. {value}Z (UTC) or {value}+01:00")
+    return when
+
+
+def schedule_from_args(args: argparse.Namespace, pipeline_name: str) -> Schedule:
+    """The --schedule-* flags as a Schedule, named after the pipeline; each bad value names its flag."""
+    try:
+        cron = check_cron(args.schedule_cron)
+    except ValueError as err:
+        raise SettingsError(f"--schedule-cron {err}") from err
+    start = _schedule_time("--schedule-start", args.schedule_start)
+    end = _schedule_time("--schedule-end", args.schedule_end)
+    if start and end and end <= start:
+        raise SettingsError(f"--schedule-end {args.schedule_end} is not after --schedule-start {args.schedule_start}")
+    if end and end <= datetime.datetime.now(datetime.timezone.utc):
+        raise SettingsError(f"--schedule-end {args.schedule_end} is in the past: no run would start")
+    if args.schedule_max_runs is not None and args.schedule_max_runs < 1:
+        raise SettingsError(f"--schedule-max-runs must be at least 1, got {args.schedule_max_runs}")
+    return Schedule(
+        cron=cron,
+        display_name=schedule_display_name(pipeline_name),
+        start_time=start,
+        end_time=end,
+        max_run_count=args.schedule_max_runs,
+    )
 
 
 def dataflow_args(args: argparse.Namespace) -> tuple[str, ...]:
@@ -310,9 +403,9 @@ def rehearsal_options(args: argparse.Namespace) -> RehearsalOptions:
     )
 
 
-def send_to_vertex(args: argparse.Namespace, config: PipelineConfig, job_file: str) -> None:
-    """--submit: the compiled job to Vertex AI Pipelines (with --dry-run: built, not sent)."""
-    submission = Submission(
+def vertex_submission(args: argparse.Namespace, config: PipelineConfig) -> Submission:
+    """The run settings --submit and --schedule-cron share."""
+    return Submission(
         project=args.project,
         region=args.region,
         pipeline_root=config.pipeline_root,
@@ -322,13 +415,67 @@ def send_to_vertex(args: argparse.Namespace, config: PipelineConfig, job_file: s
         labels=_labels(args.label),
         enable_caching=args.enable_cache,
     )
+
+
+def _vertex_credentials(args: argparse.Namespace):
     # A dry run needs no identity: anonymous credentials keep it from looking any up.
-    credentials = anonymous_credentials() if args.dry_run else None
-    job = submit_to_vertex(job_file, submission, dry_run=args.dry_run, credentials=credentials)
+    return anonymous_credentials() if args.dry_run else None
+
+
+def send_to_vertex(args: argparse.Namespace, config: PipelineConfig, job_file: str) -> None:
+    """--submit: the compiled job to Vertex AI Pipelines (with --dry-run: built, not sent)."""
+    submission = vertex_submission(args, config)
+    job = submit_to_vertex(job_file, submission, dry_run=args.dry_run, credentials=_vertex_credentials(args))
     if args.dry_run:
         print(f"Dry run: Vertex AI PipelineJob {job.job_id} built for {args.project}/{args.region}, not sent.")
     else:
         print(f"Submitted to Vertex AI Pipelines: {job._dashboard_uri()}")
+
+
+def how_runs_find_data(config: PipelineConfig) -> str:
+    """What each scheduled run reads: ExampleGen's driver resolves --data-pattern under
+    --data-root when the run starts, not when the job was compiled."""
+    where = f"{config.data_root.rstrip('/')}/{config.data_pattern}"
+    driver = "Each run runs this compiled job as it is; its ExampleGen driver"
+    if config.has_spans:
+        return (
+            f"{driver} resolves the newest span matching {where} when the run starts (the Trainer learns from the "
+            f"{config.window_spans} newest), so new spans are picked up without recompiling."
+        )
+    return (
+        f"{driver} reads the files matching {where} as they are when the run starts, so new files are picked up "
+        "without recompiling (a {SPAN} in --data-pattern reads only the newest span)."
+    )
+
+
+def schedule_summary(schedule: Schedule) -> str:
+    """The schedule's cron and window in one line."""
+    parts = [f"cron {schedule.cron!r}", f"from {rfc3339(schedule.start_time)}" if schedule.start_time else "from now"]
+    parts[-1] += f" until {rfc3339(schedule.end_time)}" if schedule.end_time else ", no end"
+    if schedule.max_run_count:
+        parts.append(f"at most {schedule.max_run_count} runs")
+    parts.append(f"{MAX_CONCURRENT_RUNS} run at a time")
+    return ", ".join(parts)
+
+
+def schedule_vertex_runs(args: argparse.Namespace, config: PipelineConfig, job_file: str, schedule: Schedule) -> None:
+    """--schedule-cron: a Vertex AI Pipelines schedule of the compiled job (with --dry-run: built, not sent)."""
+    created = schedule_on_vertex(
+        job_file,
+        vertex_submission(args, config),
+        schedule,
+        dry_run=args.dry_run,
+        credentials=_vertex_credentials(args),
+    )
+    if args.dry_run:
+        print(
+            f"Dry run: Vertex AI schedule {schedule.display_name} ({schedule_summary(schedule)}) built for "
+            f"{args.project}/{args.region}, not sent."
+        )
+    else:
+        print(f"Created Vertex AI Pipelines schedule {created.resource_name} ({schedule_summary(schedule)})")
+        print(f"  {created._dashboard_uri()}")
+    print(how_runs_find_data(config))
 
 
 def send_to_kfp(args: argparse.Namespace, config: PipelineConfig, job_file: str) -> None:
@@ -355,6 +502,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         validate(args)
         config = config_from_args(args)
+        schedule = schedule_from_args(args, config.pipeline_name) if args.schedule_cron is not None else None
         require_kfp()
     except (SettingsError, KfpMissingError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -364,6 +512,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"Compiled {config.pipeline_name} for Kubeflow Pipelines v2 / Vertex AI: {output_file}")
     if args.submit:
         send_to_vertex(args, config, output_file)
+    elif schedule:
+        schedule_vertex_runs(args, config, output_file, schedule)
     elif args.rehearse:
         return rehearse_compiled_job(rehearsal_options(args), config, output_file)
     elif args.kfp_host:

@@ -73,6 +73,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="Show every log line of TFX, Beam and TensorFlow (default: progress only).",
     )
     parser.add_argument(
+        "--keep-runs",
+        type=int,
+        default=None,
+        help="After a successful run, prune older runs' artifacts, keeping this many latest runs, the champion "
+        "and every pushed model (pipeline/prune.py; default: keep everything).",
+    )
+    parser.add_argument(
         "--report",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -159,6 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         speedups.switch_off()
         print(f"Speedups off ({speedups.ENV_VAR}=0): every library runs as shipped.")
     try:
+        if args.keep_runs is not None and args.keep_runs < 1:
+            raise ValueError(f"--keep-runs must be at least 1 (the run just made), got {args.keep_runs}")
         config = config_from_args(args)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -193,6 +202,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_and_summarize(config, args)
 
 
+def record_history(config: PipelineConfig, summary, failed: bool) -> str:
+    """Appends the run to the pipeline's history (pipeline/history.py); its last runs as text."""
+    from pipeline import history
+
+    stopped = next((c.node_id for c in summary.components if c.state == "FAILED"), "unknown") if failed else None
+    path = history.history_path(config.output_root, config.pipeline_name)
+    history.append(path, history.entry_from_summary(summary, config.blessing.metric, stopped))
+    return history.format_recent(history.read(path))
+
+
 def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
     """Runs the pipeline with TFX, prints its summary and writes its report; the exit code."""
     start.before_imports()
@@ -217,6 +236,7 @@ def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
         print(f"(no run summary: {err})")
     else:
         print("\n" + format_summary(summary, config.blessing, contract_line(config)))
+        print(record_history(config, summary, failed=failure is not None))
         report = None
         try:
             if args.report:
@@ -225,6 +245,11 @@ def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
         except Exception as err:  # noqa: BLE001 - the report must never hide the run's own outcome
             print(f"(no run report: {type(err).__name__}: {err}; python -m pipeline.report writes it again)")
         if failure is None:
+            if args.keep_runs is not None:
+                # Inside the run lock, and before the record: pruning writes to the metadata store.
+                from pipeline.prune import prune_after_run
+
+                print(f"Pruned: {prune_after_run(config, args.keep_runs)}")
             unchanged.record(config, summary, report)
     if failure is not None:
         if args.verbose:

@@ -399,26 +399,29 @@ class GzipTFRecordWriter:
         self._file.close()
 
 
-def shard_path(split_dir: str, shard: int, shards: int) -> str:
-    return os.path.join(split_dir, f"{FILE_PREFIX}-{shard:05d}-of-{shards:05d}.gz")
+def shard_path(split_dir: str, shard: int, shards: int, prefix: str = FILE_PREFIX) -> str:
+    return os.path.join(split_dir, f"{prefix}-{shard:05d}-of-{shards:05d}.gz")
 
 
 def write_shard(
     paths: Sequence[str],
     types: dict[str, ColumnType],
-    split_dirs: Sequence[str],
+    split_dirs: Sequence[str | None],
     buckets: Sequence[int] | None,
     shard: int = 0,
     shards: int = 1,
     block_bytes: int = BLOCK_BYTES,
+    prefix: str = FILE_PREFIX,
 ) -> list[int]:
     """Encodes every ``shards``-th block of the files, from block ``shard`` on, into this
-    shard's file of each split; returns rows written per split.
+    shard's file of each split; returns rows per split (written or, where the split's
+    directory is None, dropped: older spans of a window keep their training rows only).
 
     ``buckets``: cumulative hash buckets of the output splits; None writes everything to
-    the one split (input-defined splits).
+    the one split (input-defined splits). ``prefix`` names the files (several conversions
+    may write into one split directory).
     """
-    writers = [GzipTFRecordWriter(shard_path(d, shard, shards)) for d in split_dirs]
+    writers = [None if d is None else GzipTFRecordWriter(shard_path(d, shard, shards, prefix)) for d in split_dirs]
     counts = [0] * len(split_dirs)
     try:
         block_index = 0
@@ -439,11 +442,13 @@ def write_shard(
                     for record in records:
                         by_split[split_index(record, buckets)].append(record)
                 for i, split_records in enumerate(by_split):
-                    writers[i].write(split_records)
+                    if writers[i] is not None:
+                        writers[i].write(split_records)
                     counts[i] += len(split_records)
     finally:
         for writer in writers:
-            writer.close()
+            if writer is not None:
+                writer.close()
     return counts
 
 

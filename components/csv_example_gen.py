@@ -35,16 +35,26 @@ from tfx.components.example_gen import write_split
 from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.components.example_gen.csv_example_gen import executor as tfx_csv_executor
 from tfx.components.util import examples_utils
-from tfx.dsl.components.base import executor_spec
+from tfx.dsl.components.base import base_component, executor_spec
 from tfx.dsl.io import fileio
-from tfx.proto import example_gen_pb2
-from tfx.types import artifact_utils, standard_component_specs
+from tfx.proto import example_gen_pb2, range_config_pb2
+from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
+from tfx.types.channel import Channel
+from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import proto_utils
 
-from components import csv_encoding
+from components import csv_encoding, spans
 from runtime import beam_args, worker_process_env
 
 CHECKED_ROWS = 1000
+# The rolling window (components/spans.py): how many spans, the input pattern as given (the
+# driver replaces its span spec by the span it resolved), and the splits that take the older
+# spans' rows (comma-separated; the others hold the newest span only).
+WINDOW_SPANS_KEY = "window_spans"
+SPAN_PATTERN_KEY = "span_pattern"
+WINDOW_SPLITS_KEY = "window_splits"
+# On the Examples artifact: the spans it holds ("13-16"), beside TFX's `span` (the newest).
+WINDOW_PROPERTY = "span_window"
 
 
 def check_canonical(paths: Sequence[str], types: dict[str, csv_encoding.ColumnType]) -> None:
@@ -105,25 +115,31 @@ def _run_workers(jobs: list[dict[str, Any]]) -> list[list[int]]:
 
 def convert(
     paths: Sequence[str],
-    split_dirs: Sequence[str],
+    split_dirs: Sequence[str | None],
     buckets: Sequence[int] | None,
     workers: int,
     block_bytes: int = csv_encoding.BLOCK_BYTES,
+    types: dict[str, csv_encoding.ColumnType] | None = None,
+    prefix: str = csv_encoding.FILE_PREFIX,
 ) -> list[int]:
-    """CSV files -> gzipped tf.Example TFRecords in ``split_dirs``; rows per split.
+    """CSV files -> gzipped tf.Example TFRecords in ``split_dirs`` (None: the split's rows
+    are counted, not written); rows per split.
 
     Blocks of ``block_bytes`` are shared out between the workers. Inputs of one block are
-    converted in this process: a worker's start-up would cost more than it saves.
+    converted in this process: a worker's start-up would cost more than it saves. ``types``
+    are inferred from ``paths`` unless given (one window of spans shares one inference).
     """
-    types = csv_encoding.infer_column_types(paths)
-    logging.info("Column types: %s", {n: t.name for n, t in types.items()})
+    if types is None:
+        types = csv_encoding.infer_column_types(paths)
+        logging.info("Column types: %s", {n: t.name for n, t in types.items()})
     check_canonical(paths, types)
     for split_dir in split_dirs:
-        fileio.makedirs(split_dir)
+        if split_dir is not None:
+            fileio.makedirs(split_dir)
     size = sum(fileio.stat(p).length for p in paths)
     workers = max(1, min(workers, -(-size // block_bytes)))
     if workers == 1:
-        return csv_encoding.write_shard(paths, types, split_dirs, buckets, block_bytes=block_bytes)
+        return csv_encoding.write_shard(paths, types, split_dirs, buckets, block_bytes=block_bytes, prefix=prefix)
     jobs = [
         dict(
             paths=list(paths),
@@ -133,6 +149,7 @@ def convert(
             shard=shard,
             shards=workers,
             block_bytes=block_bytes,
+            prefix=prefix,
         )
         for shard in range(workers)
     ]
@@ -150,6 +167,12 @@ def _glob_csv(pattern: str) -> list[str]:
         raise NoDataError(
             f"No file matches {pattern}: put the CSV file(s) in {os.path.dirname(pattern)}, or set --data-pattern."
         )
+    _check_headers(paths)
+    return paths
+
+
+def _check_headers(paths: Sequence[str]) -> None:
+    """Every file has the first one's header (one split, or one window of spans)."""
     names = csv_encoding.column_names(paths[0])
     for path in paths[1:]:
         other = csv_encoding.column_names(path)
@@ -157,9 +180,8 @@ def _glob_csv(pattern: str) -> list[str]:
             differ = sorted(set(names) ^ set(other)) or ["the same columns in another order"]
             raise csv_encoding.CsvFileError(
                 f"{path} and {paths[0]} have different headers ({', '.join(differ)}): "
-                "every CSV file of a split must have one header."
+                "every CSV file of a split (and of every span of a window) must have one header."
             )
-    return paths
 
 
 def check_rows(paths: Sequence[str], split_names: Sequence[str], counts: Sequence[int]) -> None:
@@ -173,6 +195,49 @@ def check_rows(paths: Sequence[str], split_names: Sequence[str], counts: Sequenc
                 f"(rows per split: {dict(zip(split_names, counts, strict=True))}): rows are split by hash, "
                 "so a handful of rows can all land in one split. Add rows (a few hundred at least)."
             )
+
+
+def _older_spans(exec_properties: dict[str, Any], input_base: str) -> list[spans.Span]:
+    """The spans of the window before the one the driver resolved (none without a window)."""
+    size = exec_properties.get(WINDOW_SPANS_KEY) or 1
+    pattern = exec_properties.get(SPAN_PATTERN_KEY)
+    if size == 1 or not pattern or not spans.has_spans(pattern):
+        return []
+    newest = exec_properties[example_gen_utils.SPAN_PROPERTY_NAME]
+    found = spans.window(spans.list_spans(input_base, pattern), newest, size)[:-1]
+    logging.info("Window: span %s and the %d before it (%s)", newest, len(found), spans.describe(found))
+    for span in found:
+        _check_headers([*span.paths])
+    return found
+
+
+def _add_older_spans(
+    older: list[spans.Span],
+    exec_properties: dict[str, Any],
+    split_names: Sequence[str],
+    split_uris: Sequence[str],
+    buckets: Sequence[int],
+    types: dict[str, csv_encoding.ColumnType],
+    counts: list[int],
+) -> list[int]:
+    """Writes the older spans' rows of the window splits (training) beside the newest span's,
+    hashed into splits as always, so a row is in the same split whichever run reads it: the
+    other splits (evaluation) keep the newest span only, on which the candidate and the
+    champion are judged, neither having learnt from it."""
+    window_splits = set(exec_properties.get(WINDOW_SPLITS_KEY, "").split(",")) - {""} or {split_names[0]}
+    kept = [name in window_splits for name in split_names]
+    for span in older:
+        dirs = [uri if keep else None for uri, keep in zip(split_uris, kept, strict=True)]
+        span_counts = convert(
+            span.paths, dirs, buckets, default_workers(), types=types, prefix=f"span-{span.number}-data_tfrecord"
+        )
+        check_rows(
+            span.paths,
+            [n for n, k in zip(split_names, kept, strict=True) if k],
+            [c for c, k in zip(span_counts, kept, strict=True) if k],
+        )
+        counts = [c + (s if keep else 0) for c, s, keep in zip(counts, span_counts, kept, strict=True)]
+    return counts
 
 
 class Executor(tfx_csv_executor.Executor):
@@ -196,6 +261,11 @@ class Executor(tfx_csv_executor.Executor):
             and not output_config.split_config.HasField("partition_feature_name")
         )
         if not covered:
+            if (exec_properties.get(WINDOW_SPANS_KEY) or 1) > 1:
+                raise ValueError(
+                    "A window of several spans is read by the fast CSV path only, not by TFX's Beam executor "
+                    "(Dataflow, or an output option the fast path lacks): train on one span (--window-spans 1)."
+                )
             logging.info("Using TFX's Beam executor (non-local runner or an option the fast path lacks).")
             super().Do(input_dict, output_dict, exec_properties)
             return
@@ -210,8 +280,19 @@ class Executor(tfx_csv_executor.Executor):
         if output_config.split_config.splits:
             buckets = list(np.cumsum([s.hash_buckets for s in output_config.split_config.splits]))
             paths = _glob_csv(os.path.join(input_base, input_config.splits[0].pattern))
-            counts = convert(paths, [artifact_utils.get_split_uri(examples, n) for n in split_names], buckets, workers)
+            split_uris = [artifact_utils.get_split_uri(examples, n) for n in split_names]
+            older = _older_spans(exec_properties, input_base)
+            if older:
+                _check_headers([paths[0], *(span.paths[0] for span in older)])
+            types = csv_encoding.infer_column_types([*paths, *(p for span in older for p in span.paths)])
+            logging.info("Column types: %s", {n: t.name for n, t in types.items()})
+            counts = convert(paths, split_uris, buckets, workers, types=types)
             check_rows(paths, split_names, counts)
+            if older:
+                counts = _add_older_spans(older, exec_properties, split_names, split_uris, buckets, types, counts)
+            if spans.has_spans(exec_properties.get(SPAN_PATTERN_KEY) or ""):
+                newest = spans.Span(exec_properties[example_gen_utils.SPAN_PROPERTY_NAME], None, tuple(paths))
+                artifact.set_string_custom_property(WINDOW_PROPERTY, spans.describe([*older, newest]))
         else:
             counts = []
             for split, name in zip(input_config.splits, split_names, strict=True):
@@ -226,7 +307,49 @@ class Executor(tfx_csv_executor.Executor):
             examples_utils.set_file_format(artifact, write_split.to_file_format_str(file_format))
 
 
-class CsvExampleGen(FileBasedExampleGen):
-    """Drop-in for ``tfx.components.CsvExampleGen`` (same spec and outputs, faster locally)."""
+class CsvExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
+    """TFX's FileBasedExampleGen spec and the rolling window's parameters."""
 
+    PARAMETERS = {
+        **standard_component_specs.FileBasedExampleGenSpec.PARAMETERS,
+        WINDOW_SPANS_KEY: ExecutionParameter(type=int, optional=True),
+        SPAN_PATTERN_KEY: ExecutionParameter(type=str, optional=True),
+        WINDOW_SPLITS_KEY: ExecutionParameter(type=str, optional=True),
+    }
+
+
+class CsvExampleGen(FileBasedExampleGen):
+    """Drop-in for ``tfx.components.CsvExampleGen`` (same spec and outputs, faster locally),
+    which can also read a rolling window of spans: with ``window_spans`` > 1 and a span
+    pattern, the ``window_splits`` also hold the rows of the spans before the one ingested."""
+
+    SPEC_CLASS = CsvExampleGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
+
+    def __init__(
+        self,
+        input_base: str,
+        input_config: example_gen_pb2.Input | None = None,
+        output_config: example_gen_pb2.Output | None = None,
+        range_config: range_config_pb2.RangeConfig | None = None,
+        window_spans: int = 1,
+        window_splits: Sequence[str] = (),
+    ) -> None:
+        if window_spans < 1:
+            raise ValueError(f"window_spans must be at least 1, got {window_spans}")
+        input_config = input_config or example_gen_utils.make_default_input_config()
+        output_config = output_config or example_gen_utils.make_default_output_config(input_config)
+        spec = CsvExampleGenSpec(
+            input_base=input_base,
+            input_config=input_config,
+            output_config=output_config,
+            range_config=range_config,
+            output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
+            output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
+            window_spans=window_spans,
+            span_pattern=input_config.splits[0].pattern,
+            window_splits=",".join(window_splits),
+            examples=Channel(type=standard_artifacts.Examples),
+        )
+        # FileBasedExampleGen's own __init__ builds TFX's spec, without the window.
+        base_component.BaseComponent.__init__(self, spec=spec)

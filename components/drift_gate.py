@@ -36,7 +36,6 @@ first run does.
 # No `from __future__ import annotations`: TFX reads the component's type hints at runtime.
 import json
 import os
-import posixpath
 
 from absl import logging
 from tensorflow_metadata.proto.v0 import schema_pb2
@@ -47,6 +46,7 @@ from tfx.utils import io_utils
 
 from components import drift
 from components.anomaly_gate import ANOMALIES_FILE, DataAnomaliesError, describe_anomalies
+from runtime.paths import is_under
 
 # On the output: JSON {"baseline": blessing URI or null, "serving": serving statistics URI or
 # null, "accepted": bool, "drift": [...]}, plus "ignored_baseline": the URI of another
@@ -56,28 +56,14 @@ IGNORED_BASELINE = "ignored_baseline"
 # The parameter naming this pipeline's root, here and on the Evaluator.
 PIPELINE_ROOT = "pipeline_root"
 TRAINING_SPLIT = "train"
+# With data in spans: the name of the new span's comparison with the champion's training data.
+NEW_SPAN = "new-span"
 # The split name of the serving data (ServingExampleGen's one input split).
 SERVING_SPLIT = "serving"
 
 
 class DataDriftError(RuntimeError):
     """The data moved beyond the contract's drift or skew thresholds; the message names each column."""
-
-
-def _normalized(path: str) -> str:
-    """``path`` without ``.``/``..``, doubled or trailing slashes; a local one made absolute
-    (the executor and its pipeline root share the process's working directory)."""
-    scheme, sep, rest = path.partition("://")
-    if sep:  # gs://bucket/... : the bucket and the path, the scheme's case aside
-        return f"{scheme.lower()}://{posixpath.normpath(rest)}"
-    return os.path.normpath(os.path.abspath(path))
-
-
-def is_under(uri: str, root: str) -> bool:
-    """True when ``uri`` is ``root`` or inside it, by whole path segments: ``<r>/name-2/m``
-    is not under ``<r>/name``."""
-    uri, root = _normalized(uri), _normalized(root)
-    return uri == root or uri.startswith(root.rstrip("/") + "/")
 
 
 def foreign_baseline(uri: str | None, pipeline_root: str | None) -> bool:
@@ -95,9 +81,22 @@ def ignored_baseline_line(kind: str, uri: str, pipeline_root: str, consequence: 
     )
 
 
-def measure_drift(statistics: dict, baseline: dict, schema: schema_pb2.Schema) -> tuple[list[drift.Drift], dict]:
-    """Each split against the baseline's same split: every measurement, TFDV's anomalies per split."""
+def measure_drift(
+    statistics: dict, baseline: dict, schema: schema_pb2.Schema, new_data_split: str | None = None
+) -> tuple[list[drift.Drift], dict]:
+    """Each split against the baseline's same split: every measurement, TFDV's anomalies per
+    split. With data in spans (``new_data_split``: the split holding the newest span only),
+    the new span against the data the champion learned from (its training split) instead:
+    a window shares most of its spans with the champion's, so split against split would
+    hide what is new."""
     measured, anomalies = [], {}
+    if new_data_split:
+        if new_data_split in statistics and TRAINING_SPLIT in baseline:
+            found, anomalies[NEW_SPAN] = drift.measure(
+                statistics[new_data_split], baseline[TRAINING_SPLIT], schema, NEW_SPAN
+            )
+            measured += found
+        return measured, anomalies
     for split, current in sorted(statistics.items()):
         if split not in baseline:
             continue  # a split the blessed run did not have: nothing to compare with
@@ -144,10 +143,12 @@ def DriftGate(
     serving_statistics: InputArtifact[standard_artifacts.ExampleStatistics] = None,
     accept_drift: Parameter[bool] = False,
     pipeline_root: Parameter[str] = None,
+    new_data_split: Parameter[str] = None,
 ) -> None:
     """Fails when a column drifted beyond the contract's threshold from the last blessed
     run's data, or from the serving data, unless ``accept_drift``; records every distance.
-    A baseline outside ``pipeline_root`` is another pipeline's: ignored (module docstring)."""
+    A baseline outside ``pipeline_root`` is another pipeline's: ignored (module docstring).
+    ``new_data_split``: with data in spans, the split holding the new span only (``measure_drift``)."""
     contract = io_utils.parse_pbtxt_file(io_utils.get_only_uri_in_dir(schema.uri), schema_pb2.Schema())
     ignored = None
     if baseline and foreign_baseline(baseline.uri, pipeline_root):
@@ -169,7 +170,7 @@ def DriftGate(
             "baseline once a model trained on it is blessed)."
         )
     else:
-        measured, anomalies = measure_drift(current, previous, contract)
+        measured, anomalies = measure_drift(current, previous, contract, new_data_split)
         compared_with = baseline.uri
     if serving:
         check_serving_data(serving, contract)

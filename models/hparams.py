@@ -11,6 +11,15 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+# Trainer custom_config keys beside the hyperparameters: start from the latest blessed
+# model's weights (``fn_args.base_model``; models/warm_start.py), if that model is under
+# this pipeline's root (``PIPELINE_ROOT_KEY``).
+WARM_START_KEY = "warm_start"
+PIPELINE_ROOT_KEY = "pipeline_root"
+# Keys that travel in the Trainer's custom_config for others: these two, and the problem spec
+# (models/preprocessing.py's PROBLEM_KEY).
+_TRAVELLING = frozenset({WARM_START_KEY, PIPELINE_ROOT_KEY, "problem"})
+
 
 @dataclasses.dataclass(frozen=True)
 class Schedule:
@@ -120,7 +129,7 @@ class HParams:
         # Keys other components own (e.g. Vertex AI training args) live beside ours.
         # The problem spec travels beside them too (models/preprocessing.py's PROBLEM_KEY).
         unknown = sorted(
-            k for k in custom_config if k not in known and not k.startswith("ai_platform") and k != "problem"
+            k for k in custom_config if k not in known and not k.startswith("ai_platform") and k not in _TRAVELLING
         )
         if unknown:
             raise ValueError(f"Unknown Trainer custom_config keys {unknown}; known keys: {sorted(known)}")

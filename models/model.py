@@ -162,8 +162,9 @@ def build_keras_model(
         wide_columns.append(_crossed(pair, dense_inputs, cat_inputs, categorical_sizes))
 
     deep = keras.layers.concatenate(deep_parts) if len(deep_parts) > 1 else deep_parts[0]
-    for units in hparams.hidden_units:
-        deep = keras.layers.Dense(units, activation="relu")(deep)
+    # Named, so a warm start finds each layer again (models/warm_start.py).
+    for index, units in enumerate(hparams.hidden_units):
+        deep = keras.layers.Dense(units, activation="relu", name=f"hidden_{index}")(deep)
         if hparams.dropout:
             deep = keras.layers.Dropout(hparams.dropout)(deep)
     outputs = 1 if problem.task != Task.MULTICLASS else problem.num_classes

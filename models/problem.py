@@ -207,6 +207,9 @@ class Problem:
     features: Features
     blessing: Blessing
     slices: tuple[str, ...] = ()
+    # The column that orders the rows in time, if any: `python -m pipeline.replay` cuts the
+    # data into spans by it (docs/pipeline.md, "Spans and the rolling window").
+    time_column: str | None = None
     # The folder the spec was read from (None for a spec built in code or read from JSON).
     directory: str | None = dataclasses.field(default=None, compare=False)
 
@@ -269,7 +272,9 @@ class Problem:
     def from_dict(cls, spec: Mapping[str, Any], directory: str | None = None) -> Problem:
         """A ``Problem`` from a spec's tables; raises ``ProblemError`` naming a wrong key."""
         spec = dict(spec)
-        _no_unknown_keys(spec, {"name", "task", "label", "features", "evaluation", "blessing", "slices"}, "")
+        _no_unknown_keys(
+            spec, {"name", "task", "label", "features", "evaluation", "blessing", "slices", "time_column"}, ""
+        )
         try:
             task = Task(spec.get("task", ""))
         except ValueError:
@@ -307,6 +312,7 @@ class Problem:
             features=Features(**feature_spec),
             blessing=Blessing(**blessing),
             slices=tuple(evaluation.get("slices", spec.get("slices", ()))),
+            time_column=spec.get("time_column"),
             directory=directory,
         )
 
@@ -423,6 +429,8 @@ def _validate(problem: Problem) -> None:
         raise ProblemError(f"evaluation.threshold must be in [0, 1] for {problem.blessing.metric}")
     if problem.blessing.max_regression < 0:
         raise ProblemError("evaluation.max_regression must be >= 0")
+    if problem.time_column is not None and problem.time_column not in problem.raw_columns:
+        raise ProblemError(f"time_column '{problem.time_column}' is not a column the spec names")
     for key in problem.slices:
         if key not in problem.raw_columns:
             raise ProblemError(f"evaluation.slices: '{key}' is not a column the spec names")

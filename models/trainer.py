@@ -29,17 +29,33 @@ from absl import logging
 
 from models import callbacks as callbacks_lib
 from models import model as model_lib
-from models import parameter_server, signatures
+from models import parameter_server, signatures, warm_start
 from models import strategy as strategy_lib
 from models.data import datasets, shared_shuffle_seed
-from models.hparams import HParams, epoch_schedule
+from models.hparams import PIPELINE_ROOT_KEY, WARM_START_KEY, HParams, epoch_schedule
 from models.preprocessing import problem_of
 from models.problem import Task
+from runtime.paths import is_under
 
 # BackupAndRestore state under the Trainer's model_run artifact unless custom_config says.
 BACKUP_SUBDIR = "backup"
 # Written by the chief into the model run directory: strategy, replicas, batch, epochs.
 TRAINING_RECORD = "training.json"
+
+
+def base_model(fn_args) -> tuple[str | None, str]:
+    """The serving directory to warm-start from, or None and why not."""
+    custom_config = fn_args.custom_config or {}
+    if not custom_config.get(WARM_START_KEY):
+        return None, "warm start is off"
+    base, root = getattr(fn_args, "base_model", None), custom_config.get(PIPELINE_ROOT_KEY)
+    if not base:
+        return None, "no blessed model yet"
+    if root and not is_under(base, root):
+        # Vertex's latest-blessed-model query is not scoped to a pipeline (components/drift_gate.py).
+        logging.info("Not warm-starting from %s: not under this pipeline's root %s", base, root)
+        return None, f"the latest blessed model {base} is another pipeline's"
+    return base, ""
 
 
 class _LogStartEpoch(keras.callbacks.Callback):
@@ -183,6 +199,8 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
                 target_scale=target_scale,
             )
             schedule_state = callbacks_lib.attach_state(model.optimizer)
+            base, why_not = base_model(fn_args)
+            started = warm_start.apply(model, base, tf_transform_output, problem, why_not)
         model.summary(print_fn=logging.info)
         schedule_callbacks = callbacks_lib.schedule_callbacks(
             schedule, schedule_state, fn_args.model_run_dir, model_lib.monitored_metric(problem)
@@ -206,6 +224,8 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
             verbose=2,
         )
         signatures.export_serving_model(model, tf_transform_output, serving_dir, problem)
+        if scratch is None:
+            warm_start.save(model, tf_transform_output, problem, serving_dir)
         if choice.kind == strategy_lib.MULTI_WORKER and worker.num_workers > 1:
             _wait_for_all_workers(strategy)
     finally:
@@ -224,6 +244,7 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
             "steps_per_epoch": steps_per_epoch,
             "task": problem.task.value,
             "hparams": hparams.to_custom_config(),
+            "warm_start": started.to_record(),
             **callbacks_lib.outcome(schedule_callbacks, history),
         }
         with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, TRAINING_RECORD), "w") as f:

@@ -11,6 +11,7 @@ import os
 import re
 from pathlib import Path
 
+from components import spans
 from models import problem as problem_lib
 from models.hparams import HParams
 from models.problem import Blessing, Problem
@@ -87,8 +88,19 @@ class PipelineConfig:
     problem: Problem = dataclasses.field(default_factory=default_problem)
     pipeline_name: str | None = None
     data_root: str | None = None
-    # Which files under data_root are data (data/ also holds a README).
+    # Which files under data_root are data (data/ also holds a README). With a span spec
+    # (``span-{SPAN}/*.csv``, ``{YYYY}-{MM}-{DD}/*.csv``) the data arrives as spans: each run
+    # ingests the newest span, or ``span``, as TFX's ExampleGen does (components/spans.py).
     data_pattern: str = "*.csv"
+    span: int | None = None
+    # With spans: the Trainer learns from this many newest spans (a rolling window), the
+    # Evaluator judges on the newest span's eval rows. 4 (twelve months of quarterly spans):
+    # measured in docs/pipeline.md ("Spans and the rolling window").
+    window_spans: int = 4
+    # Start training from the latest blessed model's weights where the shapes allow
+    # (models/warm_start.py). None: on when the data arrives as spans (each run has new
+    # data); off otherwise, where a rerun would retrain on the same data after each blessing.
+    warm_start: bool | None = None
     output_root: str = DEFAULT_OUTPUT_ROOT
     # Train:eval split by hash of each row, in hash buckets.
     train_buckets: int = 2
@@ -169,7 +181,14 @@ class PipelineConfig:
                 f"pipeline_name {self.pipeline_name!r} must match [a-z0-9][a-z0-9-]{{0,127}} "
                 "(lower-case letters, digits, dashes), as Vertex AI Pipelines requires."
             )
-        for name in ("train_buckets", "eval_buckets", "train_steps", "beam_workers"):
+        if self.warm_start is None:
+            object.__setattr__(self, "warm_start", self.has_spans)
+        if self.span is not None and not self.has_spans:
+            raise ValueError(
+                f"A span ({self.span}) was given but the data pattern {self.data_pattern!r} names no spans: "
+                "use a pattern with {SPAN} or {YYYY}{MM}{DD}, e.g. 'span-{SPAN}/*.csv'."
+            )
+        for name in ("train_buckets", "eval_buckets", "train_steps", "beam_workers", "window_spans"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.eval_steps is not None and self.eval_steps < 1:
@@ -193,6 +212,11 @@ class PipelineConfig:
             threshold=given.threshold if self.blessing_threshold is None else self.blessing_threshold,
             max_regression=given.max_regression if self.max_regression is None else self.max_regression,
         )
+
+    @property
+    def has_spans(self) -> bool:
+        """The data arrives as spans (the data pattern has a span or date spec)."""
+        return spans.has_spans(self.data_pattern)
 
     @property
     def pipeline_root(self) -> str:

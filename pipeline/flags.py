@@ -32,6 +32,26 @@ def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data-pattern", default=DEFAULTS.data_pattern, help="Glob, relative to --data-root, selecting the data files."
     )
+    spans = parser.add_argument_group("data that arrives as spans (a {SPAN} or {YYYY}{MM}{DD} spec in --data-pattern)")
+    spans.add_argument(
+        "--span",
+        type=int,
+        default=None,
+        help="Ingest this span (TFX's static range_config) instead of the newest; days since 1970-01-01 for dates.",
+    )
+    spans.add_argument(
+        "--window-spans",
+        type=int,
+        default=DEFAULTS.window_spans,
+        help="The Trainer learns from this many newest spans (a rolling window); the Evaluator judges on the "
+        "newest span.",
+    )
+    spans.add_argument(
+        "--warm-start",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="Start training from the latest blessed model's weights where shapes allow (default: on with spans).",
+    )
     parser.add_argument(
         "--train-steps", type=int, default=DEFAULTS.train_steps, help="Total training steps (each of one global batch)."
     )
@@ -114,6 +134,9 @@ def pipeline_config_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         problem=problem_lib.load(args.problem),
         pipeline_name=args.pipeline_name,
         data_pattern=args.data_pattern,
+        span=args.span,
+        window_spans=args.window_spans,
+        warm_start=args.warm_start,
         train_steps=args.train_steps,
         enable_cache=args.enable_cache,
         transform_statistics=args.transform_statistics,

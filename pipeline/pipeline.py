@@ -25,7 +25,7 @@ from tfx.components.trainer.component import Trainer
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import LatestBlessedModelStrategy
 from tfx.orchestration.pipeline import Pipeline
-from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
+from tfx.proto import example_gen_pb2, pusher_pb2, range_config_pb2, trainer_pb2
 from tfx.types import standard_artifacts
 from tfx.types.channel import Channel
 
@@ -35,6 +35,7 @@ from components.drift_gate import SERVING_SPLIT, DriftGate
 from components.evaluator import Evaluator
 from components.transform import Transform
 from models import batched_metrics, signatures
+from models.hparams import PIPELINE_ROOT_KEY, WARM_START_KEY
 from models.preprocessing import PROBLEM_KEY
 from models.problem import Problem, Task
 from pipeline.config import EVALUATOR_MODULE, PREPROCESSING_FN, RUN_FN, TUNER_FN, PipelineConfig
@@ -135,7 +136,12 @@ def evaluator_module(problem: Problem) -> str | None:
 
 def _trainer(config: PipelineConfig, **inputs):
     """The Trainer in this process/container, or as a Vertex AI Training job."""
-    custom_config = {**config.hparams.to_custom_config(), PROBLEM_KEY: config.problem.to_json()}
+    custom_config = {
+        **config.hparams.to_custom_config(),
+        PROBLEM_KEY: config.problem.to_json(),
+        WARM_START_KEY: config.warm_start,
+        PIPELINE_ROOT_KEY: config.pipeline_root,
+    }
     if config.vertex_training is None:
         return Trainer(custom_config=custom_config, **inputs)
     from tfx.extensions.google_cloud_ai_platform.trainer.component import Trainer as VertexTrainer
@@ -201,9 +207,10 @@ def _pusher(config: PipelineConfig, **inputs):
     )
 
 
-def _csv_example_gen(input_base: str, pattern: str, buckets_by_split: dict[str, int]) -> CsvExampleGen:
+def _csv_example_gen(input_base: str, pattern: str, buckets_by_split: dict[str, int], **window) -> CsvExampleGen:
     """TFX's CsvExampleGen with a faster local executor (same splits and outputs): the files
-    matching ``pattern``, rows split by hash into these splits and numbers of hash buckets."""
+    matching ``pattern``, rows split by hash into these splits and numbers of hash buckets;
+    ``window``: the span and the rolling window (``CsvExampleGen``'s arguments)."""
     return CsvExampleGen(
         input_base=input_base,
         input_config=example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="single_split", pattern=pattern)]),
@@ -215,7 +222,21 @@ def _csv_example_gen(input_base: str, pattern: str, buckets_by_split: dict[str, 
                 ]
             )
         ),
+        **window,
     )
+
+
+def _span_window(config: PipelineConfig) -> dict:
+    """ExampleGen's span (TFX's ``range_config``: one given span, else the newest) and the
+    rolling window of spans the Trainer's split holds (components/spans.py)."""
+    if not config.has_spans:
+        return {}
+    window = {"window_spans": config.window_spans, "window_splits": [TRAIN_SPLIT]}
+    if config.span is not None:
+        window["range_config"] = range_config_pb2.RangeConfig(
+            static_range=range_config_pb2.StaticRange(start_span_number=config.span, end_span_number=config.span)
+        )
+    return window
 
 
 def _serving_statistics(config: PipelineConfig) -> tuple[list, dict]:
@@ -240,7 +261,10 @@ def create_pipeline(
 ) -> Pipeline:
     """Builds the complete DAG from ``config``; runners only add where metadata lives."""
     example_gen = _csv_example_gen(
-        config.data_root, config.data_pattern, {TRAIN_SPLIT: config.train_buckets, EVAL_SPLIT: config.eval_buckets}
+        config.data_root,
+        config.data_pattern,
+        {TRAIN_SPLIT: config.train_buckets, EVAL_SPLIT: config.eval_buckets},
+        **_span_window(config),
     )
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
     if config.schema_path:
@@ -271,6 +295,8 @@ def create_pipeline(
         accept_drift=config.accept_drift,
         # The resolver may return another pipeline's blessing: only one under this root is ours.
         pipeline_root=config.pipeline_root,
+        # With spans, the eval split holds the new span only: it is compared with the champion's data.
+        new_data_split=EVAL_SPLIT if config.has_spans else None,
         **serving_inputs,
     )
     transform = Transform(
@@ -301,6 +327,10 @@ def create_pipeline(
     tuner = _tuner(config, **training_inputs) if config.tuning else None
     if tuner is not None:
         training_inputs["hyperparameters"] = tuner.outputs["best_hyperparameters"]
+    if config.warm_start:
+        # The champion's weights to start from (models/warm_start.py); its own check that the
+        # model is this pipeline's, as the Evaluator's and DriftGate's.
+        training_inputs["base_model"] = model_resolver.outputs["model"]
     trainer = _trainer(config, run_fn=RUN_FN, **training_inputs)
     # TFX's Evaluator, minus evaluating a model against itself on cached reruns.
     evaluator = Evaluator(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -58,6 +59,11 @@ class RunSummary:
     drift: dict | None = None
     # Every output artifact's URI, by "<component>.<output key>" (the run report reads them).
     outputs: dict[str, str] = dataclasses.field(default_factory=dict)
+    # With data in spans: the span ingested and the window the Trainer learnt from ("13-16").
+    span: int | None = None
+    window: str | None = None
+    # What the Trainer started from (models/warm_start.py's description), when it trained.
+    warm_start: str | None = None
 
     def component(self, node_id: str) -> ComponentRun | None:
         return next((c for c in self.components if c.node_id == node_id), None)
@@ -148,7 +154,8 @@ def record_output(
     """What one output artifact of a run tells the summary, from its URI and (custom)
     properties as plain values; ``inputs_by_key`` identifies the producer's input artifacts.
     Shared by ML Metadata runs and Vertex rehearsals."""
-    from components.evaluator import REUSED_FROM  # imports TFX and TFMA: only when reading a run
+    from components.csv_example_gen import WINDOW_PROPERTY  # imports TFX: only when reading a run
+    from components.evaluator import REUSED_FROM
 
     summary.outputs[f"{node_id}.{key}"] = uri
     if key == "blessing":
@@ -164,10 +171,26 @@ def record_output(
         summary.pushed_to = properties["pushed_destination"]
     elif key == "model_run" and node_id == "Trainer":
         summary.tensorboard_dir = uri
+        summary.warm_start = _warm_start(uri)
+    elif key == "examples" and WINDOW_PROPERTY in properties:
+        summary.span, summary.window = int(properties["span"]), properties[WINDOW_PROPERTY]
     elif key == "drift_report" and properties.get("drift_report"):
         summary.drift = json.loads(properties["drift_report"])
     elif key == "anomalies" and "blessed" in properties:
         summary.anomalies_blessed = {split: bool(v) for split, v in properties["blessed"].items()}
+
+
+def _warm_start(model_run_uri: str) -> str | None:
+    """The Trainer's record of what it started from (None when it did not record one)."""
+    from models.trainer import TRAINING_RECORD
+    from models.warm_start import WarmStart
+
+    path = os.path.join(model_run_uri, TRAINING_RECORD)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        record = json.load(f).get("warm_start")
+    return None if record is None else WarmStart.from_record(record).describe()
 
 
 def summarize_run(
@@ -248,6 +271,10 @@ def format_summary(summary: RunSummary, blessing=None, contract: str | None = No
         lines.append(f"Eval metrics: {shown}")
     if contract is not None:
         lines.append(f"Data contract: {contract}")
+    if summary.span is not None:
+        lines.append(f"Data: span {summary.span}; the Trainer learnt from spans {summary.window}")
+    if summary.warm_start:
+        lines.append(f"Training: {summary.warm_start}")
     if summary.drift is not None:
         lines.append(format_drift(summary.drift))
     if summary.blessed is None:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from google.auth.credentials import AnonymousCredentials
 
 import kubeflow_runner as kr
 from tests.support import cloud
-from tests.support.standin_server import StandInServer, kfp_routes
+from tests.support.standin_server import StandInServer, kfp_routes, vertex_routes
 
 pytestmark = pytest.mark.usefixtures("loopback_only")
 
@@ -297,3 +298,119 @@ def test_the_rehearsal_flags_reach_the_rehearsal(tmp_path, monkeypatch):
         report=False,
     )
     assert (config.data_root, job_file) == (cloud.DATA_ROOT, str(tmp_path / "j.json"))
+
+
+WEEKLY = ["--schedule-cron", "TZ=Europe/Berlin 0 3 * * 1"]
+
+
+@pytest.fixture
+def vertex_standin(monkeypatch):
+    """The real Vertex AI client behind --schedule-cron, pointed at a stand-in server; a real
+    run would look up its credentials, anonymous ones stand in (a dry run brings its own)."""
+    real = kr.schedule_on_vertex
+    with StandInServer(vertex_routes(cloud.PROJECT, cloud.REGION, cloud.BUCKET)) as server:
+
+        def pointed(*args, credentials=None, **kwargs):
+            return real(*args, api_endpoint=server.url, credentials=credentials or AnonymousCredentials(), **kwargs)
+
+        monkeypatch.setattr(kr, "schedule_on_vertex", pointed)
+        yield server
+
+
+def test_a_schedule_from_the_command_line_carries_the_run_settings(tmp_path, capsys, vertex_standin):
+    argv = [
+        *cloud.CLOUD_ARGS,
+        "--output-file",
+        str(tmp_path / "job.json"),
+        *cloud.PROJECT_ARGS,
+        "--data-pattern",
+        "span-{SPAN}/*.csv",
+        *WEEKLY,
+        "--schedule-start",
+        "2099-01-05T04:00+01:00",
+        "--schedule-end",
+        "2099-06-30T22:00Z",
+        "--schedule-max-runs",
+        "26",
+        "--service-account",
+        cloud.SERVICE_ACCOUNT,
+        "--network",
+        "projects/123/global/networks/ml",
+        "--label",
+        "team=ml",
+        "--enable-cache",
+    ]
+    assert kr.main(argv) == 0
+    (request,) = vertex_standin.requests
+    body = request.body
+    assert body["displayName"] == "taxi-big-tipper-schedule" and body["cron"] == "TZ=Europe/Berlin 0 3 * * 1"
+    assert (body["startTime"], body["endTime"]) == ("2099-01-05T03:00:00Z", "2099-06-30T22:00:00Z")
+    assert (int(body["maxConcurrentRunCount"]), int(body["maxRunCount"])) == (1, 26)
+    run = body["createPipelineJobRequest"]["pipelineJob"]
+    assert run["serviceAccount"] == cloud.SERVICE_ACCOUNT and run["network"] == "projects/123/global/networks/ml"
+    assert run["labels"] == {"team": "ml"}
+    assert run["runtimeConfig"]["gcsOutputDirectory"] == f"{cloud.OUTPUT_ROOT}/pipelines/taxi-big-tipper"
+    spec, compiled = run["pipelineSpec"], json.loads((tmp_path / "job.json").read_text())["pipelineSpec"]
+    assert spec["deploymentSpec"] == compiled["deploymentSpec"]
+    tasks = spec["root"]["dag"]["tasks"]
+    assert tasks.keys() == compiled["root"]["dag"]["tasks"].keys()
+    assert {t["cachingOptions"].get("enableCache", False) for t in tasks.values()} == {True}
+    out = capsys.readouterr().out
+    assert (
+        f"Created Vertex AI Pipelines schedule projects/{cloud.PROJECT}/locations/{cloud.REGION}/schedules/1000 "
+        "(cron 'TZ=Europe/Berlin 0 3 * * 1', from 2099-01-05T03:00:00Z until 2099-06-30T22:00:00Z, "
+        "at most 26 runs, 1 run at a time)"
+    ) in out
+    assert f"pipelines/schedules/1000?project={cloud.PROJECT}" in out
+    assert f"resolves the newest span matching {cloud.DATA_ROOT}/span-{{SPAN}}/*.csv when the run starts" in out
+    assert "without recompiling" in out
+
+
+def test_a_schedule_dry_run_sends_nothing_and_looks_up_no_credentials(tmp_path, capsys, monkeypatch, vertex_standin):
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-such-file.json"))
+    argv = [*cloud.CLOUD_ARGS, "--output-file", str(tmp_path / "job.json"), *cloud.PROJECT_ARGS, *WEEKLY, "--dry-run"]
+    assert kr.main(argv) == 0
+    assert vertex_standin.requests == []
+    out = capsys.readouterr().out
+    assert (
+        "Dry run: Vertex AI schedule taxi-big-tipper-schedule (cron 'TZ=Europe/Berlin 0 3 * * 1', from now, no end, "
+        f"1 run at a time) built for {cloud.PROJECT}/{cloud.REGION}, not sent."
+    ) in out
+    assert f"reads the files matching {cloud.DATA_ROOT}/*.csv as they are when the run starts" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        ([*WEEKLY, "--submit"], "--schedule-cron creates a Vertex AI schedule and --submit starts one run now: drop"),
+        ([*WEEKLY, "--kfp-host", "https://kfp.example.com"], "drop --kfp-host"),
+        ([*WEEKLY, "--rehearse"], "rehearse without --schedule-cron first"),
+        ([*WEEKLY, "--data-pattern", "span-{SPAN}/*.csv", "--span", "0"], "drop --span"),
+        (["--schedule-cron", "0 3 * *"], "--schedule-cron '0 3 * *' has 4 fields; Vertex AI takes 5"),
+        (["--schedule-cron", ""], "--schedule-cron '' has 0 fields"),
+        (
+            ["--schedule-cron", "TZ=Europe/Berlinn 0 3 * * 1"],
+            "'Europe/Berlinn' in 'TZ=Europe/Berlinn 0 3 * * 1' is not",
+        ),
+        ([*WEEKLY, "--schedule-start", "next monday"], "--schedule-start expects an ISO-8601 date and time"),
+        ([*WEEKLY, "--schedule-start", "2099-01-05T03:00"], "--schedule-start '2099-01-05T03:00' has no time zone"),
+        (
+            [*WEEKLY, "--schedule-start", "2099-02-01T00:00Z", "--schedule-end", "2099-01-01T00:00Z"],
+            "--schedule-end 2099-01-01T00:00Z is not after --schedule-start 2099-02-01T00:00Z",
+        ),
+        ([*WEEKLY, "--schedule-end", "2001-01-01T00:00Z"], "--schedule-end 2001-01-01T00:00Z is in the past"),
+        ([*WEEKLY, "--schedule-max-runs", "0"], "--schedule-max-runs must be at least 1"),
+        (["--schedule-end", "2099-01-01T00:00Z"], "--schedule-end shapes a Vertex AI schedule: add --schedule-cron"),
+        (["--schedule-max-runs", "3", "--submit"], "--schedule-max-runs shapes a Vertex AI schedule"),
+    ],
+)
+def test_schedule_settings_that_cannot_work_name_the_flag_before_compiling(tmp_path, capsys, flags, named):
+    output = tmp_path / "job.json"
+    assert kr.main([*cloud.CLOUD_ARGS, *cloud.PROJECT_ARGS, "--output-file", str(output), *flags]) == 2
+    assert named in capsys.readouterr().err
+    assert not output.exists()
+
+
+def test_a_schedule_needs_the_project_and_region(capsys):
+    assert kr.main([*cloud.CLOUD_ARGS, *WEEKLY, "--region", cloud.REGION]) == 2
+    assert "--project is required with --schedule-cron" in capsys.readouterr().err

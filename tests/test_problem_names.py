@@ -31,7 +31,8 @@ def _named(problem) -> set[str]:
 
 def _hits(names: set[str], files: list[Path]) -> list[str]:
     alternatives = "|".join(map(re.escape, sorted(names)))
-    word = re.compile(rf"(?<![A-Za-z0-9_])({alternatives})(?![A-Za-z0-9_])")
+    # An attribute (``when.year``) is Python's, not a column's name.
+    word = re.compile(rf"(?<![A-Za-z0-9_.])({alternatives})(?![A-Za-z0-9_])")
     hits = []
     for path in files:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):

@@ -14,6 +14,7 @@ from tfx.dsl.compiler import compiler
 from tfx.proto.orchestration import executable_spec_pb2, pipeline_pb2
 
 from models import signatures
+from models.hparams import PIPELINE_ROOT_KEY, WARM_START_KEY
 from models.preprocessing import PROBLEM_KEY
 from models.problem import Problem, Task
 from pipeline.config import PipelineConfig
@@ -174,8 +175,32 @@ def test_hyperparameters_reach_the_trainer(pipe):
     trainer = _ids(pipe)["Trainer"]
     custom_config = json.loads(trainer.exec_properties["custom_config"])
     assert custom_config.pop(PROBLEM_KEY) == TAXI.to_json()
+    # Whether to warm-start, and the root a base model must lie under to be this pipeline's.
+    assert custom_config.pop(WARM_START_KEY) is False
+    assert custom_config.pop(PIPELINE_ROOT_KEY) == PipelineConfig().pipeline_root
     assert custom_config == PipelineConfig().hparams.to_custom_config()
     assert trainer.exec_properties["run_fn"] == "models.trainer.run_fn"
+    assert "base_model" not in trainer.inputs
+
+
+def test_data_in_spans_ingests_the_newest_span_with_a_window_and_warm_starts(tmp_path):
+    config = PipelineConfig(data_root=str(tmp_path), data_pattern="span-{SPAN}/*.csv", window_spans=3)
+    components = _ids(create_pipeline(config))
+    example_gen = components["CsvExampleGen"]
+    assert example_gen.exec_properties["window_spans"] == 3
+    assert example_gen.exec_properties["span_pattern"] == "span-{SPAN}/*.csv"
+    assert example_gen.exec_properties["window_splits"] == "train"
+    assert not example_gen.exec_properties.get("range_config")
+    trainer = components["Trainer"]
+    assert json.loads(trainer.exec_properties["custom_config"])[WARM_START_KEY] is True
+    # The champion: what the Evaluator compares with is what the Trainer starts from.
+    assert trainer.inputs["base_model"] is components["Evaluator"].inputs["baseline_model"]
+
+
+def test_a_given_span_is_tfx_s_static_range(tmp_path):
+    config = PipelineConfig(data_root=str(tmp_path), data_pattern="{YYYY}-{MM}-{DD}/*.csv", span=19000)
+    range_config = json.loads(_ids(create_pipeline(config))["CsvExampleGen"].exec_properties["range_config"])
+    assert range_config == {"static_range": {"start_span_number": 19000, "end_span_number": 19000}}
 
 
 def _compiled_beam_args(pipe) -> dict[str, list[str]]:

@@ -77,7 +77,8 @@ class StandInServer:
 
 
 def vertex_routes(project: str, region: str, bucket: str) -> dict[tuple[str, str], Route]:
-    """Vertex AI's pipelineJobs.create and the Cloud Storage calls its client makes first."""
+    """Vertex AI's pipelineJobs.create and the Cloud Storage calls its client makes first,
+    and schedules.create."""
 
     def create_job(request):
         job = dict(request.body)
@@ -85,9 +86,21 @@ def vertex_routes(project: str, region: str, bucket: str) -> dict[tuple[str, str
         job["state"] = "PIPELINE_STATE_PENDING"
         return 200, job
 
+    def create_schedule(request):
+        # As Vertex answers: the Schedule under a server-chosen numeric id, active, starting
+        # at its creation unless a startTime was given.
+        created = "2030-01-01T00:00:00Z"
+        schedule = {"startTime": created, **request.body, "createTime": created, "state": "ACTIVE"}
+        schedule["name"] = f"projects/{project}/locations/{region}/schedules/{1000 + len(schedules)}"
+        schedules.append(schedule)
+        return 200, schedule
+
+    schedules: list[dict] = []
+
     not_found = {"error": {"code": 404, "message": "Not Found"}}
     return {
         ("POST", f"/v1/projects/{project}/locations/{region}/pipelineJobs"): create_job,
+        ("POST", f"/v1/projects/{project}/locations/{region}/schedules"): create_schedule,
         # The client makes sure the pipeline root's bucket exists (Cloud Storage API).
         ("GET", f"/storage/v1/b/{bucket}/iam"): lambda r: (200, {"bindings": []}),
         ("PUT", f"/storage/v1/b/{bucket}/iam"): lambda r: (200, r.body),

@@ -1,0 +1,87 @@
+"""Spans under a data root and the rolling window of the newest ones.
+
+Data that arrives over time lands as spans: one folder or file per span, named by span
+number (``span-{SPAN}/*.csv``) or date (``{YYYY}-{MM}-{DD}/*.csv``), as TFX's
+``input_config`` patterns have it. TFX's ExampleGen ingests one span per run: its driver
+resolves the newest (or the one ``range_config`` names) on every orchestrator, Vertex
+included. The rolling window is the spans before it: found here with TFX's own matching
+(so the window and the driver agree on what a span is), read from the data root by the
+same ExampleGen execution. No resolver is involved, which is what lets the window compile
+for Vertex AI Pipelines (docs/pipeline.md, "Spans and the rolling window").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from tfx.components.example_gen import utils as example_gen_utils
+from tfx.dsl.io import fileio
+from tfx.proto import example_gen_pb2
+
+
+@dataclasses.dataclass(frozen=True)
+class Span:
+    """One span: its number (days since 1970-01-01 for date patterns), newest version, files."""
+
+    number: int
+    version: int | None
+    paths: tuple[str, ...]
+
+
+def has_spans(pattern: str) -> bool:
+    """True when ``pattern`` names spans (``{SPAN}`` or ``{YYYY}{MM}{DD}``)."""
+    is_span, is_date, _ = example_gen_utils.verify_split_pattern_specs(
+        example_gen_pb2.Input.Split(name="any", pattern=pattern)
+    )
+    return is_span or is_date
+
+
+def list_spans(input_base: str, pattern: str) -> list[Span]:
+    """Every span matching ``pattern`` under ``input_base``, oldest first, each at its
+    newest version (as TFX's driver picks a span's version)."""
+    split = example_gen_pb2.Input.Split(name="any", pattern=pattern)
+    is_span, is_date, is_version = example_gen_utils.verify_split_pattern_specs(split)
+    if not (is_span or is_date):
+        raise ValueError(f"{pattern} has no {{SPAN}} or {{YYYY}}{{MM}}{{DD}} spec: it names no spans")
+    # TFX's own glob and regex for the pattern (private in TFX 1.16; the driver uses them).
+    glob, regex = example_gen_utils._create_matching_glob_and_regex(  # noqa: SLF001
+        input_base, split, is_span, is_date, is_version, None
+    )
+    versions: dict[int, int | None] = {}
+    for path in fileio.glob(glob):
+        _, number, _, version = example_gen_utils._find_matched_span_version_from_path(  # noqa: SLF001
+            path, regex, is_span, is_date, is_version
+        )
+        known = versions.get(number)
+        versions[number] = version if known is None or (version or 0) > known else known
+    spans = []
+    for number in sorted(versions):
+        concrete = example_gen_utils.get_pattern_for_span_version(
+            pattern, is_span, is_date, is_version, number, versions[number]
+        )
+        spans.append(Span(number, versions[number], tuple(sorted(fileio.glob(os.path.join(input_base, concrete))))))
+    return spans
+
+
+def window(spans: list[Span], newest: int, size: int) -> list[Span]:
+    """The ``size`` newest spans up to and including span ``newest``, oldest first. Gaps
+    are skipped (a week of daily spans with a holiday is still ``size`` spans of data)."""
+    if size < 1:
+        raise ValueError(f"A window holds at least 1 span, got {size}")
+    upto = [span for span in spans if span.number <= newest]
+    if not upto or upto[-1].number != newest:
+        raise ValueError(f"Span {newest} is not among the spans found ({[s.number for s in spans]})")
+    return upto[-size:]
+
+
+def describe(spans: list[Span]) -> str:
+    """``"5"`` or ``"2-5"`` (``"2, 4-5"`` with gaps): the window as the history shows it."""
+    numbers = [span.number for span in spans]
+    runs: list[list[int]] = []
+    for number in numbers:
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    return ", ".join(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)

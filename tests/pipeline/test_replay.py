@@ -1,0 +1,62 @@
+"""The replay's cutting of a CSV into spans by its time column (the runs: tests/problems)."""
+
+from __future__ import annotations
+
+import csv
+import datetime
+
+import pytest
+
+from components import spans
+from pipeline import replay
+
+
+def _write(path, rows):
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["when", "x"])
+        writer.writerows(rows)
+    return str(path)
+
+
+def _seconds(year: int, month: int) -> str:
+    return str(int(datetime.datetime(year, month, 15, tzinfo=datetime.timezone.utc).timestamp()))
+
+
+def test_rows_are_cut_into_periods_oldest_first_cells_unchanged(tmp_path):
+    rows = [[_seconds(2014, 5), "b"], [_seconds(2013, 2), "a"], [_seconds(2014, 6), ""], [_seconds(2015, 1), "c"]]
+    cut = replay.cut_into_spans([_write(tmp_path / "in.csv", rows)], "when", 3, str(tmp_path / "spans"))
+    assert cut == [(1, "2013-01", 1), (2, "2014-04", 2), (3, "2015-01", 1)]
+    with open(tmp_path / "spans" / "span-2" / "data.csv", newline="") as f:
+        assert list(csv.reader(f)) == [["when", "x"], rows[0], rows[2]]
+    # The folders are spans as TFX's ExampleGen finds them.
+    assert [s.number for s in spans.list_spans(str(tmp_path / "spans"), replay.SPAN_PATTERN)] == [1, 2, 3]
+
+
+def test_iso_dates_work_too(tmp_path):
+    rows = [["2016-01-03", "a"], ["2016-02-10T08:00:00", "b"], ["2016-03-01", "c"]]
+    cut = replay.cut_into_spans([_write(tmp_path / "in.csv", rows)], "when", 1, str(tmp_path / "spans"))
+    assert [(label, count) for _, label, count in cut] == [("2016-01", 1), ("2016-02", 1), ("2016-03", 1)]
+
+
+@pytest.mark.parametrize(
+    "rows, message",
+    [([["", "a"]], "is empty"), ([["next tuesday", "a"]], "neither seconds since 1970 nor an ISO date")],
+)
+def test_a_row_without_a_usable_time_is_named(tmp_path, rows, message):
+    with pytest.raises(ValueError, match=message) as error:
+        replay.cut_into_spans([_write(tmp_path / "in.csv", rows)], "when", 3, str(tmp_path / "spans"))
+    assert "in.csv:2" in str(error.value)
+
+
+def test_a_missing_time_column_is_named(tmp_path):
+    with pytest.raises(ValueError, match="no column 'time'"):
+        replay.cut_into_spans([_write(tmp_path / "in.csv", [["1", "a"]])], "time", 3, str(tmp_path / "spans"))
+
+
+def test_a_problem_without_a_time_column_is_refused(tmp_path, capsys):
+    from tests.support.problems import SHIPPED, SHIPPED_DIRS
+
+    without = next(SHIPPED_DIRS[name] for name, problem in SHIPPED.items() if problem.time_column is None)
+    assert replay.main(["--problem", str(without), "--output-root", str(tmp_path)]) == 2
+    assert "names no time_column" in capsys.readouterr().err
