@@ -302,3 +302,85 @@ def test_what_the_fast_path_lacks_goes_to_tfx_executor(small_config, tmp_path, m
     examples = run_component(component, {}, str(tmp_path))["examples"][0]
     records = _split_records(examples)
     assert sum(len(r) for r in records.values()) == 600
+
+
+def _driven(component, input_base: str):
+    """``component`` with the exec properties TFX's ExampleGen driver resolves before its
+    executor runs (the span, and the pattern with the span filled in), as every orchestrator
+    runs it (Vertex: the task's preCacheCheck driver)."""
+    from tfx.components.example_gen import input_processor
+    from tfx.proto import example_gen_pb2, range_config_pb2
+    from tfx.utils import proto_utils
+
+    properties = component.exec_properties
+    given = proto_utils.json_to_proto(properties["input_config"], example_gen_pb2.Input())
+    ranged = properties.get("range_config")
+    ranged = proto_utils.json_to_proto(ranged, range_config_pb2.RangeConfig()) if ranged else None
+    processor = input_processor.FileBasedInputProcessor(input_base, given.splits, ranged)
+    span, version = processor.resolve_span_and_version()
+    resolved = example_gen_pb2.Input()
+    resolved.CopyFrom(given)
+    resolved.splits[0].pattern = processor.get_pattern_for_span_version(given.splits[0].pattern, span, version)
+    properties.update(input_config=proto_utils.proto_to_json(resolved), span=span)
+    return component
+
+
+def _spans(root: Path, count: int) -> str:
+    from tests.support.sample_data import write_sample
+
+    for number in range(1, count + 1):
+        write_sample(root / f"span-{number}", rows=200, every=7 + number)
+    return str(root)
+
+
+def _windowed(config, input_base: str, window_spans: int, range_config=None):
+    ours = node(create_pipeline(config), "CsvExampleGen")
+    return csv_example_gen.CsvExampleGen(
+        input_base=input_base,
+        input_config=tfx.proto.Input(splits=[tfx.proto.Input.Split(name="single_split", pattern="span-{SPAN}/*.csv")]),
+        output_config=ours.exec_properties["output_config"],
+        window_spans=window_spans,
+        window_splits=["train"],
+        range_config=range_config,
+    )
+
+
+def test_a_window_trains_on_the_older_spans_and_evaluates_on_the_newest_only(small_config, tmp_path):
+    """The window's train split holds each span's training rows, as that span alone would
+    have split them; its eval split, the newest span's alone."""
+    data = _spans(tmp_path / "data", 3)
+    window = run_component(_driven(_windowed(small_config, data, 2), data), {}, str(tmp_path / "window"))
+    examples = window["examples"][0]
+    assert examples.get_string_custom_property(csv_example_gen.WINDOW_PROPERTY) == "2-3"
+    alone = {}
+    for number in (2, 3):
+        only = tmp_path / f"only-{number}"
+        (only / f"span-{number}").parent.mkdir(parents=True)
+        os.symlink(os.path.join(data, f"span-{number}"), only / f"span-{number}")
+        component = _driven(_windowed(small_config, str(only), 1), str(only))
+        alone[number] = _split_records(run_component(component, {}, str(tmp_path / f"alone-{number}"))["examples"][0])
+    got = _split_records(examples)
+    assert got["train"] == sorted(alone[2]["train"] + alone[3]["train"])
+    assert got["eval"] == alone[3]["eval"]
+    assert alone[2]["eval"]  # the older span's eval rows exist, and are left out
+
+
+def test_a_given_span_ends_the_window_there(small_config, tmp_path):
+    from tfx.proto import range_config_pb2
+
+    data = _spans(tmp_path / "data", 3)
+    static = range_config_pb2.RangeConfig(
+        static_range=range_config_pb2.StaticRange(start_span_number=2, end_span_number=2)
+    )
+    component = _driven(_windowed(small_config, data, 4, static), data)
+    examples = run_component(component, {}, str(tmp_path / "out"))["examples"][0]
+    assert examples.get_string_custom_property(csv_example_gen.WINDOW_PROPERTY) == "1-2"
+
+
+def test_spans_with_different_headers_are_refused(small_config, tmp_path):
+    data = _spans(tmp_path / "data", 2)
+    first = Path(data) / "span-1" / "data.csv"
+    lines = first.read_text().splitlines()
+    first.write_text("\n".join([lines[0] + ",extra", *(line + ",1" for line in lines[1:])]) + "\n")
+    with pytest.raises(csv_encoding.CsvFileError, match="different headers"):
+        run_component(_driven(_windowed(small_config, data, 2), data), {}, str(tmp_path / "out"))

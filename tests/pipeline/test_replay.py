@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import csv
 import datetime
+import re
+from pathlib import Path
 
 import pytest
 
 from components import spans
-from pipeline import replay
+from pipeline import history, replay
 
 
 def _write(path, rows):
@@ -60,3 +62,54 @@ def test_a_problem_without_a_time_column_is_refused(tmp_path, capsys):
     without = next(SHIPPED_DIRS[name] for name, problem in SHIPPED.items() if problem.time_column is None)
     assert replay.main(["--problem", str(without), "--output-root", str(tmp_path)]) == 2
     assert "names no time_column" in capsys.readouterr().err
+
+
+# What the policy keeps for every push (pipeline/prune.py): the model, its blessing, the copy pushed.
+PUSHED = ("Trainer/model", "Evaluator/blessing", "Pusher")
+
+
+def _bytes(root: Path) -> int:
+    return sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
+
+
+@pytest.mark.slow
+def test_twenty_replayed_runs_keep_disk_use_bounded_and_a_cached_rerun_works(tmp_path, capsys):
+    """Twenty two-month spans of the taxi data, one run each, pruned to the last 2 runs after
+    each: the pipeline root stops growing but for what every push keeps; then a rerun on the
+    same data reuses the cached components of the pruned store."""
+    from local_runner import main as run_locally
+    from tests.support.problems import SHIPPED_DIRS
+
+    taxi, out = str(SHIPPED_DIRS["taxi"]), tmp_path / "replay"
+    root = out / "pipelines" / "taxi-big-tipper"
+    runner_flags = ["--keep-runs", "2", "--enable-cache", "--train-steps", "30", "--no-report", "--accept-drift"]
+    runner_flags += ["--blessing-threshold", "0.5"]  # blessed and pushed whenever no worse than the champion
+
+    def replay_until(runs: int) -> int:
+        args = ["--problem", taxi, "--output-root", str(out), "--months-per-span", "2", "--runs", str(runs)]
+        assert replay.main([*args, *(["--keep"] if runs > 6 else []), "--", *runner_flags]) == 0
+        return _bytes(root) - sum(_bytes(root / kept) for kept in PUSHED)
+
+    after_six = replay_until(6)
+    after_twenty = replay_until(20)
+    entries = history.read(history.history_path(str(out), "taxi-big-tipper"))
+    assert [entry.span for entry in entries] == list(range(1, 21))
+    assert entries[-1].window == "17-20"
+    assert any("warm-started" in (entry.warm_start or "") for entry in entries)
+    # Bounded: twenty runs' artifacts take no more room than six runs' did, give or take the
+    # spans' sizes (spans differ in rows; the window holds four of them) ...
+    assert after_twenty < 1.5 * after_six, (after_six, after_twenty)
+    # ... but for what every push keeps: one model per push, and the last 2 runs' models.
+    pushes = sum(entry.pushed for entry in entries)
+    assert pushes >= 2
+    assert len(list((root / "Trainer" / "model").iterdir())) <= pushes + 2
+
+    capsys.readouterr()
+    rerun = [
+        "--problem", taxi, "--data-root", str(out / "data"), "--data-pattern", replay.SPAN_PATTERN,
+        "--output-root", str(out), "--enable-cache", "--train-steps", "31", "--no-report", "--accept-drift",
+    ]  # fmt: skip
+    assert run_locally(rerun) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"CsvExampleGen\s+cached", printed), printed
+    assert re.search(r"Trainer\s+complete", printed), printed
