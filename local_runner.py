@@ -202,23 +202,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_and_summarize(config, args)
 
 
-def record_history(config: PipelineConfig, summary, failed: bool) -> str:
-    """Appends the run to the pipeline's history (pipeline/history.py); its last runs as text."""
-    from pipeline import history
-
-    stopped = next((c.node_id for c in summary.components if c.state == "FAILED"), "unknown") if failed else None
-    path = history.history_path(config.output_root, config.pipeline_name)
-    history.append(path, history.entry_from_summary(summary, config.blessing.metric, stopped))
-    return history.format_recent(history.read(path))
-
-
 def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
     """Runs the pipeline with TFX, prints its summary and writes its report; the exit code."""
     start.before_imports()
     with start.heavy_imports():
         from tfx.orchestration.local.local_dag_runner import LocalDagRunner  # noqa: F401 - imported for run()
 
-        from pipeline import unchanged
+        from pipeline import history, unchanged
         from pipeline.pipeline import create_pipeline  # noqa: F401 - imported for run()
         from pipeline.report.write import write_report
         from pipeline.run_summary import format_summary, summarize_run
@@ -236,7 +226,8 @@ def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
         print(f"(no run summary: {err})")
     else:
         print("\n" + format_summary(summary, config.blessing, contract_line(config)))
-        print(record_history(config, summary, failed=failure is not None))
+        stopped = next((c.node_id for c in summary.components if c.state == "FAILED"), "unknown") if failure else None
+        print(history.record(config.output_root, config.pipeline_name, summary, config.blessing.metric, stopped))
         report = None
         try:
             if args.report:

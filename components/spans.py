@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 
 from tfx.components.example_gen import utils as example_gen_utils
 from tfx.dsl.io import fileio
@@ -35,6 +36,11 @@ def has_spans(pattern: str) -> bool:
         example_gen_pb2.Input.Split(name="any", pattern=pattern)
     )
     return is_span or is_date
+
+
+def any_span(pattern: str) -> str:
+    """``pattern`` as a plain glob matching every span's files (itself without span specs)."""
+    return re.sub(r"\{(SPAN|VERSION)(:[^}]*)?\}|\{YYYY\}|\{MM\}|\{DD\}", "*", pattern)
 
 
 def list_spans(input_base: str, pattern: str) -> list[Span]:

@@ -132,3 +132,10 @@ def format_recent(entries: Sequence[Entry], shown: int = SHOWN_RUNS) -> str:
     lines = [f"History: the last {len(rows) - 1} of {len(entries)} run(s)"]
     lines += ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
     return "\n".join(line.rstrip() for line in lines)
+
+
+def record(output_root: str, pipeline_name: str, summary, metric: str, failed_component: str | None = None) -> str:
+    """Appends the run to the pipeline's history; its last runs as text (for the summary)."""
+    path = history_path(output_root, pipeline_name)
+    append(path, entry_from_summary(summary, metric, failed_component))
+    return format_recent(read(path))

@@ -173,7 +173,10 @@ def record_output(
         summary.tensorboard_dir = uri
         summary.warm_start = _warm_start(uri)
     elif key == "examples" and WINDOW_PROPERTY in properties:
-        summary.span, summary.window = int(properties["span"]), properties[WINDOW_PROPERTY]
+        # The window ends with the span ingested ("13-16", "2, 4-5"): on Vertex the driver's
+        # span reaches the executor's output as a custom property, locally as a property.
+        summary.window = properties[WINDOW_PROPERTY]
+        summary.span = int(summary.window.replace(",", "-").split("-")[-1])
     elif key == "drift_report" and properties.get("drift_report"):
         summary.drift = json.loads(properties["drift_report"])
     elif key == "anomalies" and "blessed" in properties:

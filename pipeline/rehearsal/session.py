@@ -48,6 +48,8 @@ class RehearsalOptions:
 
 def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job_file: str) -> int:
     """Runs the compiled job here as Vertex would; prints its summary; 0 when every task succeeded."""
+    from components import spans
+    from pipeline import history
     from pipeline.rehearsal.job import CompiledJob, JobError, PathMap
     from pipeline.rehearsal.runner import Settings, log_tail, refuse_cloud_only
     from pipeline.rehearsal.runner import rehearse as run_rehearsal
@@ -67,7 +69,7 @@ def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job
         )
         refuse_cloud_only(CompiledJob.load(job_file))
         local_data = settings.paths.local(config.data_root)
-        data_files = sorted(glob.glob(os.path.join(local_data, config.data_pattern)))
+        data_files = sorted(glob.glob(os.path.join(local_data, spans.any_span(config.data_pattern))))
         if not data_files:
             raise JobError(
                 f"the rehearsal reads --data-root {config.data_root} from {local_data}, which holds no "
@@ -85,6 +87,10 @@ def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job
     tf.get_logger().setLevel("ERROR")  # TFMA's deprecation notices while reading the evaluation
     summary = summarize(result)
     print("\n" + format_summary(summary, config.blessing, config.schema_path or NO_CONTRACT))
+    # Beside the job's outputs, as a local run keeps it beside its own (pipeline/history.py).
+    stopped = result.failed.name if result.failed else None
+    output_root = settings.paths.local(config.output_root)
+    print(history.record(output_root, config.pipeline_name, summary, config.blessing.metric, stopped))
     print(f"Task logs: {result.logs_dir}")
     try:
         if options.report:

@@ -141,7 +141,9 @@ def test_drift_stops_the_run_naming_columns_distances_and_the_way_out(small_conf
     for split in ("train", "eval"):
         assert f"[{split}] feature 'fare': Jensen-Shannon divergence " in message
         assert f"[{split}] feature 'payment_type': L-infinity distance " in message
-    assert "(contract allows 0.05)" in message and "(contract allows 0.2)" in message
+    thresholds = {f.name: f.drift_comparator for f in _contract_features(contract)}
+    fare, payment = thresholds["fare"].jensen_shannon_divergence, thresholds["payment_type"].infinity_norm
+    assert f"(contract allows {fare.threshold:g})" in message and f"(contract allows {payment.threshold:g})" in message
     assert "trip_miles" not in message  # unchanged columns are not blamed
     assert evaluator["blessing"][0].uri in message and "--accept-drift" in message
 

@@ -27,10 +27,10 @@ from pipeline.rehearsal.runner import RECORD_FILE
 from pipeline.run_summary import RunSummary, read_evaluation, summarize_run
 from tests.support import cloud
 from tests.support.problems import SHIPPED, SHIPPED_DIRS, TAXI
+from tests.support.rehearsals import BUCKET, rehearsal_argv
 from tests.support.runs import EXECUTED_COMPONENTS
 
 PROBLEMS = sorted(name for name in SHIPPED if SHIPPED[name] is not TAXI)
-BUCKET = "gs://rehearsal-test"
 # For both rehearsals together (the ``rehearsals`` fixture).
 REHEARSAL_TIMEOUT = 900
 
@@ -284,28 +284,6 @@ def test_the_pushed_model_serves_the_specs_outputs_without_the_label(local_runs,
 # --- the compiled Vertex job, rehearsed -----------------------------------------------------
 
 
-def _rehearsal_argv(root, problem_dir) -> list[str]:
-    """As tests/pipeline/rehearsal/test_rehearsal_end_to_end.py rehearses taxi, for another
-    problem: its folder is the data root (its CSV and contract) and it is the --problem."""
-    return [
-        "--rehearse",
-        "--problem",
-        str(problem_dir),
-        "--image",
-        "pipeline:test",
-        "--output-root",
-        f"{BUCKET}/out",
-        "--data-root",
-        f"{BUCKET}/data",
-        "--rehearse-gcs",
-        f"{BUCKET}/data={problem_dir}",
-        "--rehearsal-root",
-        str(root),
-        "--output-file",
-        str(root / "job.json"),
-    ]
-
-
 @pytest.fixture(scope="module")
 def rehearsals(tmp_path_factory) -> dict[str, dict]:
     """Each problem's compiled job rehearsed with its defaults, through the command line users
@@ -318,7 +296,11 @@ def rehearsals(tmp_path_factory) -> dict[str, dict]:
             root = tmp_path_factory.mktemp(f"rehearsal-{name}")
             with open(root / "stdout.txt", "w") as out, open(root / "stderr.txt", "w") as err:
                 process = subprocess.Popen(
-                    [sys.executable, "kubeflow_runner.py", *_rehearsal_argv(root, SHIPPED_DIRS[name])],
+                    [
+                        sys.executable,
+                        "kubeflow_runner.py",
+                        *rehearsal_argv(root, SHIPPED_DIRS[name], problem_dir=SHIPPED_DIRS[name]),
+                    ],
                     cwd=kubeflow_runner.PROJECT_DIR,
                     stdout=out,
                     stderr=err,

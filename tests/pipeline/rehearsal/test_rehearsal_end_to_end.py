@@ -15,32 +15,17 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 import kubeflow_runner
 from pipeline.rehearsal.runner import RECORD_FILE
 from tests.support.problems import TAXI
+from tests.support.rehearsals import BUCKET, rehearsal_argv
 from tests.support.runs import EXECUTED_COMPONENTS, SMALL_RUN, with_inferred_schema
 from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
 
-BUCKET = "gs://rehearsal-test"
 # The rehearsals of the sample infer its schema (--infer-schema): SchemaGen runs.
 CONTAINER_TASKS = set(with_inferred_schema(EXECUTED_COMPONENTS))
 RESOLVER = "latest_blessed_model_resolver-model-resolver"
 
 
 def _argv(root, data_dir, *extra) -> list[str]:
-    return [
-        "--rehearse",
-        "--image",
-        "taxi-pipeline:test",
-        "--output-root",
-        f"{BUCKET}/out",
-        "--data-root",
-        f"{BUCKET}/data",
-        "--rehearse-gcs",
-        f"{BUCKET}/data={data_dir}",
-        "--rehearsal-root",
-        str(root),
-        "--output-file",
-        str(root / "job.json"),
-        *extra,
-    ]
+    return rehearsal_argv(root, data_dir, *extra)
 
 
 def _records(root) -> list[dict]:

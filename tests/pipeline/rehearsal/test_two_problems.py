@@ -17,6 +17,7 @@ import contextlib
 import glob
 import io
 import json
+import shutil
 
 import pytest
 
@@ -25,9 +26,9 @@ from pipeline.rehearsal import filters
 from pipeline.rehearsal.runner import RECORD_FILE
 from pipeline.rehearsal.store import ArtifactStore
 from tests.support.problems import SHIPPED, SHIPPED_DIRS
+from tests.support.rehearsals import rehearsal_argv
 from tests.support.runs import SMALL_RUN
 
-BUCKET = "gs://rehearsal-test"
 BLESSING_RESOLVER = "latest_blessed_model_resolver-model-blessing-resolver"
 MODEL_RESOLVER = "latest_blessed_model_resolver-model-resolver"
 OTHER, PENGUINS = SHIPPED["penguin-body-mass"].name, SHIPPED["penguins"].name
@@ -35,30 +36,13 @@ IGNORED = "Baseline ignored"
 
 
 def _argv(root, problem_dir, data_dir, *extra) -> list[str]:
-    """As tests/pipeline/rehearsal/test_rehearsal_end_to_end.py rehearses, for one problem;
-    no served-model check (that file has it; it is the same for every problem here)."""
-    return [
-        "--rehearse",
-        "--problem",
-        str(problem_dir),
-        "--image",
-        "pipeline:test",
-        "--output-root",
-        f"{BUCKET}/out",
-        "--data-root",
-        f"{BUCKET}/data",
-        "--rehearse-gcs",
-        f"{BUCKET}/data={data_dir}",
-        "--rehearsal-root",
-        str(root),
-        "--output-file",
-        str(root / f"{problem_dir.name}.json"),
-        "--serving-python",
-        str(root / "no-serving-python"),
-        *SMALL_RUN,
-        "--enable-cache",
-        *extra,
-    ]
+    """One problem's rehearsal; no served-model check (test_rehearsal_end_to_end.py has it;
+    it is the same for every problem here)."""
+    no_serving = ["--serving-python", str(root / "no-serving-python")]
+    return rehearsal_argv(
+        root, data_dir, *no_serving, *SMALL_RUN, "--enable-cache", *extra,
+        problem_dir=problem_dir, job_file=f"{problem_dir.name}.json",
+    )  # fmt: skip
 
 
 def _across_pipelines(original):
@@ -89,22 +73,41 @@ def _log(root, record: dict, task: str) -> str:
         return f.read()
 
 
+SPAN_PATTERN = "span-{SPAN}/*.csv"
+
+
+def _arrive(problem_dir, spans, number: int) -> None:
+    """Span ``number`` of the problem's rows lands under ``spans`` (every other row, so each
+    span is a sample of the same data), beside the problem's contract."""
+    (source,) = glob.glob(str(problem_dir / "*.csv"))
+    with open(source) as f:
+        header, *rows = f.read().splitlines()
+    folder = spans / f"span-{number}"
+    folder.mkdir(parents=True)
+    (folder / "data.csv").write_text("\n".join([header, *rows[number - 1 :: 2]]) + "\n")
+    shutil.copy(problem_dir / "schema.pbtxt", spans / "schema.pbtxt")
+
+
 @pytest.fixture(scope="module")
 def rehearsals(tmp_path_factory):
-    """Body mass, species, species again (trained again: other steps; its data path from the
-    cache), into one rehearsal root, each with its problem's contract; each one's exit code,
-    printed summary and record, in that order."""
+    """Body mass, species, species again, into one rehearsal root, each with its problem's
+    contract; the species' data arrives as spans, span 1 before the first species run and
+    span 2 before the second. Each one's exit code, printed summary and record, in order."""
     root = tmp_path_factory.mktemp("two_problems")
+    spans = root / "penguin-spans"
+    in_spans = ["--data-pattern", SPAN_PATTERN]
     runs = [
         # SMALL_RUN's floor of 0 is a ceiling of 0 for an error metric: blessed whatever it scores.
         (SHIPPED_DIRS["penguin-body-mass"], SHIPPED_DIRS["penguin-body-mass"], ["--blessing-threshold", "1e9"]),
-        (SHIPPED_DIRS["penguins"], SHIPPED_DIRS["penguins"], []),
-        (SHIPPED_DIRS["penguins"], SHIPPED_DIRS["penguins"], ["--train-steps", "44"]),
+        (SHIPPED_DIRS["penguins"], spans, in_spans),
+        (SHIPPED_DIRS["penguins"], spans, in_spans),
     ]
     codes, printed, records = [], [], []
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ArtifactStore, "query", _across_pipelines(ArtifactStore.query))
-        for problem_dir, data_dir, extra in runs:
+        for index, (problem_dir, data_dir, extra) in enumerate(runs):
+            if data_dir == spans:
+                _arrive(SHIPPED_DIRS["penguins"], spans, number=index)
             before, out = _record_paths(root), io.StringIO()
             with contextlib.redirect_stdout(out):
                 codes.append(kubeflow_runner.main(_argv(root, problem_dir, data_dir, *extra)))
@@ -185,3 +188,29 @@ def test_the_summary_claims_no_comparison_with_the_ignored_model(rehearsals):
     _, _, printed, _ = rehearsals
     (verdict,) = [line for line in printed[1].splitlines() if line.startswith("Model: ")]
     assert "last blessed model" not in verdict and "another pipeline's model was ignored" in verdict, verdict
+
+
+@pytest.mark.slow
+def test_spans_arriving_between_rehearsals_are_ingested_newest_first_with_a_window(rehearsals):
+    _, _, printed, records = rehearsals
+    first, second = _tasks(records[1]), _tasks(records[2])
+    # The compiled ExampleGen driver resolved the newest span; the executor read the window.
+    assert [_metadata(run["CsvExampleGen"], "examples")["span"] for run in (first, second)] == [1.0, 2.0]
+    assert [_metadata(run["CsvExampleGen"], "examples")["span_window"] for run in (first, second)] == ["1", "1-2"]
+    assert "Data: span 2; the Trainer learnt from spans 1-2" in printed[2]
+    assert "History: the last 2 of 2 run(s)" in printed[2]
+
+
+@pytest.mark.slow
+def test_the_trainer_warm_starts_from_its_own_champion_never_another_pipelines(rehearsals):
+    _, _, printed, records = rehearsals
+    other_model = _tasks(records[0])["Trainer"]["outputs"]["model"][0]
+    first, second = _tasks(records[1]), _tasks(records[2])
+    # Handed the other pipeline's model as its base (the unscoped query), and not using it.
+    assert first["Trainer"]["inputs"]["base_model"] == [other_model["name"]]
+    assert "Training: trained from scratch (the latest blessed model" in printed[1]
+    assert "is another pipeline's" in printed[1]
+    own_model = first["Trainer"]["outputs"]["model"][0]
+    assert second["Trainer"]["inputs"]["base_model"] == [own_model["name"]]
+    (line,) = [line for line in printed[2].splitlines() if line.startswith("Training: ")]
+    assert line.startswith("Training: warm-started") and own_model["uri"] in line, line

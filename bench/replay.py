@@ -1,0 +1,97 @@
+"""Continuous training on the embedded data cut into quarterly spans: time per run as runs
+accumulate, and the quality and cost of the rolling window's size and of warm start.
+
+    python -m bench.replay [--runs 12] [--configs window4 cold window1 window8 pruned]
+
+Each configuration replays the first ``--runs`` spans from scratch (``python -m
+pipeline.replay``), one local run per span, with ``--accept-drift`` so every run trains and is
+evaluated (the benchmark measures training; the drift gate is measured by ``bench.drift``).
+Every run's candidate is judged on the same rows (the newest span's eval split), whatever the
+configuration: the figures compare like with like. Written to outputs/bench/replay.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from models import problem as problem_lib
+from pipeline import history
+from pipeline.config import DEFAULT_OUTPUT_ROOT, DEFAULT_PROBLEM_DIR
+
+CONFIGS: dict[str, list[str]] = {
+    "window4": ["--window-spans", "4"],
+    "cold": ["--window-spans", "4", "--no-warm-start"],
+    "window1": ["--window-spans", "1"],
+    "window8": ["--window-spans", "8"],
+    "pruned": ["--window-spans", "4", "--keep-runs", "2"],
+}
+OUT = Path(DEFAULT_OUTPUT_ROOT) / "bench"
+
+
+def replay(name: str, runs: int) -> list[history.Entry]:
+    """Replays ``runs`` spans under configuration ``name``; the history it left."""
+    root = OUT / "replay" / name
+    command = [sys.executable, "-m", "pipeline.replay", "--problem", DEFAULT_PROBLEM_DIR, "--output-root", str(root)]
+    command += ["--runs", str(runs), "--", "--accept-drift", "--no-report", *CONFIGS[name]]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return history.read(history.history_path(str(root), problem_lib.load(DEFAULT_PROBLEM_DIR).name))
+
+
+def figures(entries: list[history.Entry], root: Path) -> dict:
+    """Seconds per run early and late, the candidates' metric from the fifth run on."""
+    seconds = [entry.seconds for entry in entries]
+    values = [entry.value for entry in entries[4:] if entry.value is not None]
+    return {
+        "runs": len(entries),
+        "seconds_first4_median": statistics.median(seconds[:4]),
+        "seconds_last4_median": statistics.median(seconds[-4:]),
+        "metric": entries[-1].metric,
+        "metric_from_run5_mean": statistics.fmean(values) if values else None,
+        "metric_by_run": [entry.value for entry in entries],
+        "blessed": sum(entry.blessed for entry in entries),
+        "warm_started": sum("warm-started" in (entry.warm_start or "") for entry in entries),
+        "disk_bytes": sum(p.stat().st_size for p in (root / "pipelines").rglob("*") if p.is_file()),
+    }
+
+
+def markdown(results: dict[str, dict]) -> str:
+    lines = [
+        "| configuration | flags | runs | s/run, runs 1-4 | s/run, last 4 | mean AUC, run 5 on | blessed | "
+        "warm-started | artifacts MB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in results.items():
+        metric = "-" if r["metric_from_run5_mean"] is None else f"{r['metric_from_run5_mean']:.4f}"
+        lines.append(
+            f"| {name} | `{' '.join(CONFIGS[name])}` | {r['runs']} | {r['seconds_first4_median']:.1f} | "
+            f"{r['seconds_last4_median']:.1f} | {metric} | {r['blessed']} | {r['warm_started']} | "
+            f"{r['disk_bytes'] / 1e6:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=12, help="Spans replayed per configuration.")
+    parser.add_argument("--configs", nargs="+", choices=sorted(CONFIGS), default=["window4", "cold", "window1"])
+    args = parser.parse_args(argv)
+    results = {}
+    for name in args.configs:
+        results[name] = figures(replay(name, args.runs), OUT / "replay" / name)
+        os.makedirs(OUT, exist_ok=True)
+        (OUT / "replay.json").write_text(json.dumps(results, indent=1))
+        (OUT / "replay.md").write_text(markdown(results))
+        print(markdown({name: results[name]}), flush=True)
+    print(markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""The kubeflow_runner arguments of a rehearsal, as the rehearsal tests run it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+BUCKET = "gs://rehearsal-test"
+
+
+def rehearsal_argv(
+    root: Path, data_dir: Path | str, *extra: str, problem_dir: Path | str | None = None, job_file: str = "job.json"
+) -> list[str]:
+    """``--rehearse`` of the compiled job into ``root``, its data root (gs://) read from
+    ``data_dir``; ``problem_dir``: the problem (default: the taxi example)."""
+    return [
+        "--rehearse",
+        *(["--problem", str(problem_dir)] if problem_dir is not None else []),
+        "--image",
+        "pipeline:test",
+        "--output-root",
+        f"{BUCKET}/out",
+        "--data-root",
+        f"{BUCKET}/data",
+        "--rehearse-gcs",
+        f"{BUCKET}/data={data_dir}",
+        "--rehearsal-root",
+        str(root),
+        "--output-file",
+        str(root / job_file),
+        *extra,
+    ]
