@@ -16,9 +16,9 @@ import dataclasses
 import os
 import re
 
-from tfx.components.example_gen import utils as example_gen_utils
-from tfx.dsl.io import fileio
-from tfx.proto import example_gen_pb2
+# TFX is imported where spans are listed, not here: the pipeline's configuration asks
+# ``has_spans`` of every command line, some of which never load TFX or TensorFlow.
+_SPAN_SPEC = re.compile(r"\{SPAN(:[^}]*)?\}|\{YYYY\}|\{MM\}|\{DD\}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,20 +32,21 @@ class Span:
 
 def has_spans(pattern: str) -> bool:
     """True when ``pattern`` names spans (``{SPAN}`` or ``{YYYY}{MM}{DD}``)."""
-    is_span, is_date, _ = example_gen_utils.verify_split_pattern_specs(
-        example_gen_pb2.Input.Split(name="any", pattern=pattern)
-    )
-    return is_span or is_date
+    return bool(_SPAN_SPEC.search(pattern))
 
 
 def any_span(pattern: str) -> str:
     """``pattern`` as a plain glob matching every span's files (itself without span specs)."""
-    return re.sub(r"\{(SPAN|VERSION)(:[^}]*)?\}|\{YYYY\}|\{MM\}|\{DD\}", "*", pattern)
+    return re.sub(r"\{VERSION(:[^}]*)?\}", "*", _SPAN_SPEC.sub("*", pattern))
 
 
 def list_spans(input_base: str, pattern: str) -> list[Span]:
     """Every span matching ``pattern`` under ``input_base``, oldest first, each at its
     newest version (as TFX's driver picks a span's version)."""
+    from tfx.components.example_gen import utils as example_gen_utils
+    from tfx.dsl.io import fileio
+    from tfx.proto import example_gen_pb2
+
     split = example_gen_pb2.Input.Split(name="any", pattern=pattern)
     is_span, is_date, is_version = example_gen_utils.verify_split_pattern_specs(split)
     if not (is_span or is_date):

@@ -292,3 +292,20 @@ def test_its_own_blessing_under_its_root_is_compared(
         _gate(small_config, os.path.join(root, "gate_own"), drifted, contract, own, pipeline_root=f"{own_root}/")
     assert own[0].uri in str(raised.value) and "feature 'fare'" in str(raised.value)
     assert _ignored_lines(caplog) == []
+
+
+def test_with_spans_the_new_span_is_compared_with_the_champions_training_data(
+    small_config, root, statistics, drifted, contract, evaluator
+):
+    """The new span (the eval split, the newest span alone) against the data the champion
+    learnt from (its training split), once: not split against split."""
+    in_spans = dataclasses.replace(small_config, data_pattern="span-{SPAN}/*.csv")
+    assert node(create_pipeline(in_spans), "DriftGate").exec_properties["new_data_split"] == "eval"
+    outputs = _gate(in_spans, os.path.join(root, "gate_span_same"), statistics, contract, evaluator["blessing"])
+    report = _report(outputs)
+    compared = [f.name for f in _contract_features(contract) if f.HasField("drift_comparator")]
+    assert {(d["split"], d["feature"]) for d in report["drift"]} == {("new-span", f) for f in compared}
+    assert not any(d["breached"] for d in report["drift"])  # eval and train: two samples of one data set
+    assert sorted(os.listdir(outputs["drift_report"][0].uri)) == ["Split-new-span"]
+    with pytest.raises(DataDriftError, match=r"\[new-span\] feature 'fare'"):
+        _gate(in_spans, os.path.join(root, "gate_span_drifted"), drifted, contract, evaluator["blessing"])
