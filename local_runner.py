@@ -227,11 +227,12 @@ def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
     else:
         print("\n" + format_summary(summary, config.blessing, contract_line(config)))
         stopped = next((c.node_id for c in summary.components if c.state == "FAILED"), "unknown") if failure else None
-        print(history.record(config.output_root, config.pipeline_name, summary, config.blessing.metric, stopped))
+        runs = history.record(config.output_root, config.pipeline_name, summary, config.blessing.metric, stopped)
+        print(history.format_recent(runs))
         report = None
         try:
             if args.report:
-                report = write_report(summary, config)
+                report = write_report(summary, config, history=runs)
                 print(f"Run report: {report}")
         except Exception as err:  # noqa: BLE001 - the report must never hide the run's own outcome
             print(f"(no run report: {type(err).__name__}: {err}; python -m pipeline.report writes it again)")

@@ -134,8 +134,10 @@ def format_recent(entries: Sequence[Entry], shown: int = SHOWN_RUNS) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def record(output_root: str, pipeline_name: str, summary, metric: str, failed_component: str | None = None) -> str:
-    """Appends the run to the pipeline's history; its last runs as text (for the summary)."""
+def record(
+    output_root: str, pipeline_name: str, summary, metric: str, failed_component: str | None = None
+) -> list[Entry]:
+    """Appends the run to the pipeline's history; every entry, this run's last."""
     path = history_path(output_root, pipeline_name)
     append(path, entry_from_summary(summary, metric, failed_component))
-    return format_recent(read(path))
+    return read(path)

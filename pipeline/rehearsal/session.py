@@ -90,11 +90,12 @@ def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job
     # Beside the job's outputs, as a local run keeps it beside its own (pipeline/history.py).
     stopped = result.failed.name if result.failed else None
     output_root = settings.paths.local(config.output_root)
-    print(history.record(output_root, config.pipeline_name, summary, config.blessing.metric, stopped))
+    runs = history.record(output_root, config.pipeline_name, summary, config.blessing.metric, stopped)
+    print(history.format_recent(runs))
     print(f"Task logs: {result.logs_dir}")
     try:
         if options.report:
-            print(f"Run report: {write_report(summary, config, root=settings.root)}")
+            print(f"Run report: {write_report(summary, config, root=settings.root, history=runs)}")
     except Exception as err:  # noqa: BLE001 - the report must never hide the rehearsal's own outcome
         print(f"(no run report: {type(err).__name__}: {err})")
     if failed := result.failed:

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from models import problem as problem_lib
+from pipeline import history
 from pipeline.config import DEFAULT_PROBLEM_DIR, PipelineConfig
 from pipeline.report.write import write_report
 
@@ -48,8 +49,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LookupError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    runs = history.read(history.history_path(config.output_root, config.pipeline_name))
+    ids = [entry.run_id for entry in runs]
+    runs = runs[: ids.index(summary.run_id) + 1] if summary.run_id in ids else runs
     # Only the output root and pipeline name are known here, not the run's other settings.
-    print(f"Run report: {write_report(summary, config, with_settings=False)}")
+    print(f"Run report: {write_report(summary, config, with_settings=False, history=runs)}")
     return 0
 
 

@@ -371,6 +371,42 @@ def _model(report: Report) -> str:
     return "".join(parts) + "</section>"
 
 
+def _history(report: Report) -> str:
+    """The metric over runs and the last runs' table (pipeline/history.py)."""
+    from pipeline.history import champions
+
+    entries = report.history
+    if not entries:
+        return ""
+    metric = entries[-1].metric
+    by_id = {entry.run_id: entry.value for entry in entries}
+    champion_ids = champions(entries)
+    parts = ["<section id='history'><h2>History</h2>"]
+    if any(entry.value is not None for entry in entries) and report.problem is not None:
+        values = [entry.value for entry in entries]
+        champion = [by_id.get(run_id) for run_id in champion_ids]
+        threshold = report.problem.blessing.threshold
+        caption = f"{metric} of each run's candidate, of the champion after each run, and the blessing threshold"
+        parts.append(_figure("history", plots.over_runs(values, champion, metric, threshold), caption))
+    head = "".join(f"<th>{_e(h)}</th>" for h in ("run", "span", "window", metric, "outcome", "champion", "drift"))
+    rows = []
+    for entry, champion_id in list(zip(entries, champion_ids, strict=True))[-20:]:
+        value = "-" if entry.value is None else f"{entry.value:.4f}"
+        cells = (
+            entry.run_id,
+            "-" if entry.span is None else entry.span,
+            entry.window or "-",
+            value,
+            entry.outcome + (", pushed" if entry.pushed else ""),
+            "this run" if champion_id == entry.run_id else ("kept" if champion_id else "-"),
+            entry.drift,
+        )
+        rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
+    shown = f"the last {len(rows)} of {len(entries)} runs" if len(entries) > len(rows) else f"{len(entries)} run(s)"
+    parts.append(f"<p>{_e(shown)}</p><table><tr>{head}</tr>{''.join(rows)}</table></section>")
+    return "".join(parts)
+
+
 def render(report: Report, config: dict | None = None) -> str:
     """The whole page."""
     title = f"Run {report.summary.run_id}"
@@ -382,6 +418,7 @@ def render(report: Report, config: dict | None = None) -> str:
             _training(report),
             _evaluation(report),
             _model(report),
+            _history(report),
         )
     )
     return (

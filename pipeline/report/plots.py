@@ -124,6 +124,28 @@ def curve(metric: str, by_phase: dict[str, list[tuple[int, float]]]) -> str:
     return chart.uri()
 
 
+HISTORY_COLOURS = {"candidate": "#4c72b0", "champion": "#55a868", "threshold": "#c44e52"}
+
+
+def over_runs(values: Sequence[float | None], champion: Sequence[float | None], metric: str, threshold: float) -> str:
+    """The blessing metric run after run: each run's candidate (missing where a run stopped
+    before the Evaluator), the champion's after each run, and the blessing threshold."""
+    runs = range(1, len(values) + 1)
+    known = [v for v in [*values, *champion, threshold] if v is not None]
+    low, high = padded(min(known), max(known), 0.08)
+    chart = Chart(560, 260, padded(1, max(len(values), 2), 0.04), (low, high), margins=(56, 12, 24, 44))
+    chart.line([(1, threshold), (max(len(values), 2), threshold)], HISTORY_COLOURS["threshold"], dotted=True)
+    for name, series in (("champion", champion), ("candidate", values)):
+        points = [(run, value) for run, value in zip(runs, series, strict=True) if value is not None]
+        if points:
+            chart.line(points, HISTORY_COLOURS[name], markers=True)
+    chart.x_ticks([tick for tick in nice_ticks(1, max(len(values), 2), 6) if tick == int(tick)])
+    chart.y_ticks(nice_ticks(low, high, 4))
+    chart.titles(x="run", y=metric)
+    chart.legend([(name, colour) for name, colour in HISTORY_COLOURS.items()])
+    return chart.uri()
+
+
 def _unit_chart() -> Chart:
     """A square-ish chart over [0, 1] x [0, 1] with its dotted diagonal."""
     chart = Chart(330, 300, (0.0, 1.0), (0.0, 1.0), margins=(56, 14, 16, 44))

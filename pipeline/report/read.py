@@ -540,6 +540,8 @@ class Report:
     residuals: Residuals | None = None
     # What could not be read, and why: plot name -> reason (the page says it in their place).
     unavailable: dict[str, str] = dataclasses.field(default_factory=dict)
+    # The pipeline's runs up to this one (``pipeline.history.Entry``, oldest first).
+    history: list = dataclasses.field(default_factory=list)
 
 
 def read_report(summary: RunSummary, problem) -> Report:

@@ -27,15 +27,20 @@ def settings(config: PipelineConfig) -> dict:
     return shown
 
 
-def write_report(summary, config: PipelineConfig, with_settings: bool = True, root: str | None = None) -> str:
+def write_report(
+    summary, config: PipelineConfig, with_settings: bool = True, root: str | None = None, history: list = ()
+) -> str:
     """Reads the run's artifacts, renders the page, writes it; returns its path. The
-    configuration is shown only when ``config`` is the one the run ran with."""
+    configuration is shown only when ``config`` is the one the run ran with; ``history``:
+    the pipeline's runs up to this one (``pipeline.history``), shown with the metric over runs."""
     from pipeline.report.page import render
     from pipeline.report.read import read_report
 
     path = report_path(config, summary.run_id, root)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    page = render(read_report(summary, config.problem), settings(config) if with_settings else None)
+    report = read_report(summary, config.problem)
+    report.history = list(history)
+    page = render(report, settings(config) if with_settings else None)
     with open(path, "w", encoding="utf-8") as f:
         f.write(page)
     return path

@@ -4,69 +4,24 @@ shows every plot, and the metrics it shows are the Evaluator's."""
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
 
 from pipeline.config import PipelineConfig
 from pipeline.report.write import report_path
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-# As root, in a sandbox whose network is closed: no sandbox, no GPU, no background traffic.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from tests.support.browser import errors, open_page
 
 
 @pytest.fixture(scope="module")
 def opened(full_local_output, full_local_run, tmp_path_factory):
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("Debian's chromium is not installed (make test installs it with apt-get where it can)")
-    from playwright.sync_api import sync_playwright
-
     path = report_path(PipelineConfig(output_root=full_local_output), full_local_run.run_id)
-    console, requests = [], []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
-        page.on("console", lambda message: console.append((message.type, message.text)))
-        page.on("pageerror", lambda error: console.append(("pageerror", str(error))))
-        page.on("request", lambda request: requests.append(request.url))
-        page.goto(f"file://{path}", wait_until="load")
-        screenshot = tmp_path_factory.mktemp("report") / "report.png"
-        page.screenshot(path=str(screenshot), full_page=True)
-        plots = page.eval_on_selector_all(
-            "img.plot", "els => els.map(e => [e.dataset.plot, e.complete, e.naturalWidth, e.naturalHeight])"
-        )
-        cells = page.eval_on_selector_all(
-            "tr[data-slice] td[data-metric]",
-            "els => els.map(e => [e.closest('tr').dataset.slice, e.dataset.metric, e.dataset.value, e.textContent])",
-        )
-        sections = page.eval_on_selector_all("section", "els => els.map(e => e.id)")
-        browser.close()
-    return {
-        "path": path,
-        "console": console,
-        "requests": requests,
-        "plots": plots,
-        "cells": cells,
-        "sections": sections,
-        "screenshot": screenshot,
-    }
+    return open_page(path, tmp_path_factory.mktemp("report") / "report.png")
 
 
 @pytest.mark.slow
 def test_the_report_loads_without_errors_or_any_other_request(opened):
-    assert [entry for entry in opened["console"] if entry[0] in ("error", "pageerror")] == []
+    assert errors(opened) == []
     assert opened["requests"] == [f"file://{opened['path']}"]
-    assert opened["sections"] == ["run", "data", "transform", "training", "evaluation", "model"]
+    assert opened["sections"] == ["run", "data", "transform", "training", "evaluation", "model", "history"]
     assert opened["screenshot"].stat().st_size > 50_000
 
 
@@ -74,7 +29,7 @@ def test_the_report_loads_without_errors_or_any_other_request(opened):
 def test_every_plot_is_drawn(opened):
     names = [name for name, _, _, _ in opened["plots"]]
     assert {"timeline", "column:fare", "column:payment_type", "training:loss", "training:auc"} <= set(names)
-    assert {"roc", "calibration", "confusion"} <= set(names)
+    assert {"roc", "calibration", "confusion", "history"} <= set(names)
     assert all(complete and width > 100 and height > 100 for _, complete, width, height in opened["plots"])
 
 

@@ -190,3 +190,27 @@ def test_residuals_that_are_not_numbers_are_left_out_of_the_plots_and_said():
     assert base64.b64decode(svg).decode().count("class='point'") == 2
     report.residuals = Residuals(problem.label.name, [nan], [1.0], 1, False, "/m")
     assert "Not drawn: no example to draw." in render(report)
+
+
+def test_the_history_shows_the_metric_over_runs_and_the_champion_after_each():
+    from pipeline.history import Entry
+    from tests.support.problems import TAXI
+
+    runs = [
+        Entry("r1", "t", "blessed", "auc", 0.91, span=1, window="1", pushed=True, drift="no baseline"),
+        Entry("r2", "t", "failed: DriftGate", "auc", None, span=2, window="1-2", drift="breached: the run stopped"),
+        Entry("r3", "t", "not blessed", "auc", 0.90, span=3, window="1-3", drift="within"),
+        Entry("r4", "t", "blessed", "auc", 0.93, span=4, window="1-4", pushed=True, drift="within"),
+    ]
+    report = _report()
+    report.problem, report.history = TAXI, runs
+    page = render(report)
+    assert "id='history'" in page and 'data-plot="history"' in page
+    rows = page.split("id='history'")[1].split("<tr>")[2:]
+    assert [row.split("<td>")[1].split("<")[0] for row in rows] == ["r1", "r2", "r3", "r4"]
+    assert ["this run" in rows[0], "kept" in rows[1], "kept" in rows[2], "this run" in rows[3]] == [True] * 4
+    assert "blessed, pushed" in rows[3] and "failed: DriftGate" in rows[1]
+
+
+def test_no_history_no_section():
+    assert "id='history'" not in render(_report())

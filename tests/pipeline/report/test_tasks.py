@@ -219,30 +219,15 @@ def test_residuals_that_cannot_be_drawn_say_why_and_the_report_still_renders(bod
 @pytest.mark.slow
 @pytest.mark.parametrize("run_name", ["species", "body_mass"])
 def test_each_page_loads_in_a_browser_with_every_plot_drawn(run_name, request):
-    from tests.pipeline.report.test_browser import CHROMIUM, CHROMIUM_ARGS
-
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("Debian's chromium is not installed (make test installs it with apt-get where it can)")
-    from playwright.sync_api import sync_playwright
-
     from pipeline.report.write import write_report
+    from tests.support.browser import errors, open_page
 
     run = request.getfixturevalue(run_name)
     path = write_report(run.summary, run.config)
-    console, requests = [], []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
-        page.on("console", lambda message: console.append((message.type, message.text)))
-        page.on("pageerror", lambda error: console.append(("pageerror", str(error))))
-        page.on("request", lambda request: requests.append(request.url))
-        page.goto(f"file://{path}", wait_until="load")
-        drawn = page.eval_on_selector_all(
-            "img.plot", "els => els.map(e => [e.dataset.plot, e.complete, e.naturalWidth, e.naturalHeight])"
-        )
-        browser.close()
-    assert [entry for entry in console if entry[0] in ("error", "pageerror")] == []
-    assert requests == [f"file://{path}"]
+    opened = open_page(path)
+    drawn = opened["plots"]
+    assert errors(opened) == []
+    assert opened["requests"] == [f"file://{path}"]
     expected = {"species": {"class_confusion"}, "body_mass": {"predicted_against_actual", "residuals"}}[run_name]
     assert expected <= {name for name, _, _, _ in drawn}
     assert all(complete and width > 100 and height > 100 for _, complete, width, height in drawn)
