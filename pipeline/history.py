@@ -36,6 +36,8 @@ class Entry:
     drift: str = "-"
     warm_start: str | None = None
     seconds: float = 0.0
+    # Seconds per component (what grows, if a run takes longer than the one before).
+    components: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def blessed(self) -> bool:
@@ -79,6 +81,7 @@ def entry_from_summary(summary, metric: str, failed_component: str | None = None
         drift="breached: the run stopped" if failed_component == "DriftGate" else _drift(summary.drift),
         warm_start=summary.warm_start,
         seconds=round(sum(c.seconds for c in summary.components), 1),
+        components={c.node_id: round(c.seconds, 1) for c in summary.components},
     )
 
 

@@ -80,3 +80,9 @@ def test_a_pattern_without_spans_is_refused_where_spans_are_needed(tmp_path):
     assert spans.has_spans("span-{SPAN}/*.csv") and spans.has_spans("{YYYY}{MM}{DD}.csv")
     with pytest.raises(ValueError, match="names no spans"):
         spans.list_spans(str(tmp_path), "*.csv")
+
+
+def test_any_span_is_a_plain_glob_over_every_span():
+    assert spans.any_span("span-{SPAN:2}/v-{VERSION}/*.csv") == "span-*/v-*/*.csv"
+    assert spans.any_span("{YYYY}{MM}{DD}.csv") == "***.csv"
+    assert spans.any_span("*.csv") == "*.csv"

@@ -1,8 +1,9 @@
 """The shipped problems other than taxi (data/penguins: multi-class; data/penguin-body-mass:
 regression), each end to end: a local run with its own contract and default settings is
 blessed and pushed, as good as references computed here on the run's own split; the pushed
-model serves the spec's outputs; the compiled Vertex job rehearses to a pushed model; and
-the compiled job carries the problem's names, never the taxi problem's."""
+model serves the spec's outputs; and the compiled job carries the problem's names, never the
+taxi problem's. Each problem's compiled job is rehearsed to a served model in
+tests/pipeline/rehearsal/test_two_problems.py, both into one store."""
 
 from __future__ import annotations
 
@@ -11,9 +12,6 @@ import json
 import math
 import os
 import re
-import signal
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -23,16 +21,12 @@ import local_runner
 from models import signatures
 from models.preprocessing import PROBLEM_KEY
 from models.problem import Problem, Task
-from pipeline.rehearsal.runner import RECORD_FILE
-from pipeline.run_summary import RunSummary, read_evaluation, summarize_run
+from pipeline.run_summary import summarize_run
 from tests.support import cloud
 from tests.support.problems import SHIPPED, SHIPPED_DIRS, TAXI
-from tests.support.rehearsals import BUCKET, rehearsal_argv
 from tests.support.runs import EXECUTED_COMPONENTS
 
 PROBLEMS = sorted(name for name in SHIPPED if SHIPPED[name] is not TAXI)
-# For both rehearsals together (the ``rehearsals`` fixture).
-REHEARSAL_TIMEOUT = 900
 
 
 # --- a local run, and its examples ----------------------------------------------------------
@@ -279,92 +273,6 @@ def test_the_pushed_model_serves_the_specs_outputs_without_the_label(local_runs,
             assert answered[key].tolist() == value.tolist(), key
         else:
             np.testing.assert_allclose(answered[key], value, rtol=1e-5, atol=1e-5, err_msg=key)
-
-
-# --- the compiled Vertex job, rehearsed -----------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def rehearsals(tmp_path_factory) -> dict[str, dict]:
-    """Each problem's compiled job rehearsed with its defaults, through the command line users
-    run: name -> its root, exit code, output and records. Both at once: a rehearsal runs its
-    tasks one at a time, each a process mostly busy starting Python and TensorFlow on one core
-    (about 2 minutes each alone; together, on two cores, about as long as one)."""
-    started = {}
-    try:
-        for name in PROBLEMS:
-            root = tmp_path_factory.mktemp(f"rehearsal-{name}")
-            with open(root / "stdout.txt", "w") as out, open(root / "stderr.txt", "w") as err:
-                process = subprocess.Popen(
-                    [
-                        sys.executable,
-                        "kubeflow_runner.py",
-                        *rehearsal_argv(root, SHIPPED_DIRS[name], problem_dir=SHIPPED_DIRS[name]),
-                    ],
-                    cwd=kubeflow_runner.PROJECT_DIR,
-                    stdout=out,
-                    stderr=err,
-                    start_new_session=True,
-                )
-            started[name] = root, process
-        for _, process in started.values():
-            process.wait(timeout=REHEARSAL_TIMEOUT)
-    finally:
-        for _, process in started.values():
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-    return {
-        name: {
-            "root": root,
-            "code": process.returncode,
-            "out": (root / "stdout.txt").read_text(),
-            "err": (root / "stderr.txt").read_text(),
-            "records": [json.loads(open(p).read()) for p in glob.glob(str(root / "logs" / "*" / RECORD_FILE))],
-        }
-        for name, (root, process) in started.items()
-    }
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", PROBLEMS)
-def test_the_compiled_job_rehearses_to_a_pushed_model(rehearsals, name):
-    problem = SHIPPED[name]
-    rehearsal = rehearsals[name]
-    assert len(rehearsal["records"]) == 1, rehearsal["err"][-3000:]
-    (record,) = rehearsal["records"]
-    root, out, job_id = rehearsal["root"], rehearsal["out"], record["job_id"]
-    assert record["pipeline"] == problem.name
-    tasks = {t["name"]: t for t in record["tasks"]}
-    states = {n: t["state"] for n, t in tasks.items()}
-    assert {n for n, t in tasks.items() if t["kind"] == "container"} == set(EXECUTED_COMPONENTS), states
-    assert set(states.values()) == {"SUCCEEDED"}, states
-    # The problem's folder read as the job's data root: its CSV, and its contract imported.
-    assert f"Data contract: {BUCKET}/data/schema.pbtxt" in out
-    examples = tasks["CsvExampleGen"]["outputs"]["examples"][0]["uri"]
-    local_out = root / "gcs" / "rehearsal-test" / "out"
-    assert examples.startswith(str(local_out / "pipelines" / problem.name / "rehearsal" / job_id))
-    # Blessed on the problem's own metric and threshold, and pushed.
-    assert tasks["Evaluator"]["outputs"]["blessing"][0]["metadata"]["blessed"] == 1.0
-    evaluated = RunSummary(run_id="", components=[])
-    read_evaluation(evaluated, tasks["Evaluator"]["outputs"]["evaluation"][0]["uri"])
-    value = evaluated.metrics[problem.blessing.metric]
-    assert value >= problem.blessing.threshold if problem.higher_is_better else value <= problem.blessing.threshold
-    assert evaluated.metrics["example_count"] == len(_split(examples, "eval"))
-    assert evaluated.validation_failures == []
-    pushed = tasks["Pusher"]["outputs"]["pushed_model"][0]["metadata"]
-    assert pushed["pushed"] == 1.0
-    assert pushed["pushed_destination"].startswith(str(local_out / "serving_model" / problem.name))
-    assert os.path.exists(os.path.join(pushed["pushed_destination"], "saved_model.pb"))
-    assert "Model: BLESSED" in out and f"Pushed to: {pushed['pushed_destination']}" in out
-    # The run report, from the rehearsal's own record.
-    assert glob.glob(str(root / "report" / problem.name / job_id / "index.html")), out
-    # Last, the pushed model answering a Vertex request in TensorFlow 2.15 (make test installs it).
-    if os.path.exists(kubeflow_runner.DEFAULT_SERVING_PYTHON):
-        assert "Served model: answered" in out, rehearsal["err"][-3000:]
-    else:
-        assert "Served model: NOT rehearsed" in out
-    assert rehearsal["code"] == 0, rehearsal["err"][-3000:]
 
 
 # --- the compiled job, offline ------------------------------------------------------------

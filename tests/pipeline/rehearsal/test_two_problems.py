@@ -17,6 +17,7 @@ import contextlib
 import glob
 import io
 import json
+import os
 import shutil
 
 import pytest
@@ -25,9 +26,10 @@ import kubeflow_runner
 from pipeline.rehearsal import filters
 from pipeline.rehearsal.runner import RECORD_FILE
 from pipeline.rehearsal.store import ArtifactStore
+from pipeline.run_summary import RunSummary, read_evaluation
 from tests.support.problems import SHIPPED, SHIPPED_DIRS
-from tests.support.rehearsals import rehearsal_argv
-from tests.support.runs import SMALL_RUN
+from tests.support.rehearsals import BUCKET, rehearsal_argv
+from tests.support.runs import EXECUTED_COMPONENTS, SMALL_RUN
 
 BLESSING_RESOLVER = "latest_blessed_model_resolver-model-blessing-resolver"
 MODEL_RESOLVER = "latest_blessed_model_resolver-model-resolver"
@@ -35,12 +37,12 @@ OTHER, PENGUINS = SHIPPED["penguin-body-mass"].name, SHIPPED["penguins"].name
 IGNORED = "Baseline ignored"
 
 
-def _argv(root, problem_dir, data_dir, *extra) -> list[str]:
-    """One problem's rehearsal; no served-model check (test_rehearsal_end_to_end.py has it;
-    it is the same for every problem here)."""
-    no_serving = ["--serving-python", str(root / "no-serving-python")]
+def _argv(root, problem_dir, data_dir, *extra, as_shipped: bool = False) -> list[str]:
+    """One problem's rehearsal: ``as_shipped``, with the problem's own settings and threshold,
+    its report and the served-model check; otherwise small and quick."""
+    settings = [] if as_shipped else ["--serving-python", str(root / "no-serving-python"), *SMALL_RUN]
     return rehearsal_argv(
-        root, data_dir, *no_serving, *SMALL_RUN, "--enable-cache", *extra,
+        root, data_dir, *settings, "--enable-cache", *extra,
         problem_dir=problem_dir, job_file=f"{problem_dir.name}.json",
     )  # fmt: skip
 
@@ -94,28 +96,29 @@ def _arrive(problem_dir, spans, number: int) -> None:
 @pytest.fixture(scope="module")
 def rehearsals(tmp_path_factory):
     """Body mass, species, species again, into one rehearsal root, each with its problem's
-    contract; the species' data arrives as spans, span 1 before the first species run and
-    span 2 before the second. Each one's exit code, printed summary and record, in order."""
+    contract, the first two with the problem's own settings; the species' data arrives as
+    spans, span 1 before the first species run and span 2 before the second. Each one's exit
+    code, printed summary and record, in order."""
     root = tmp_path_factory.mktemp("two_problems")
     spans = root / "penguin-spans"
     # Spans of about 170 rows: the contract's drift thresholds are set for the whole data, and
     # span against span at this size measures sampling noise above them (docs/pipeline.md).
     in_spans = ["--data-pattern", SPAN_PATTERN, "--accept-drift"]
     runs = [
-        # SMALL_RUN's floor of 0 is a ceiling of 0 for an error metric: blessed whatever it scores.
-        (SHIPPED_DIRS["penguin-body-mass"], SHIPPED_DIRS["penguin-body-mass"], ["--blessing-threshold", "1e9"]),
-        (SHIPPED_DIRS["penguins"], spans, in_spans),
-        (SHIPPED_DIRS["penguins"], spans, in_spans),
+        # The first two as shipped: each problem's compiled job to a blessed, pushed, served model.
+        (SHIPPED_DIRS["penguin-body-mass"], SHIPPED_DIRS["penguin-body-mass"], [], True),
+        (SHIPPED_DIRS["penguins"], spans, in_spans, True),
+        (SHIPPED_DIRS["penguins"], spans, in_spans, False),
     ]
     codes, printed, records = [], [], []
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ArtifactStore, "query", _across_pipelines(ArtifactStore.query))
-        for index, (problem_dir, data_dir, extra) in enumerate(runs):
+        for index, (problem_dir, data_dir, extra, as_shipped) in enumerate(runs):
             if data_dir == spans:
                 _arrive(SHIPPED_DIRS["penguins"], spans, number=index)
             before, out = _record_paths(root), io.StringIO()
             with contextlib.redirect_stdout(out):
-                codes.append(kubeflow_runner.main(_argv(root, problem_dir, data_dir, *extra)))
+                codes.append(kubeflow_runner.main(_argv(root, problem_dir, data_dir, *extra, as_shipped=as_shipped)))
             printed.append(out.getvalue())
             (path,) = _record_paths(root) - before
             with open(path) as f:
@@ -218,3 +221,49 @@ def test_the_trainer_warm_starts_from_its_own_champion_never_another_pipelines(r
     assert second["Trainer"]["inputs"]["base_model"] == [own_model["name"]]
     (line,) = [line for line in printed[2].splitlines() if line.startswith("Training: ")]
     assert line.startswith("Training: warm-started") and own_model["uri"] in line, line
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("index", [0, 1])
+def test_each_problems_compiled_job_rehearses_to_a_blessed_pushed_served_model(rehearsals, index):
+    """The first rehearsal of each problem, with its own settings and threshold."""
+    root, codes, printed, records = rehearsals
+    record, out = records[index], printed[index]
+    problem = SHIPPED["penguin-body-mass" if index == 0 else "penguins"]
+    tasks = _tasks(record)
+    states = {name: task["state"] for name, task in tasks.items()}
+    assert {n for n, t in tasks.items() if t["kind"] == "container"} == set(EXECUTED_COMPONENTS), states
+    assert set(states.values()) == {"SUCCEEDED"}, states
+    # The job's data root holds the problem's contract: imported from there.
+    assert f"Data contract: {BUCKET}/data/schema.pbtxt" in out
+    local_out = root / "gcs" / "rehearsal-test" / "out"
+    examples = tasks["CsvExampleGen"]["outputs"]["examples"][0]["uri"]
+    assert examples.startswith(str(local_out / "pipelines" / problem.name / "rehearsal" / record["job_id"]))
+    # Blessed on the problem's own metric and threshold, on every eval row, and pushed.
+    assert _metadata(tasks["Evaluator"], "blessing")["blessed"] == 1.0
+    evaluated = RunSummary(run_id="", components=[])
+    read_evaluation(evaluated, tasks["Evaluator"]["outputs"]["evaluation"][0]["uri"])
+    value = evaluated.metrics[problem.blessing.metric]
+    assert value >= problem.blessing.threshold if problem.higher_is_better else value <= problem.blessing.threshold
+    assert evaluated.metrics["example_count"] == _rows(examples, "eval") and evaluated.validation_failures == []
+    pushed = _metadata(tasks["Pusher"], "pushed_model")
+    assert pushed["pushed"] == 1.0
+    assert pushed["pushed_destination"].startswith(str(local_out / "serving_model" / problem.name))
+    assert os.path.exists(os.path.join(pushed["pushed_destination"], "saved_model.pb"))
+    assert "Model: BLESSED" in out and f"Pushed to: {pushed['pushed_destination']}" in out
+    assert glob.glob(str(root / "report" / problem.name / record["job_id"] / "index.html")), out
+    # Last, the pushed model answering a Vertex request in TensorFlow 2.15 (make test installs it).
+    if os.path.exists(kubeflow_runner.DEFAULT_SERVING_PYTHON):
+        assert "Served model: answered" in out
+    else:
+        assert "Served model: NOT rehearsed" in out
+    assert codes[index] == 0
+
+
+def _rows(examples_uri: str, split: str) -> int:
+    """ExampleGen's rows of one split (gzipped TFRecords)."""
+    import tensorflow as tf
+
+    files = sorted(glob.glob(os.path.join(examples_uri, f"Split-{split}", "*.gz")))
+    assert files, f"no Split-{split} under {examples_uri}"
+    return sum(1 for _ in tf.data.TFRecordDataset(files, compression_type="GZIP"))
