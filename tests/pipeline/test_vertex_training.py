@@ -8,6 +8,7 @@ import pytest
 from google.cloud.aiplatform_v1.types import AcceleratorType
 from tfx import v1 as tfx
 
+from models.hparams import PIPELINE_ROOT_KEY, WARM_START_KEY
 from pipeline.config import PipelineConfig
 from pipeline.pipeline import create_pipeline
 from pipeline.vertex_training import GPU_TYPES, TPU_TYPES, VertexTraining, WorkerPool
@@ -25,6 +26,9 @@ def _trainer_config(training: VertexTraining) -> tuple[object, dict]:
 def _expected(worker_pool_specs: list[dict]) -> dict:
     return {
         **with_problem(PipelineConfig().hparams.to_custom_config()),
+        # No warm start without spans; the root a base model must lie under to be this pipeline's.
+        WARM_START_KEY: False,
+        PIPELINE_ROOT_KEY: "gs://b/o/pipelines/taxi-big-tipper",
         "ai_platform_enable_vertex": True,
         "ai_platform_vertex_region": "us-central1",
         "ai_platform_training_args": {"project": "p", "job_spec": {"worker_pool_specs": worker_pool_specs}},
