@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from models import problem as problem_lib
 from pipeline import history
@@ -119,7 +119,18 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     return parser.parse_known_args(argv)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _local_runner(flags: list[str]) -> int:
+    """One run, as a schedule starts it: ``local_runner.py`` in a process of its own. Its
+    summary is left out (the history after it says what it did) unless it ends unexpectedly."""
+    done = subprocess.run([sys.executable, os.path.join(REPO_ROOT, "local_runner.py"), *flags], capture_output=True)
+    if done.returncode not in (0, 1):
+        print(done.stdout.decode()[-3000:], done.stderr.decode()[-3000:], sep="\n", file=sys.stderr)
+    return done.returncode
+
+
+def main(argv: Sequence[str] | None = None, run: Callable[[list[str]], int] = _local_runner) -> int:
+    """``run`` runs the local runner with the given flags and returns its exit code (tests
+    run it in their own process, without a new interpreter's start-up per span)."""
     args, runner_flags = parse_args(argv)
     runner_flags = [flag for flag in runner_flags if flag != "--"]
     problem = problem_lib.load(args.problem)
@@ -147,26 +158,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.copytree(os.path.join(spans_dir, f"span-{span}"), arrived)
         print(f"\n=== span {span} arrived: running the pipeline", flush=True)
         started = time.monotonic()
-        command = [
-            sys.executable,
-            os.path.join(REPO_ROOT, "local_runner.py"),
-            "--problem",
-            args.problem,
-            "--data-root",
-            data_root,
-            "--data-pattern",
-            SPAN_PATTERN,
-            "--output-root",
-            args.output_root,
-            *runner_flags,
-        ]
-        done = subprocess.run(command, capture_output=True, text=True)
+        code = run(
+            [
+                "--problem",
+                args.problem,
+                "--data-root",
+                data_root,
+                "--data-pattern",
+                SPAN_PATTERN,
+                "--output-root",
+                args.output_root,
+                *runner_flags,
+            ]
+        )
         wall = time.monotonic() - started
-        if done.returncode not in (0, 1):  # 1: the run failed and was recorded (a gate stopped it)
-            print(done.stdout[-3000:], done.stderr[-3000:], sep="\n", file=sys.stderr)
-            print(f"error: the local runner exited with {done.returncode} on span {span}", file=sys.stderr)
-            return done.returncode
-        print(f"(run took {wall:.1f} s wall{'; it FAILED, see its history line' if done.returncode else ''})")
+        if code not in (0, 1):  # 1: the run failed and was recorded (a gate stopped it)
+            print(f"error: the local runner exited with {code} on span {span}", file=sys.stderr)
+            return code
+        print(f"(run took {wall:.1f} s wall{'; it FAILED, see its history line' if code else ''})")
         print(history.format_recent(history.read(path)), flush=True)
     return 0
 
