@@ -1,13 +1,14 @@
 """Continuous training on the embedded data cut into quarterly spans: time per run as runs
 accumulate, and the quality and cost of the rolling window's size and of warm start.
 
-    python -m bench.replay [--runs 12] [--configs window4 cold window1 window8 pruned]
+    python -m bench.replay [--runs 12] [--configs window4 cold window1 window8 pruned short short-cold]
 
 Each configuration replays the first ``--runs`` spans from scratch (``python -m
 pipeline.replay``), one local run per span, with ``--accept-drift`` so every run trains and is
 evaluated (the benchmark measures training; the drift gate is measured by ``bench.drift``).
 Every run's candidate is judged on the same rows (the newest span's eval split), whatever the
-configuration: the figures compare like with like. Written to outputs/bench/replay.{json,md}.
+configuration: the figures compare like with like. Written to outputs/bench/replay.{json,md},
+beside configurations measured earlier.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ CONFIGS: dict[str, list[str]] = {
     "window1": ["--window-spans", "1"],
     "window8": ["--window-spans", "8"],
     "pruned": ["--window-spans", "4", "--keep-runs", "2"],
+    # A quarter of the training steps: what warm start buys when training is cut short.
+    "short": ["--window-spans", "4", "--train-steps", "100"],
+    "short-cold": ["--window-spans", "4", "--train-steps", "100", "--no-warm-start"],
 }
 OUT = Path(DEFAULT_OUTPUT_ROOT) / "bench"
 
@@ -89,11 +93,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=12, help="Spans replayed per configuration.")
     parser.add_argument("--configs", nargs="+", choices=sorted(CONFIGS), default=["window4", "cold", "window1"])
     args = parser.parse_args(argv)
-    results = {}
+    # Configurations measured before stay in the results (each replays from scratch).
+    saved = OUT / "replay.json"
+    results = json.loads(saved.read_text()) if saved.exists() else {}
     for name in args.configs:
         results[name] = figures(replay(name, args.runs), OUT / "replay" / name)
         os.makedirs(OUT, exist_ok=True)
-        (OUT / "replay.json").write_text(json.dumps(results, indent=1))
+        saved.write_text(json.dumps(results, indent=1))
         (OUT / "replay.md").write_text(markdown(results))
         print(markdown({name: results[name]}), flush=True)
     print(markdown(results))
