@@ -15,6 +15,11 @@ cells, the split of every row (same hash of the same bytes), file names
 CsvExampleGen writes empty splits (a header-only file, rows that all hash into one split)
 or fails with a bare decode error, this one stops with a line naming the file and the fix,
 so no data never reaches Transform.
+
+Data in spans: TFX's driver resolves the span to ingest (the newest, or ``range_config``'s);
+with ``window_spans`` > 1 this executor also reads the spans before it (``components.spans``)
+into the training split, the other splits keeping the newest span only (docs/pipeline.md,
+"Data in spans"). TFX's own executor reads one span, so a window is refused there.
 """
 
 from __future__ import annotations
@@ -224,7 +229,7 @@ def _add_older_spans(
     hashed into splits as always, so a row is in the same split whichever run reads it: the
     other splits (evaluation) keep the newest span only, on which the candidate and the
     champion are judged, neither having learnt from it."""
-    window_splits = set(exec_properties.get(WINDOW_SPLITS_KEY, "").split(",")) - {""} or {split_names[0]}
+    window_splits = set((exec_properties.get(WINDOW_SPLITS_KEY) or "").split(",")) - {""} or {split_names[0]}
     kept = [name in window_splits for name in split_names]
     for span in older:
         dirs = [uri if keep else None for uri, keep in zip(split_uris, kept, strict=True)]
