@@ -265,7 +265,7 @@ def test_drift_from_the_blessed_run_stops_the_next_run_until_it_is_accepted(tmp_
     assert local_runner.main(["--data-root", in_cents, *common]) == 1
     err = capsys.readouterr().err
     assert "DataDriftError" in err and "[train] feature 'fare': Jensen-Shannon divergence" in err
-    assert "[eval] feature 'tips': Jensen-Shannon divergence" in err
+    assert "[eval] feature 'fare': Jensen-Shannon divergence" in err
     assert "--accept-drift" in err and "payment_type" not in err
     stopped = _summary(output_root)
     states = {c.node_id: c.state for c in stopped.components}
