@@ -58,6 +58,15 @@ def base_model(fn_args) -> tuple[str | None, str]:
     return base, ""
 
 
+def read_training_record(model_run_dir: str) -> dict:
+    """What ``run_fn`` recorded in ``model_run_dir`` (empty when it recorded nothing)."""
+    path = os.path.join(model_run_dir, TRAINING_RECORD)
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
 class _LogStartEpoch(keras.callbacks.Callback):
     """Logs whether fit started afresh or resumed from BackupAndRestore's state (which
     BackupAndRestore restores in on_train_begin, before the first epoch begins)."""

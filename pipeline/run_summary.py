@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -185,14 +184,10 @@ def record_output(
 
 def _warm_start(model_run_uri: str) -> str | None:
     """The Trainer's record of what it started from (None when it did not record one)."""
-    from models.trainer import TRAINING_RECORD
+    from models.trainer import read_training_record
     from models.warm_start import WarmStart
 
-    path = os.path.join(model_run_uri, TRAINING_RECORD)
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        record = json.load(f).get("warm_start")
+    record = read_training_record(model_run_uri).get("warm_start")
     return None if record is None else WarmStart.from_record(record).describe()
 
 

@@ -230,15 +230,9 @@ def training_curves(model_run_uri: str) -> dict[str, dict[str, list[tuple[int, f
 
 def training_record(model_run_uri: str) -> dict:
     """The strategy, replicas, batch and epochs the Trainer ran with (its run_fn records them)."""
-    import json
+    from models.trainer import read_training_record
 
-    from models.trainer import TRAINING_RECORD
-
-    path = os.path.join(model_run_uri, TRAINING_RECORD)
-    if not os.path.exists(path):
-        return {}
-    with open(path) as f:
-        return json.load(f)
+    return read_training_record(model_run_uri)
 
 
 def _slice_name(slice_key) -> str:
