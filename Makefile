@@ -27,16 +27,16 @@ SERVING_PY := $(SERVING_ENV)/bin/python
 # files importing TFX takes several times longer.
 export UV_COMPILE_BYTECODE := 1
 
-.PHONY: run test test-fast lint format bench rehearse serving-env setup lock clean browser
+.PHONY: run test test-fast lint format bench rehearse serving-env setup lock clean system-tools
 
 run: $(STAMP)
 	$(PY) local_runner.py $(RUN_ARGS)
 
-test: $(STAMP) $(SERVING_PY) browser
+test: $(STAMP) $(SERVING_PY) system-tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Everything but the end-to-end pipeline runs.
-test-fast: $(STAMP) $(SERVING_PY) browser
+test-fast: $(STAMP) $(SERVING_PY) system-tools
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # Lint and format check (ruff, configured in pyproject.toml); `make format` fixes what it can.
@@ -70,15 +70,18 @@ $(SERVING_PY): | $(UV)
 
 setup: $(STAMP)
 
-# Debian's Chromium, for the run report's browser test (tests/pipeline/report/test_browser.py).
-# Installed with apt-get as root (or through sudo); where neither works, that test is skipped
-# and says why.
-browser:
-	@command -v chromium >/dev/null || { \
+# Debian packages some tests need: Chromium, for the run report's browser test
+# (tests/pipeline/report/test_browser.py), and strace, which records every connection a
+# rehearsal makes (tests/pipeline/rehearsal/test_vertex_services.py). Installed with apt-get
+# as root (or through sudo); where neither works, those tests are skipped and say why.
+DEBIAN_PACKAGES := chromium strace
+system-tools:
+	@missing=; for p in $(DEBIAN_PACKAGES); do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
+	[ -z "$$missing" ] || { \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; else \
-			echo "chromium not installed (not root, no sudo): the report's browser test will be skipped"; exit 0; fi; \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null \
-			|| echo "chromium could not be installed: the report's browser test will be skipped"; }
+			echo "not installed (not root, no sudo):$$missing; the tests that need them will be skipped"; exit 0; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null \
+			|| echo "could not install$$missing: the tests that need them will be skipped"; }
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pipeline import failures
 from pipeline.config import CONTRACT_FILE, PipelineConfig
 from pipeline.flags import DEFAULTS, add_pipeline_flags, pipeline_config_kwargs
-from pipeline.run_lock import RunLockedError, hold_run_lock
+from pipeline.run_lock import LockedError, hold_run_lock
 from runtime import speedups, start
 from runtime.beam_args import MULTI_PROCESS_MIN_MB, runs_locally, workers_for_data
 
@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         lock = hold_run_lock(config)
-    except RunLockedError as err:
+    except LockedError as err:
         print(f"error: {err}", file=sys.stderr)
         return 3
     with lock:

@@ -65,7 +65,7 @@ from ml_metadata.proto import metadata_store_pb2
 from models import problem as problem_lib
 from pipeline import flags
 from pipeline.config import DEFAULT_OUTPUT_ROOT, PipelineConfig
-from pipeline.run_lock import RunLockedError, hold_run_lock
+from pipeline.run_lock import LockedError, hold_run_lock
 
 # What TFX's launcher leaves under each node's directory (private names of
 # tfx/orchestration/portable/outputs_utils.py).
@@ -494,7 +494,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = prune(
                 config.metadata_path, config.pipeline_name, config.pipeline_root, args.keep_runs, args.dry_run
             )
-    except RunLockedError as err:
+    except LockedError as err:
         print(f"error: not pruning while a run of the pipeline is in progress: {err}", file=sys.stderr)
         return 3
     print(describe(report))

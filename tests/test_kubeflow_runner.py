@@ -238,20 +238,24 @@ def test_submit_dry_run_from_the_command_line_sends_nothing(tmp_path, capsys, mo
     assert "Dry run: Vertex AI PipelineJob taxi-big-tipper-" in out and "not sent" in out
 
 
-@pytest.mark.parametrize(
-    ("flags", "named"),
-    [
-        (["--dataflow", "--dataflow-temp-location", f"{cloud.OUTPUT_ROOT}/tmp"], "--dataflow"),
-        (["--endpoint-name", "taxi-endpoint"], "--endpoint-name"),
-        (["--vertex-training", "gpu"], "--vertex-training"),
-    ],
-)
-def test_what_only_google_cloud_can_run_is_not_rehearsed_and_says_which_flag(tmp_path, capsys, flags, named):
+def test_dataflow_is_not_rehearsed_and_says_why(tmp_path, capsys):
+    flags = ["--dataflow", "--dataflow-temp-location", f"{cloud.OUTPUT_ROOT}/tmp"]
     argv = [*cloud.CLOUD_ARGS, *cloud.PROJECT_ARGS, "--rehearse", "--rehearsal-root", str(tmp_path), *flags]
     assert kr.main([*argv, "--output-file", str(tmp_path / "job.json")]) == 2
     err = capsys.readouterr().err
-    assert "cannot be rehearsed" in err and named in err
+    assert "cannot be rehearsed: its Beam pipeline runs on Dataflow (--dataflow)" in err
+    assert "has no stand-in here" in err
     assert not (tmp_path / "logs").exists()  # refused before any task ran
+
+
+def test_an_endpoint_without_the_serving_environment_is_refused_naming_it(tmp_path, capsys):
+    argv = [*cloud.CLOUD_ARGS, *cloud.PROJECT_ARGS, "--rehearse", "--rehearsal-root", str(tmp_path)]
+    missing = str(tmp_path / "no-python")
+    flags = ["--endpoint-name", "taxi-endpoint", "--serving-python", missing]
+    assert kr.main([*argv, *flags, "--output-file", str(tmp_path / "job.json")]) == 2
+    err = capsys.readouterr().err
+    assert "(--endpoint-name)" in err and f"no such Python at {missing}" in err and "make serving-env" in err
+    assert not (tmp_path / "logs").exists()
 
 
 def test_a_rehearsal_without_local_data_says_where_it_looked_and_how_to_map_it(tmp_path, capsys):
@@ -265,7 +269,10 @@ def test_a_rehearsal_without_local_data_says_where_it_looked_and_how_to_map_it(t
     ]
     assert kr.main(argv) == 2
     err = capsys.readouterr().err
-    assert f"reads --data-root {cloud.DATA_ROOT} from {tmp_path}/gcs/{cloud.BUCKET}/data" in err
+    assert (
+        f"reads --data-root {cloud.DATA_ROOT} from the stand-in Cloud Storage, whose {tmp_path}/gcs/{cloud.BUCKET}/data"
+        in err
+    )
     assert f"--rehearse-gcs {cloud.DATA_ROOT}=DIR" in err
 
 

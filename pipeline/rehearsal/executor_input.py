@@ -15,12 +15,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.rehearsal.job import JobError, PathMap, Task
+from pipeline.rehearsal.job import JobError, Task
 
 
-def parameter_values(task: Task, runtime_parameters: Mapping[str, Any], paths: PathMap) -> dict[str, dict]:
+def parameter_values(task: Task, runtime_parameters: Mapping[str, Any]) -> dict[str, dict]:
     """name -> typed Value ({"stringValue"|"intValue"|"doubleValue"}) for each input
-    parameter; gs:// paths inside string values mapped onto this machine."""
+    parameter, gs:// paths and all, as Vertex passes them."""
     found = {}
     for name, source in task.spec.get("inputs", {}).get("parameters", {}).items():
         if "runtimeValue" in source:
@@ -39,8 +39,6 @@ def parameter_values(task: Task, runtime_parameters: Mapping[str, Any], paths: P
             )
         else:
             raise JobError(f"task {task.name}: parameter {name} comes from {sorted(source)}, which TFX never compiles")
-        if "stringValue" in value:
-            value["stringValue"] = paths.rewrite(value["stringValue"])
         found[name] = value
     return found
 

@@ -3,10 +3,12 @@ copies in, its working directory and its environment, laid out under a local fol
 
 Tasks then run as subprocesses of this project's Python environment (which holds the
 same TFX, Beam and TensorFlow the image's base holds) in that folder, with the image's
-``ENV`` settings and nothing inherited from the caller but ``PATH``/``HOME``/locale. So a
+``ENV`` settings and nothing inherited from the caller but ``PATH`` and the locale. So a
 package the Dockerfile forgets to copy, or an environment variable only set on the
-developer's shell, fails the rehearsal as it would fail on Vertex. What cannot be
-rehearsed: the image's Python (3.10) and its exact installed packages.
+developer's shell, fails the rehearsal as it would fail on Vertex. Each task gets a fresh
+copy (``Container.fresh``): its own files, home and temporary directory. What cannot be
+rehearsed: the image's Python (3.10) and its exact installed packages, and a task writing
+to an absolute path such as ``/tmp`` directly (it shares this machine's).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 
 from pipeline.rehearsal.job import JobError
 
-_PASSED_THROUGH = ("HOME", "LANG", "LC_ALL", "TMPDIR", "TZ")
+_PASSED_THROUGH = ("LANG", "LC_ALL", "TZ")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +80,35 @@ class Container:
     workdir: str
     env: dict[str, str]
     image_root: str
+
+    def fresh(self, folder: str, extra_env: dict[str, str] | None = None) -> Container:
+        """A new container of this image under ``folder``, as Vertex starts one per task: its
+        own copy of the image's files, an empty home and temporary directory, and nothing of
+        what an earlier container wrote."""
+        image_root = os.path.join(folder, "image")
+        shutil.copytree(self.image_root, image_root, symlinks=True)
+        home, tmp = os.path.join(folder, "home"), os.path.join(folder, "tmp")
+        os.makedirs(home)
+        os.makedirs(tmp)
+        env = {k: v.replace(self.image_root, image_root) for k, v in self.env.items()}
+        env.update(extra_env or {}, HOME=home, TMPDIR=tmp)
+        return Container(self.workdir.replace(self.image_root, image_root, 1), env, image_root)
+
+    def written(self, reference: Container) -> list[str]:
+        """Files this container wrote outside gs:// (paths relative to its folder): what a
+        fresh container of ``reference``'s image would not have. Python's bytecode caches
+        are left out."""
+        folder = os.path.dirname(self.image_root)
+        found = []
+        for top, dirs, files in os.walk(folder):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in files:
+                path = os.path.join(top, name)
+                relative = os.path.relpath(path, folder)
+                inside = os.path.relpath(path, self.image_root)
+                if inside.startswith("..") or not os.path.exists(os.path.join(reference.image_root, inside)):
+                    found.append(relative)
+        return sorted(found)
 
 
 def _under(root: str, container_path: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -18,44 +19,41 @@ class JobError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
-class PathMap:
-    """gs:// prefixes onto local directories: explicit ones first (longest prefix wins),
-    then every other bucket under ``default_dir/<bucket>/``."""
+class GcsFolder:
+    """The stand-in Cloud Storage's disk: ``gs://BUCKET/NAME`` is ``<folder>/BUCKET/NAME``, so
+    a person can look at what the tasks wrote. ``uploads`` are (gs:// prefix, local folder)
+    pairs (a folder or one file) copied in before the job runs, as ``gsutil cp -r`` would."""
 
-    default_dir: str
-    explicit: tuple[tuple[str, str], ...] = ()
+    folder: str
+    uploads: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def parse(cls, default_dir: str, pairs: Iterable[str]) -> PathMap:
-        explicit = []
+    def parse(cls, folder: str, pairs: Iterable[str]) -> GcsFolder:
+        uploads = []
         for pair in pairs:
             prefix, sep, local = pair.partition("=")
-            if not sep or not prefix.startswith(GCS) or not local:
-                raise JobError(f"a gs:// mapping is gs://bucket/prefix=LOCAL_DIR, got {pair!r}")
-            explicit.append((prefix.rstrip("/"), os.path.abspath(local)))
-        return cls(os.path.abspath(default_dir), tuple(sorted(explicit, key=lambda p: -len(p[0]))))
+            if not sep or not prefix.startswith(GCS) or len(prefix.rstrip("/")) <= len(GCS) or not local:
+                raise JobError(f"an upload is gs://bucket/prefix=LOCAL_DIR, got {pair!r}")
+            if not os.path.exists(local):
+                raise JobError(f"--rehearse-gcs {pair}: there is no {local} to upload")
+            uploads.append((prefix.rstrip("/"), os.path.abspath(local)))
+        return cls(os.path.abspath(folder), tuple(uploads))
 
     def local(self, path: str) -> str:
-        """The local path for one gs:// path (other paths unchanged)."""
+        """Where one gs:// path lives on disk (other paths unchanged)."""
         if not path.startswith(GCS):
             return path
-        for prefix, local in self.explicit:
-            if path == prefix or path.startswith(prefix + "/"):
-                return local + path[len(prefix) :]
-        return os.path.join(self.default_dir, path[len(GCS) :])
+        return os.path.join(self.folder, path[len(GCS) :])
 
-    def rewrite(self, text: str) -> str:
-        """Every gs:// path inside ``text`` (a flag, a JSON-encoded proto) mapped."""
-        if GCS not in text:
-            return text
-        out, start = [], 0
-        while (at := text.find(GCS, start)) >= 0:
-            end = at
-            while end < len(text) and text[end] not in " \t\n\"',;=)]}":
-                end += 1
-            out.append(text[start:at] + self.local(text[at:end]))
-            start = end
-        return "".join(out) + text[start:]
+    def upload(self) -> None:
+        """Copies each upload's files to its gs:// prefix (existing objects are replaced)."""
+        for prefix, local in self.uploads:
+            target = self.local(prefix)
+            if os.path.isdir(local):
+                shutil.copytree(local, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                shutil.copy2(local, target)
 
 
 @dataclasses.dataclass(frozen=True)

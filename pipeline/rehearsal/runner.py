@@ -1,8 +1,10 @@
 """Executes a compiled pipeline job on this machine, task by task, as Vertex AI Pipelines
-would: DAG order, container tasks as subprocesses in the project's image layout with
-their placeholders resolved, the ExampleGen driver first, resolver queries against a
-store that persists across rehearsals, Vertex-style caching, and a failing task stopping
-the run with its log kept.
+would: DAG order, container tasks as subprocesses each in a fresh copy of the project's
+image with their placeholders resolved (gs:// URIs as Vertex gives them, served by the
+stand-in Cloud Storage), the ExampleGen driver first, resolver queries against a store
+that persists across rehearsals, Vertex-style caching, and a failing task stopping the run
+with its log kept. Vertex AI Training jobs and endpoints the tasks ask for are run by the
+stand-ins in ``cloud/``.
 """
 
 from __future__ import annotations
@@ -20,21 +22,11 @@ from typing import Any
 from pipeline.rehearsal import executor_input as ei
 from pipeline.rehearsal import filters
 from pipeline.rehearsal.image import Container, Image
-from pipeline.rehearsal.job import CompiledJob, JobError, PathMap, Task
+from pipeline.rehearsal.job import CompiledJob, GcsFolder, JobError, Task
 from pipeline.rehearsal.store import ArtifactStore
 
-# Executors that call a Google Cloud API themselves: nothing here can answer them.
-CLOUD_EXECUTORS = {
-    "tfx.extensions.google_cloud_ai_platform.trainer.executor.GenericExecutor": (
-        "the Trainer runs as a Vertex AI Training job (--vertex-training)"
-    ),
-    "tfx.extensions.google_cloud_ai_platform.trainer.executor.Executor": (
-        "the Trainer runs as a Vertex AI Training job (--vertex-training)"
-    ),
-    "tfx.extensions.google_cloud_ai_platform.pusher.executor.Executor": (
-        "the Pusher deploys to a Vertex AI endpoint (--endpoint-name)"
-    ),
-}
+# The executor that deploys to a Vertex AI endpoint: its stand-in serves from TensorFlow 2.15.
+VERTEX_PUSHER = "tfx.extensions.google_cloud_ai_platform.pusher.executor.Executor"
 LOG_TAIL_LINES = 25
 # The rehearsal's record of itself, in its log folder.
 RECORD_FILE = "rehearsal.json"
@@ -45,7 +37,7 @@ class Settings:
     """Where the rehearsal keeps things, and what stands in for the cloud."""
 
     root: str
-    paths: PathMap
+    gcs: GcsFolder
     dockerfile: str
     context_dir: str
     project: str = "rehearsal"
@@ -55,6 +47,8 @@ class Settings:
     enable_caching: bool | None = None
     job_id: str | None = None
     progress: Callable[[str], None] = print
+    # The TensorFlow 2.15 environment an endpoint's model is served from (None: endpoints refused).
+    serving_python: str | None = None
 
     @property
     def store_path(self) -> str:
@@ -77,6 +71,8 @@ class TaskRun:
     log: str | None = None
     executor_input: dict | None = None
     started: float = 0.0
+    # Files the task's container wrote outside gs://, which no later task sees.
+    left_behind: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -85,6 +81,11 @@ class Rehearsal:
     pipeline_name: str
     logs_dir: str
     tasks: list[TaskRun]
+    gcs: GcsFolder | None = None
+    # What the tasks asked of the stand-ins: connections through the proxy, training jobs, deployments.
+    connections: list = dataclasses.field(default_factory=list)
+    training_jobs: list = dataclasses.field(default_factory=list)
+    deployments: list = dataclasses.field(default_factory=list)
 
     @property
     def failed(self) -> TaskRun | None:
@@ -113,66 +114,123 @@ class Rehearsal:
                     "outputs": {
                         k: [{f: a[f] for f in ("name", "uri", "metadata")} for a in v] for k, v in t.outputs.items()
                     },
+                    "left_behind": t.left_behind,
                 }
                 for t in self.tasks
             ],
+            "connections": [dataclasses.asdict(c) for c in self.connections],
         }
 
+    def local(self, uri: str) -> str:
+        """Where a gs:// URI of this rehearsal lives on this machine."""
+        return self.gcs.local(uri) if self.gcs else uri
 
-def refuse_cloud_only(job: CompiledJob) -> None:
-    """What only Google Cloud can run is refused up front, naming the flag that asked for it."""
+
+def _class_path(task: Task) -> str:
+    args = task.executor["container"].get("args", [])
+    return args[args.index("--executor_class_path") + 1] if "--executor_class_path" in args else ""
+
+
+def refuse_unrehearsable(job: CompiledJob, serving_python: str | None) -> None:
+    """What cannot run here is refused up front, naming the flag that asked for it."""
     for task in job.tasks().values():
         if task.kind != "container":
             continue
-        args = task.executor["container"].get("args", [])
-        class_path = args[args.index("--executor_class_path") + 1] if "--executor_class_path" in args else ""
-        if class_path in CLOUD_EXECUTORS:
+        if any(a.startswith("--runner=") and "Dataflow" in a for a in task.executor["container"].get("args", [])):
             raise JobError(
-                f"task {task.name} cannot be rehearsed: {CLOUD_EXECUTORS[class_path]}, which needs Google "
-                "Cloud. Rehearse without that flag: the same code runs in the task's container instead."
+                f"task {task.name} cannot be rehearsed: its Beam pipeline runs on Dataflow (--dataflow), whose "
+                "service (job graph, workers, autoscaling) has no stand-in here. Rehearse without --dataflow: "
+                "the same Beam pipeline then runs in the task's container."
             )
-        if any(a.startswith("--runner=") and "Dataflow" in a for a in args):
+        if _class_path(task) == VERTEX_PUSHER and not (serving_python and os.path.exists(serving_python)):
             raise JobError(
-                f"task {task.name} cannot be rehearsed: its Beam pipeline runs on Dataflow (--dataflow). "
-                "Rehearse without --dataflow: the same Beam pipeline then runs in the task's container."
+                f"task {task.name} deploys to a Vertex AI endpoint (--endpoint-name), whose stand-in serves the "
+                f"model with TensorFlow 2.15: there is no such Python at {serving_python} (make serving-env "
+                "installs it; --serving-python points elsewhere)."
             )
 
 
 def rehearse(job_file: str, settings: Settings) -> Rehearsal:
     """Runs every task of the compiled job; never raises for a failing task (see ``failed``)."""
+    from pipeline.rehearsal.cloud.standins import StandIns
+
     job = CompiledJob.load(job_file)
-    refuse_cloud_only(job)
+    refuse_unrehearsable(job, settings.serving_python)
     order = job.task_order()
-    container = Image.from_dockerfile(settings.dockerfile).stage(settings.context_dir, settings.image_root)
+    image = Image.from_dockerfile(settings.dockerfile).stage(settings.context_dir, settings.image_root)
     job_id, logs_dir = _new_job(settings, job.pipeline_name)
-    job_dir = os.path.join(settings.paths.local(job.pipeline_root), settings.project, job_id)
+    containers = _Containers(image, os.path.join(settings.root, "containers", job_id))
+    settings.gcs.upload()
     store = ArtifactStore(settings.store_path, settings.project, settings.region)
     runs: list[TaskRun] = []
     produced: dict[str, dict[str, list[dict]]] = {}
+    endpoints = any(_class_path(t) == VERTEX_PUSHER for t in order if t.kind == "container")
+    stand_ins = StandIns(
+        os.path.join(settings.root, "cloud"),
+        settings.gcs.folder,
+        settings.project,
+        replica_setup=containers.for_replica,
+        serving_python=settings.serving_python if endpoints else None,
+    )
     try:
-        for number, task in enumerate(order, 1):
-            if any(r.state == "FAILED" for r in runs):
-                runs.append(TaskRun(task.name, task.kind, "NOT_RUN"))
-                continue
-            inputs = _input_artifacts(task, produced)
-            settings.progress(f"[{number}/{len(order)}] {task.name} ...")
-            started = time.time()
-            if task.kind == "resolver":
-                run = _resolve(task, inputs, store, job, job_id)
-            elif task.kind == "container":
-                caching = task.caching_enabled if settings.enable_caching is None else settings.enable_caching
-                run = _run_container(task, inputs, store, job, job_id, job_dir, logs_dir, settings, container, caching)
-            else:
-                raise JobError(f"task {task.name}: {task.kind} executors are not rehearsed (TFX compiles none)")
-            run.started, run.seconds = started, time.time() - started
-            runs.append(run)
-            produced[task.name] = run.outputs
-            settings.progress(f"[{number}/{len(order)}] {task.name}: {run.state.lower()} in {run.seconds:.1f} s")
+        with stand_ins:
+            containers.extra_env = stand_ins.environment()
+            for number, task in enumerate(order, 1):
+                if any(r.state == "FAILED" for r in runs):
+                    runs.append(TaskRun(task.name, task.kind, "NOT_RUN"))
+                    continue
+                inputs = _input_artifacts(task, produced)
+                settings.progress(f"[{number}/{len(order)}] {task.name} ...")
+                started = time.time()
+                if task.kind == "resolver":
+                    run = _resolve(task, inputs, store, job, job_id)
+                elif task.kind == "container":
+                    caching = task.caching_enabled if settings.enable_caching is None else settings.enable_caching
+                    run = _run_container(task, inputs, store, job, job_id, logs_dir, settings, containers, caching)
+                else:
+                    raise JobError(f"task {task.name}: {task.kind} executors are not rehearsed (TFX compiles none)")
+                run.started, run.seconds = started, time.time() - started
+                runs.append(run)
+                produced[task.name] = run.outputs
+                settings.progress(f"[{number}/{len(order)}] {task.name}: {run.state.lower()} in {run.seconds:.1f} s")
     finally:
         store.close()
-    rehearsal = Rehearsal(job_id, job.pipeline_name, logs_dir, runs)
+        shutil.rmtree(containers.folder, ignore_errors=True)
+    rehearsal = Rehearsal(
+        job_id,
+        job.pipeline_name,
+        logs_dir,
+        runs,
+        gcs=settings.gcs,
+        connections=stand_ins.connections(),
+        training_jobs=stand_ins.jobs.jobs() if stand_ins.jobs else [],
+        deployments=stand_ins.models.deployments() if stand_ins.models else [],
+    )
     _save_json(os.path.join(logs_dir, RECORD_FILE), rehearsal.record())
     return rehearsal
+
+
+@dataclasses.dataclass
+class _Containers:
+    """A fresh container per task and per training replica, under ``folder``; each one is
+    removed when its process ends, after noting what it wrote outside gs://."""
+
+    image: Container
+    folder: str
+    extra_env: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def new(self, name: str) -> Container:
+        return self.image.fresh(os.path.join(self.folder, name), self.extra_env)
+
+    def discard(self, container: Container) -> list[str]:
+        written = container.written(self.image)
+        shutil.rmtree(os.path.dirname(container.image_root), ignore_errors=True)
+        return written
+
+    def for_replica(self, replica) -> tuple[dict[str, str], str]:
+        """A Vertex AI Training replica's container (``cloud.jobs.JobService``'s replica_setup)."""
+        container = self.new(os.path.join("training", f"{replica.job_id}-{replica.name}"))
+        return container.env, container.workdir
 
 
 def _new_job(settings: Settings, pipeline_name: str) -> tuple[str, str]:
@@ -244,34 +302,29 @@ def _run_container(
     store: ArtifactStore,
     job: CompiledJob,
     job_id: str,
-    job_dir: str,
     logs_dir: str,
     settings: Settings,
-    container: Container,
+    containers: _Containers,
     caching: bool,
 ) -> TaskRun:
     execution = store.start_execution(job.pipeline_name, job_id, task.name)
-    task_dir = os.path.join(job_dir, f"{task.name}_{execution}")
+    # Vertex's layout: <pipeline root>/<project>/<job id>/<task>_<id>/<output key>, in Cloud Storage.
+    task_uri = f"{job.pipeline_root.rstrip('/')}/{settings.project}/{job_id}/{task.name}_{execution}"
     outputs = {
         key: [
             store.new_artifact(
-                job.pipeline_name,
-                job_id,
-                task.name,
-                key,
-                spec["artifactType"],
-                lambda _, key=key: os.path.join(task_dir, key),
+                job.pipeline_name, job_id, task.name, key, spec["artifactType"], lambda _, key=key: f"{task_uri}/{key}"
             )
         ]
         for key, spec in task.component.get("outputDefinitions", {}).get("artifacts", {}).items()
     }
-    parameters = ei.parameter_values(task, job.runtime_parameters, settings.paths)
-    output_file = os.path.join(task_dir, "executor_output.json")
+    parameters = ei.parameter_values(task, job.runtime_parameters)
+    output_file = f"{task_uri}/executor_output.json"
     invocation = ei.build(parameters, inputs, outputs, output_file)
     log = os.path.join(logs_dir, f"{task.name}.log")
     run = TaskRun(task.name, task.kind, "FAILED", inputs=inputs, log=log, executor_input=invocation)
     spec = task.executor["container"]
-    os.makedirs(task_dir, exist_ok=True)
+    local_output_file = settings.gcs.local(output_file)
 
     def fail(code: int) -> TaskRun:
         store.abandon(_all_names(outputs))
@@ -283,23 +336,23 @@ def _run_container(
         driver = spec.get("lifecycle", {}).get("preCacheCheck")
         if driver:
             _save_json(os.path.join(logs_dir, f"{task.name}.driver_input.json"), invocation)
-            code = _execute(driver, invocation, settings.paths, container, log_file)
+            code = _execute(driver, invocation, containers, f"{task.name}.driver", log_file, run)
             if code != 0:
                 return fail(code)
-            ei.merge_driver_output(invocation, _read_json(output_file))
+            ei.merge_driver_output(invocation, _read_json(local_output_file))
         key = cache_key(invocation, task)
         if caching and (cached := store.cached_outputs(job.pipeline_name, key)) is not None:
             store.abandon(_all_names(outputs))
             store.finish_execution(execution, "CACHED", key, _names(cached))
             log_file.write(f"Cached: reusing the outputs of an earlier execution with cache key {key}\n")
-            shutil.rmtree(task_dir, ignore_errors=True)
+            shutil.rmtree(settings.gcs.local(task_uri), ignore_errors=True)
             run.state, run.outputs = "CACHED", cached
             return run
         _save_json(os.path.join(logs_dir, f"{task.name}.executor_input.json"), invocation)
-        code = _execute(spec, invocation, settings.paths, container, log_file)
+        code = _execute(spec, invocation, containers, task.name, log_file, run)
     if code != 0:
         return fail(code)
-    written = _read_json(output_file).get("artifacts", {}) if os.path.exists(output_file) else {}
+    written = _read_json(local_output_file).get("artifacts", {}) if os.path.exists(local_output_file) else {}
     for output_key, (artifact,) in outputs.items():
         reported = (written.get(output_key) or {}).get("artifacts", [{}])[0]
         given = invocation["outputs"]["artifacts"][output_key]["artifacts"][0]["metadata"]
@@ -310,14 +363,20 @@ def _run_container(
     return run
 
 
-def _execute(spec: Mapping[str, Any], invocation: dict, paths: PathMap, container: Container, log_file) -> int:
-    """One container command: placeholders resolved, gs:// paths in the arguments mapped."""
-    argv = [paths.rewrite(ei.resolve(a, invocation)) for a in [*spec.get("command", []), *spec.get("args", [])]]
+def _execute(
+    spec: Mapping[str, Any], invocation: dict, containers: _Containers, name: str, log_file, run: TaskRun
+) -> int:
+    """One container command, placeholders resolved, in a fresh container of the image."""
+    argv = [ei.resolve(a, invocation) for a in [*spec.get("command", []), *spec.get("args", [])]]
+    container = containers.new(name)
     log_file.write(f"$ {' '.join(argv[:4])} ... ({len(argv)} arguments)\n")
     log_file.flush()
-    process = subprocess.run(
-        argv, cwd=container.workdir, env=container.env, stdout=log_file, stderr=subprocess.STDOUT, check=False
-    )
+    try:
+        process = subprocess.run(
+            argv, cwd=container.workdir, env=container.env, stdout=log_file, stderr=subprocess.STDOUT, check=False
+        )
+    finally:
+        run.left_behind.extend(containers.discard(container))
     log_file.write(f"exit code {process.returncode}\n")
     return process.returncode
 

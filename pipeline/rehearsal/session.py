@@ -1,8 +1,8 @@
-"""One rehearsal as ``--rehearse`` asks for it: the compiled job checked and executed here,
-reading its data where the gs:// mappings put it; then its summary and run report, and the
-pushed model asked a Vertex-style request by the serving TensorFlow. Gives the command's
-exit code: 0 when everything passed, 1 when a task or the served model failed, 2 when the
-settings or the job cannot be rehearsed.
+"""One rehearsal as ``--rehearse`` asks for it: the data uploaded to the stand-in Cloud
+Storage, the compiled job checked and executed here; then its summary and run report, and
+the pushed model asked a Vertex-style request by the serving TensorFlow. Gives the
+command's exit code: 0 when everything passed, 1 when a task or the served model failed, 2
+when the settings or the job cannot be rehearsed, or another rehearsal holds the root.
 
 ``runner.py`` executes a job and records what happened; this module decides what the user
 reads. The rehearsal's heavy imports (its store, the run report, TensorFlow) wait until a
@@ -27,12 +27,12 @@ if TYPE_CHECKING:
 class RehearsalOptions:
     """What a rehearsal needs besides the job file and the pipeline's configuration."""
 
-    # Holds the stand-in for Cloud Storage (<root>/gcs/<bucket>/), the metadata store, the
-    # staged image, the task logs and the run report.
+    # Holds the stand-in Cloud Storage's objects (<root>/gcs/<bucket>/), the metadata store,
+    # the staged image, the stand-ins' files, the task logs and the run report.
     root: str
-    # gs://BUCKET/PREFIX=DIR pairs: these prefixes are read and written in DIR instead.
+    # gs://BUCKET/PREFIX=PATH pairs: PATH (a folder or a file) is uploaded there first.
     gcs_mappings: tuple[str, ...]
-    # Python of the TensorFlow environment the pushed model is served with.
+    # Python of the TensorFlow environment the pushed or deployed model is served with.
     serving_python: str
     # The image the tasks run in is staged from this Dockerfile and its build context.
     dockerfile: str
@@ -48,36 +48,57 @@ class RehearsalOptions:
 
 def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job_file: str) -> int:
     """Runs the compiled job here as Vertex would; prints its summary; 0 when every task succeeded."""
-    from components import spans
-    from pipeline import history
-    from pipeline.rehearsal.job import CompiledJob, JobError, PathMap
-    from pipeline.rehearsal.runner import Settings, log_tail, refuse_cloud_only
-    from pipeline.rehearsal.runner import rehearse as run_rehearsal
-    from pipeline.rehearsal.summary import summarize
-    from pipeline.report.write import write_report
-    from pipeline.run_summary import NO_CONTRACT, format_summary
+    from pipeline.rehearsal.job import CompiledJob, GcsFolder, JobError
+    from pipeline.rehearsal.runner import Settings, refuse_unrehearsable
+    from pipeline.run_lock import LockedError, hold_lock
 
     try:
         settings = Settings(
             root=os.path.abspath(options.root),
-            paths=PathMap.parse(os.path.join(options.root, "gcs"), options.gcs_mappings),
+            gcs=GcsFolder.parse(os.path.join(options.root, "gcs"), options.gcs_mappings),
             dockerfile=options.dockerfile,
             context_dir=options.context_dir,
             project=options.project or "rehearsal",
             region=options.region or "local",
             enable_caching=options.enable_caching,
+            serving_python=options.serving_python,
         )
-        refuse_cloud_only(CompiledJob.load(job_file))
-        local_data = settings.paths.local(config.data_root)
+        refuse_unrehearsable(CompiledJob.load(job_file), settings.serving_python)
+        lock = hold_lock(
+            os.path.join(settings.root, "rehearsal.lock"),
+            f"rehearsing in {settings.root}",
+            "wait for it to finish, or give this one another --rehearsal-root",
+        )
+    except (JobError, LockedError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    with lock:
+        return _rehearse_holding_the_root(options, settings, config, job_file)
+
+
+def _rehearse_holding_the_root(options: RehearsalOptions, settings, config: PipelineConfig, job_file: str) -> int:
+    from components import spans
+    from pipeline import history
+    from pipeline.rehearsal.job import JobError
+    from pipeline.rehearsal.runner import log_tail
+    from pipeline.rehearsal.runner import rehearse as run_rehearsal
+    from pipeline.rehearsal.summary import describe_stand_ins, summarize
+    from pipeline.report.write import write_report
+    from pipeline.run_summary import NO_CONTRACT, format_summary
+
+    try:
+        settings.gcs.upload()
+        local_data = settings.gcs.local(config.data_root)
         data_files = sorted(glob.glob(os.path.join(local_data, spans.any_span(config.data_pattern))))
         if not data_files:
             raise JobError(
-                f"the rehearsal reads --data-root {config.data_root} from {local_data}, which holds no "
-                f"{config.data_pattern}: copy the data there, or map the prefix onto a local folder with "
+                f"the rehearsal reads --data-root {config.data_root} from the stand-in Cloud Storage, whose "
+                f"{local_data} holds no {config.data_pattern}: upload the data there with "
                 f"--rehearse-gcs {config.data_root}=DIR"
             )
-        print(f"Rehearsing {job_file}: {config.data_root} is read from {local_data},")
-        print(f"  {config.output_root} written to {settings.paths.local(config.output_root)}")
+        for prefix, local in settings.gcs.uploads:
+            print(f"Uploaded {local} to {prefix} (the stand-in Cloud Storage, {settings.gcs.local(prefix)})")
+        print(f"Rehearsing {job_file}: {config.output_root} is written to {settings.gcs.local(config.output_root)}")
         result = run_rehearsal(job_file, settings)
     except JobError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -89,9 +110,11 @@ def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job
     print("\n" + format_summary(summary, config.blessing, config.schema_path or NO_CONTRACT))
     # Beside the job's outputs, as a local run keeps it beside its own (pipeline/history.py).
     stopped = result.failed.name if result.failed else None
-    output_root = settings.paths.local(config.output_root)
+    output_root = settings.gcs.local(config.output_root)
     runs = history.record(output_root, config.pipeline_name, summary, config.blessing.metric, stopped)
     print(history.format_recent(runs))
+    for line in describe_stand_ins(result):
+        print(line)
     print(f"Task logs: {result.logs_dir}")
     try:
         if options.report:
@@ -104,13 +127,34 @@ def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job
             f"Last lines of its log ({failed.log}):\n{log_tail(failed.log)}",
             file=sys.stderr,
         )
+        if hint := _lost_files_hint(result, failed):
+            print(hint, file=sys.stderr)
         return 1
     if summary.pushed_to:
-        transform_graph = result.task("Transform").outputs["transform_graph"][0]["uri"]
-        return rehearse_serving(
-            options.serving_python, summary.pushed_to, transform_graph, data_files[0], config.problem
-        )
+        pushed = result.local(result.task("Pusher").outputs["pushed_model"][0]["uri"])
+        transform_graph = result.local(result.task("Transform").outputs["transform_graph"][0]["uri"])
+        return rehearse_serving(options.serving_python, pushed, transform_graph, data_files[0], config.problem)
     return 0
+
+
+def _lost_files_hint(result, failed) -> str | None:
+    """When the failing task's log names a file an earlier task wrote outside gs://, why it is gone."""
+    from pipeline.rehearsal.runner import log_tail
+
+    tail = log_tail(failed.log)
+    lost = [
+        (task.name, path)
+        for task in result.tasks[: result.tasks.index(failed)]
+        for path in task.left_behind
+        if os.path.basename(path) in tail
+    ]
+    if not lost:
+        return None
+    named = ", ".join(f"{path} (by {name})" for name, path in lost[:5])
+    return (
+        f"Its log names files earlier tasks wrote outside gs://: {named}. On Vertex each task runs in a fresh "
+        "container and only Cloud Storage outlives it: write what later tasks need to an output artifact."
+    )
 
 
 def rehearse_serving(serving_python: str, pushed_to: str, transform_graph: str, data_file: str, problem) -> int:

@@ -1,5 +1,6 @@
 """The rehearsal's account of itself, in the same form as a local run's summary: tasks,
-status, seconds, the Evaluator's metrics and verdict, where the model was pushed."""
+status, seconds, the Evaluator's metrics and verdict, where the model was pushed; and what
+the tasks asked of the Google Cloud stand-ins."""
 
 from __future__ import annotations
 
@@ -18,5 +19,32 @@ def summarize(rehearsal: Rehearsal) -> RunSummary:
         inputs_by_key = {k: {a["name"] for a in v} for k, v in task.inputs.items()}
         for key, artifacts in task.outputs.items():
             for artifact in artifacts[:1]:
-                record_output(summary, task.name, key, artifact["uri"], artifact["metadata"], inputs_by_key)
+                # Read where the stand-in Cloud Storage keeps it, as Vertex's console reads GCS.
+                uri = rehearsal.local(artifact["uri"])
+                record_output(summary, task.name, key, uri, artifact["metadata"], inputs_by_key)
     return summary
+
+
+def describe_stand_ins(rehearsal: Rehearsal) -> list[str]:
+    """What the tasks asked of the Google Cloud stand-ins, in a few lines: the hosts they
+    reached through the proxy (refusals named), training jobs and their replicas with the
+    accelerators that were not rehearsed, and the endpoints deployed."""
+    lines = []
+    forwarded: dict[str, int] = {}
+    for connection in rehearsal.connections:
+        if not connection.refused:
+            forwarded[connection.host] = forwarded.get(connection.host, 0) + 1
+    if forwarded:
+        hosts = ", ".join(f"{host} ({count})" for host, count in sorted(forwarded.items()))
+        lines.append(f"Google Cloud, stood in for here: the tasks' connections went to {hosts}.")
+    for connection in rehearsal.connections:
+        if connection.refused:
+            lines.append(f"  REFUSED {connection.host}:{connection.port}: {connection.outcome[len('refused: ') :]}")
+    for job in rehearsal.training_jobs:
+        replicas = ", ".join(f"{r.name} (exit {r.exit_code})" for r in job.replicas)
+        state = job.state.removeprefix("JOB_STATE_")
+        lines.append(f"Vertex AI Training job {job.display_name}: {state}, replicas {replicas}.")
+        lines.extend(f"  Not rehearsed: {note}" for note in job.not_rehearsed)
+    for deployment in rehearsal.deployments:
+        lines.append(f"Vertex AI endpoint: {deployment.describe()}")
+    return lines

@@ -29,3 +29,8 @@ def rehearsal_argv(
         str(root / job_file),
         *extra,
     ]
+
+
+def local_uri(root: Path, uri: str) -> str:
+    """Where the stand-in Cloud Storage of the rehearsal in ``root`` keeps a gs:// ``uri``."""
+    return str(root / "gcs" / uri.removeprefix("gs://"))

@@ -9,7 +9,7 @@ from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from pipeline.rehearsal import executor_input as ei
-from pipeline.rehearsal.job import CompiledJob, JobError, PathMap
+from pipeline.rehearsal.job import CompiledJob, JobError
 from tests.support import cloud
 
 EXAMPLES_TYPE = {"instanceSchema": "title: tfx.Examples\ntype: object\n"}
@@ -24,18 +24,17 @@ def job(compiled_job) -> CompiledJob:
     return CompiledJob.load(str(compiled_job[0]))
 
 
-def test_parameters_are_typed_as_compiled_and_their_gs_paths_mapped(job, tmp_path):
-    paths = PathMap.parse(str(tmp_path), [f"{cloud.DATA_ROOT}=/local/data"])
-    params = ei.parameter_values(job.tasks()["CsvExampleGen"], job.runtime_parameters, paths)
-    assert params["input_base"] == {"stringValue": "/local/data"}
+def test_parameters_are_typed_as_compiled_and_keep_their_gs_paths(job):
+    params = ei.parameter_values(job.tasks()["CsvExampleGen"], job.runtime_parameters)
+    assert params["input_base"] == {"stringValue": cloud.DATA_ROOT}
     assert params["output_data_format"] == {"intValue": "6"}
-    pusher = ei.parameter_values(job.tasks()["Pusher"], job.runtime_parameters, paths)
+    pusher = ei.parameter_values(job.tasks()["Pusher"], job.runtime_parameters)
     destination = json.loads(pusher["push_destination"]["stringValue"])["filesystem"]["base_directory"]
-    assert destination == f"{tmp_path}/{cloud.BUCKET}/tfx/serving_model/taxi-big-tipper"
+    assert destination == f"gs://{cloud.BUCKET}/tfx/serving_model/taxi-big-tipper"
 
 
 def test_the_executor_input_fills_both_parameter_fields_and_parses_as_kfp_proto(job, tmp_path):
-    params = ei.parameter_values(job.tasks()["CsvExampleGen"], {}, PathMap.parse(str(tmp_path), []))
+    params = ei.parameter_values(job.tasks()["CsvExampleGen"], {})
     out = _artifact("projects/p/locations/l/metadataStores/default/artifacts/3", "/r/CsvExampleGen_3/examples")
     built = ei.build(params, {}, {"examples": [out]}, "/r/CsvExampleGen_3/executor_output.json")
     assert built["inputs"]["parameterValues"]["output_data_format"] == 6

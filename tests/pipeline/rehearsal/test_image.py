@@ -40,3 +40,23 @@ def test_a_copy_of_something_missing_fails_naming_it(tmp_path):
     assert dict(image.env) == {"A": "1", "B": "/app"}
     with pytest.raises(JobError, match="copies 'forgotten/'"):
         image.stage(str(tmp_path), str(tmp_path / "image"))
+
+
+def test_each_fresh_container_has_its_own_files_home_and_temporary_directory(tmp_path):
+    image = Image.from_dockerfile(str(REPO_ROOT / "Dockerfile")).stage(str(REPO_ROOT), str(tmp_path / "image"))
+    first = image.fresh(str(tmp_path / "first"), {"EXTRA": "1"})
+    code = (
+        "import os, models\n"
+        "open(os.path.join(os.environ['HOME'], 'state.txt'), 'w').write('x')\n"
+        "open('left.txt', 'w').write('x')\n"
+        "print(os.environ['TMPDIR'], os.environ['EXTRA'], os.environ['PYTHONPATH'])\n"
+    )
+    out = subprocess.run(
+        ["python", "-c", code], cwd=first.workdir, env=first.env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == [str(tmp_path / "first" / "tmp"), "1", first.workdir]
+    assert first.workdir == str(tmp_path / "first" / "image" / "pipeline")
+    assert first.written(image) == ["home/state.txt", "image/pipeline/left.txt"]  # bytecode caches left out
+    second = image.fresh(str(tmp_path / "second"))
+    assert not os.path.exists(os.path.join(second.workdir, "left.txt"))
+    assert os.listdir(second.env["HOME"]) == [] and second.written(image) == []

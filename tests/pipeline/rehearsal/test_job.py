@@ -1,4 +1,4 @@
-"""Reading the compiled job: gs:// paths mapped, tasks in an order the DAG allows."""
+"""Reading the compiled job: where gs:// objects live and what is uploaded, tasks in an order the DAG allows."""
 
 from __future__ import annotations
 
@@ -6,30 +6,38 @@ import json
 
 import pytest
 
-from pipeline.rehearsal.job import CompiledJob, JobError, PathMap
+from pipeline.rehearsal.job import CompiledJob, GcsFolder, JobError
 from tests.support import cloud
 
 
-def test_explicit_prefixes_win_and_other_buckets_go_under_the_default(tmp_path):
-    paths = PathMap.parse(str(tmp_path / "gcs"), [f"{cloud.DATA_ROOT}=data", "gs://bucket/data/special=/x"])
-    assert paths.local(cloud.DATA_ROOT + "/a.csv").endswith("/data/a.csv")
-    assert paths.local("gs://bucket/data/special/b") == "/x/b"
-    assert paths.local("gs://bucket/database") == str(tmp_path / "gcs" / "bucket" / "database")
-    assert paths.local("gs://other/tfx") == str(tmp_path / "gcs" / "other" / "tfx")
-    assert paths.local("/already/local") == "/already/local"
+def test_gs_paths_live_under_the_folder_by_bucket_and_name(tmp_path):
+    gcs = GcsFolder.parse(str(tmp_path / "gcs"), [])
+    assert gcs.local("gs://bucket/data/a.csv") == str(tmp_path / "gcs" / "bucket" / "data" / "a.csv")
+    assert gcs.local("/already/local") == "/already/local"
 
 
-def test_paths_inside_flags_and_json_text_are_mapped(tmp_path):
-    paths = PathMap.parse(str(tmp_path), [])
-    text = json.dumps({"filesystem": {"base_directory": "gs://b/serving"}})
-    assert json.loads(paths.rewrite(text)) == {"filesystem": {"base_directory": f"{tmp_path}/b/serving"}}
-    assert paths.rewrite("--temp_location=gs://b/tmp") == f"--temp_location={tmp_path}/b/tmp"
+def test_uploads_copy_folders_and_files_to_their_gs_prefix(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.csv").write_text("x\n1\n")
+    (tmp_path / "schema.pbtxt").write_text("feature {}")
+    gcs = GcsFolder.parse(
+        str(tmp_path / "gcs"),
+        [f"{cloud.DATA_ROOT}=" + str(tmp_path / "data"), f"{cloud.CONTRACT}={tmp_path}/schema.pbtxt"],
+    )
+    gcs.upload()
+    assert open(gcs.local(cloud.DATA_ROOT + "/a.csv")).read() == "x\n1\n"
+    assert open(gcs.local(cloud.CONTRACT)).read() == "feature {}"
 
 
-@pytest.mark.parametrize("pair", ["data=/x", "gs://b/data", "gs://b/data="])
-def test_a_malformed_mapping_is_refused(pair, tmp_path):
+@pytest.mark.parametrize("pair", ["data=/x", "gs://b/data", "gs://b/data=", "gs://=/x"])
+def test_a_malformed_upload_is_refused(pair, tmp_path):
     with pytest.raises(JobError, match="gs://bucket/prefix=LOCAL_DIR"):
-        PathMap.parse(str(tmp_path), [pair])
+        GcsFolder.parse(str(tmp_path), [pair])
+
+
+def test_an_upload_of_nothing_is_refused_naming_it(tmp_path):
+    with pytest.raises(JobError, match="no .*missing to upload"):
+        GcsFolder.parse(str(tmp_path), [f"gs://b/data={tmp_path}/missing"])
 
 
 def test_tasks_run_after_their_dependencies_and_the_producers_of_their_inputs(compiled_job):

@@ -15,7 +15,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 import kubeflow_runner
 from pipeline.rehearsal.runner import RECORD_FILE
 from tests.support.problems import TAXI
-from tests.support.rehearsals import BUCKET, rehearsal_argv
+from tests.support.rehearsals import BUCKET, local_uri, rehearsal_argv
 from tests.support.runs import EXECUTED_COMPONENTS, SMALL_RUN, with_inferred_schema
 from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
 
@@ -62,12 +62,17 @@ def test_the_compiled_job_rehearses_to_a_pushed_model(rehearsals):
     assert all(t["state"] == "SUCCEEDED" for t in first.values())
     pushed = first["Pusher"]["outputs"]["pushed_model"][0]["metadata"]
     assert pushed["pushed"] == 1.0
-    assert pushed["pushed_destination"].startswith(str(root / "gcs" / "rehearsal-test" / "out" / "serving_model"))
-    assert os.path.exists(os.path.join(pushed["pushed_destination"], "saved_model.pb"))
+    # gs:// stays gs://: the tasks wrote through the stand-in Cloud Storage, which keeps
+    # gs://BUCKET/NAME at <root>/gcs/BUCKET/NAME.
+    assert pushed["pushed_destination"].startswith(f"{BUCKET}/out/serving_model/")
+    assert os.path.exists(local_uri(root, pushed["pushed_destination"]) + "/saved_model.pb")
     # Vertex's layout: <pipeline root>/<project>/<job id>/<task>_<id>/<output key>
     examples_uri = first["CsvExampleGen"]["outputs"]["examples"][0]["uri"]
-    assert examples_uri.startswith(str(root / "gcs" / "rehearsal-test" / "out" / "pipelines" / "taxi-big-tipper"))
-    assert f"/rehearsal/{records[0]['job_id']}/CsvExampleGen_" in examples_uri
+    assert examples_uri.startswith(f"{BUCKET}/out/pipelines/taxi-big-tipper/rehearsal/{records[0]['job_id']}/")
+    assert "/CsvExampleGen_" in examples_uri
+    assert os.path.isdir(local_uri(root, examples_uri) + "/Split-train")
+    # Each task ran in a fresh container: nothing of theirs is left on local disk.
+    assert not os.path.exists(root / "containers" / records[0]["job_id"])
     # The driver's span and fingerprint travelled on the artifact to its consumers.
     assert "input_fingerprint" in first["CsvExampleGen"]["outputs"]["examples"][0]["metadata"]
     # The run report, from the rehearsal's own record, under the rehearsal root.
@@ -78,14 +83,14 @@ def test_the_compiled_job_rehearses_to_a_pushed_model(rehearsals):
 
 @pytest.mark.slow
 def test_the_served_model_answered_a_vertex_request_in_tensorflow_2_15(rehearsals, sample_dir):
-    _, _, records = rehearsals
+    root, _, records = rehearsals
     assert os.path.exists(kubeflow_runner.DEFAULT_SERVING_PYTHON), "make test installs it (make serving-env)"
     from pipeline.rehearsal.serving import SERVING_TF_VERSION, check_served_model
 
     first = _tasks(records[0])
     check = check_served_model(
-        first["Pusher"]["outputs"]["pushed_model"][0]["metadata"]["pushed_destination"],
-        first["Transform"]["outputs"]["transform_graph"][0]["uri"],
+        local_uri(root, first["Pusher"]["outputs"]["pushed_model"][0]["metadata"]["pushed_destination"]),
+        local_uri(root, first["Transform"]["outputs"]["transform_graph"][0]["uri"]),
         str(sample_dir / "data.csv"),
         kubeflow_runner.DEFAULT_SERVING_PYTHON,
         TAXI,
@@ -153,8 +158,8 @@ def test_every_executor_input_built_parses_as_kfp_executor_input(rehearsals):
 
 @pytest.mark.slow
 def test_a_planted_anomaly_stops_the_rehearsal_at_the_gate_naming_it(rehearsals, tmp_path_factory, capsys):
-    _, _, records = rehearsals
-    schema_dir = _tasks(records[0])["SchemaGen"]["outputs"]["schema"][0]["uri"]
+    first_root, _, records = rehearsals
+    schema_dir = local_uri(first_root, _tasks(records[0])["SchemaGen"]["outputs"]["schema"][0]["uri"])
 
     def plant(row, i):
         return {**row, "payment_type": "Bitcoin"} if i % 10 == 0 else row
@@ -197,7 +202,7 @@ def test_on_the_full_data_the_rehearsed_model_scores_as_the_local_run_does(full_
     (record,) = _records(tmp_path)
     tasks = _tasks(record)
     assert tasks["ImportSchemaGen"]["state"] == "SUCCEEDED"  # the data contract, data/taxi/schema.pbtxt
-    evaluation = tasks["Evaluator"]["outputs"]["evaluation"][0]["uri"]
+    evaluation = local_uri(tmp_path, tasks["Evaluator"]["outputs"]["evaluation"][0]["uri"])
     from pipeline.run_summary import RunSummary, read_evaluation
 
     rehearsed = RunSummary(run_id="", components=[])

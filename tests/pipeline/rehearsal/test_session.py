@@ -5,6 +5,8 @@ cannot be written, and the served model's three outcomes."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from pipeline.config import PipelineConfig
@@ -30,17 +32,17 @@ def _options(root, *gcs_mappings: str, **overrides) -> RehearsalOptions:
     return RehearsalOptions(**{**given, **overrides})
 
 
-def test_a_malformed_gs_mapping_is_refused_before_the_job_is_read(tmp_path, capsys):
+def test_a_malformed_upload_is_refused_before_the_job_is_read(tmp_path, capsys):
     code = rehearse_compiled_job(_options(tmp_path, "data"), CONFIG, str(tmp_path / "no-job.json"))
     assert code == 2
-    assert "error: a gs:// mapping is gs://bucket/prefix=LOCAL_DIR, got 'data'" in capsys.readouterr().err
+    assert "error: an upload is gs://bucket/prefix=LOCAL_DIR, got 'data'" in capsys.readouterr().err
 
 
 def test_without_local_data_it_says_where_it_looked_and_how_to_map_it(compiled_job, tmp_path, capsys):
     job_file, _ = compiled_job
     assert rehearse_compiled_job(_options(tmp_path), CONFIG, str(job_file)) == 2
     err = capsys.readouterr().err
-    assert f"reads --data-root {cloud.DATA_ROOT} from {tmp_path}/gcs/{cloud.BUCKET}/data, which holds no *.csv" in err
+    assert f"from the stand-in Cloud Storage, whose {tmp_path}/gcs/{cloud.BUCKET}/data holds no *.csv" in err
     assert f"--rehearse-gcs {cloud.DATA_ROOT}=DIR" in err
 
 
@@ -74,11 +76,12 @@ def test_a_failing_task_ends_it_with_its_exit_code_and_log_tail(failing_rehearsa
     assert rehearse_compiled_job(options, CONFIG, job_file) == 1
     ((job, settings),) = given
     assert job == job_file
-    assert settings.root == str(tmp_path / "root") and settings.paths.default_dir == str(tmp_path / "root" / "gcs")
+    assert settings.root == str(tmp_path / "root") and settings.gcs.folder == str(tmp_path / "root" / "gcs")
     assert (settings.project, settings.region, settings.enable_caching) == ("rehearsal", "local", True)
     assert (settings.dockerfile, settings.context_dir) == ("/project/Dockerfile", "/project")
     out, err = capsys.readouterr()
-    assert f"Rehearsing {job_file}: {cloud.DATA_ROOT} is read from {tmp_path}/data," in out
+    assert f"Uploaded {tmp_path}/data to {cloud.DATA_ROOT} (the stand-in Cloud Storage, " in out
+    assert (tmp_path / "root" / "gcs" / cloud.BUCKET / "data" / "data.csv").exists()
     assert f"Task logs: {tmp_path}/logs" in out and "Run report" not in out
     assert (
         f"The rehearsal FAILED at task Trainer (exit code 3); nothing downstream ran. Last lines of its log ({log})"
@@ -132,3 +135,16 @@ def test_a_served_model_that_fails_its_check_fails_the_rehearsal(serving_python,
     monkeypatch.setattr(serving, "check_served_model", check)
     assert rehearse_serving(serving_python, "pushed", "graph", "data.csv", TAXI) == 1
     assert "The served model FAILED its rehearsal: serving_raw and serving_default disagree" in capsys.readouterr().err
+
+
+def test_a_second_rehearsal_on_the_same_root_is_refused_at_once_naming_the_first(compiled_job, tmp_path, capsys):
+    from pipeline.run_lock import hold_lock
+
+    job_file, _ = compiled_job
+    root = tmp_path / "root"
+    with hold_lock(str(root / "rehearsal.lock"), "a rehearsal", "wait"):
+        assert rehearse_compiled_job(_options(root), CONFIG, str(job_file)) == 2
+    err = capsys.readouterr().err
+    assert f"error: process {os.getpid()} (started " in err and f"is rehearsing in {root}: wait for it" in err
+    assert "another --rehearsal-root" in err
+    assert not (root / "logs").exists()

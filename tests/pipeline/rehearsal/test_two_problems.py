@@ -28,7 +28,7 @@ from pipeline.rehearsal.runner import RECORD_FILE
 from pipeline.rehearsal.store import ArtifactStore
 from pipeline.run_summary import RunSummary, read_evaluation
 from tests.support.problems import SHIPPED, SHIPPED_DIRS
-from tests.support.rehearsals import BUCKET, rehearsal_argv
+from tests.support.rehearsals import BUCKET, local_uri, rehearsal_argv
 from tests.support.runs import EXECUTED_COMPONENTS, SMALL_RUN
 
 BLESSING_RESOLVER = "latest_blessed_model_resolver-model-blessing-resolver"
@@ -147,7 +147,7 @@ def test_each_rehearsal_passed_each_in_its_own_pipeline(rehearsals):
     assert [r["pipeline"] for r in records] == [OTHER, PENGUINS, PENGUINS]
     for record in records:
         uri = _tasks(record)["Trainer"]["outputs"]["model"][0]["uri"]
-        assert uri.startswith(str(root / "gcs" / "rehearsal-test" / "out" / "pipelines" / record["pipeline"]) + "/")
+        assert uri.startswith(f"{BUCKET}/out/pipelines/{record['pipeline']}/")
 
 
 @pytest.mark.slow
@@ -163,7 +163,7 @@ def test_the_second_pipeline_was_handed_the_first_ones_model_and_did_not_use_it(
     # The Evaluator evaluated the penguin model alone and says which baseline it ignored.
     evaluator_log = _log(root, records[1], "Evaluator")
     assert evaluator_log.count(IGNORED) == 1 and other_model["uri"] in evaluator_log
-    assert not _compared_with_a_baseline(penguins["Evaluator"]["outputs"]["evaluation"][0]["uri"])
+    assert not _compared_with_a_baseline(local_uri(root, penguins["Evaluator"]["outputs"]["evaluation"][0]["uri"]))
     assert _metadata(penguins["Evaluator"], "evaluation")["ignored_baseline"] == other_model["uri"]
     assert _metadata(penguins["Evaluator"], "blessing")["ignored_baseline"] == other_model["uri"]
     # DriftGate measured nothing against the other pipeline's statistics, and says so.
@@ -183,7 +183,7 @@ def test_a_second_rehearsal_of_the_same_problem_compares_with_its_own_first_mode
     assert own_blessing["metadata"]["blessed"] == 1.0
     assert second["Evaluator"]["inputs"]["baseline_model"] == [own_model["name"]]
     assert second["Evaluator"]["inputs"]["model"] != [own_model["name"]]  # trained again
-    assert _compared_with_a_baseline(second["Evaluator"]["outputs"]["evaluation"][0]["uri"])
+    assert _compared_with_a_baseline(local_uri(root, second["Evaluator"]["outputs"]["evaluation"][0]["uri"]))
     assert "ignored_baseline" not in _metadata(second["Evaluator"], "blessing")
     report = json.loads(_metadata(second["DriftGate"], "drift_report")["drift_report"])
     assert report["baseline"] == own_blessing["uri"] and report["drift"]  # the contract's columns, measured
@@ -236,20 +236,21 @@ def test_each_problems_compiled_job_rehearses_to_a_blessed_pushed_served_model(r
     assert set(states.values()) == {"SUCCEEDED"}, states
     # The job's data root holds the problem's contract: imported from there.
     assert f"Data contract: {BUCKET}/data/schema.pbtxt" in out
-    local_out = root / "gcs" / "rehearsal-test" / "out"
+    out_root = f"{BUCKET}/out"
     examples = tasks["CsvExampleGen"]["outputs"]["examples"][0]["uri"]
-    assert examples.startswith(str(local_out / "pipelines" / problem.name / "rehearsal" / record["job_id"]))
+    assert examples.startswith(f"{out_root}/pipelines/{problem.name}/rehearsal/{record['job_id']}/")
     # Blessed on the problem's own metric and threshold, on every eval row, and pushed.
     assert _metadata(tasks["Evaluator"], "blessing")["blessed"] == 1.0
     evaluated = RunSummary(run_id="", components=[])
-    read_evaluation(evaluated, tasks["Evaluator"]["outputs"]["evaluation"][0]["uri"])
+    read_evaluation(evaluated, local_uri(root, tasks["Evaluator"]["outputs"]["evaluation"][0]["uri"]))
     value = evaluated.metrics[problem.blessing.metric]
     assert value >= problem.blessing.threshold if problem.higher_is_better else value <= problem.blessing.threshold
-    assert evaluated.metrics["example_count"] == _rows(examples, "eval") and evaluated.validation_failures == []
+    assert evaluated.metrics["example_count"] == _rows(local_uri(root, examples), "eval")
+    assert evaluated.validation_failures == []
     pushed = _metadata(tasks["Pusher"], "pushed_model")
     assert pushed["pushed"] == 1.0
-    assert pushed["pushed_destination"].startswith(str(local_out / "serving_model" / problem.name))
-    assert os.path.exists(os.path.join(pushed["pushed_destination"], "saved_model.pb"))
+    assert pushed["pushed_destination"].startswith(f"{out_root}/serving_model/{problem.name}/")
+    assert os.path.exists(os.path.join(local_uri(root, pushed["pushed_destination"]), "saved_model.pb"))
     assert "Model: BLESSED" in out and f"Pushed to: {pushed['pushed_destination']}" in out
     assert glob.glob(str(root / "report" / problem.name / record["job_id"] / "index.html")), out
     # Last, the pushed model answering a Vertex request in TensorFlow 2.15 (make test installs it).
