@@ -54,7 +54,7 @@ bench: $(STAMP)
 
 # The compiled Vertex AI job of a problem (PROBLEM=data/penguins; the taxi one by default),
 # executed here task by task as Vertex would, on the problem's data and contract
-# (gs://pipeline-rehearsal/data is read from its folder); then the pushed model answers a
+# (its folder is uploaded to gs://pipeline-rehearsal/data); then the pushed model answers a
 # Vertex-style JSON request in TensorFlow $(SERVING_TF). `python kubeflow_runner.py --help`.
 PROBLEM ?= data/taxi
 rehearse: $(STAMP) $(SERVING_PY)

@@ -183,21 +183,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     rehearsal.add_argument(
         "--rehearsal-root",
         default=DEFAULT_REHEARSAL_ROOT,
-        help="Where the rehearsal keeps gs:// data, its metadata store, the staged image and task logs.",
+        help="Where the rehearsal keeps its stand-in Cloud Storage, metadata store, staged image, stand-ins' "
+        "files and task logs (one rehearsal at a time).",
     )
     rehearsal.add_argument(
         "--rehearse-gcs",
         action="append",
         default=[],
-        metavar="gs://BUCKET/PREFIX=DIR",
-        help="Read and write this gs:// prefix in a local directory (repeatable); other gs:// paths "
-        "live under <rehearsal-root>/gcs/<bucket>/.",
+        metavar="gs://BUCKET/PREFIX=PATH",
+        help="Upload a local folder or file to this gs:// prefix of the stand-in Cloud Storage before the "
+        "job runs (repeatable); gs://BUCKET/NAME lives in <rehearsal-root>/gcs/BUCKET/NAME.",
     )
     rehearsal.add_argument(
         "--serving-python",
         default=DEFAULT_SERVING_PYTHON,
-        help="Python of a TensorFlow 2.15 environment (Vertex's tf2-cpu.2-15) that answers a request with "
-        "the pushed model at the end of the rehearsal (make serving-env installs it).",
+        help="Python of a TensorFlow 2.15 environment (Vertex's tf2-cpu.2-15) that serves an --endpoint-name "
+        "deployment and answers a request with the pushed model at the end of the rehearsal (make serving-env "
+        "installs it).",
     )
     return parser.parse_args(argv)
 

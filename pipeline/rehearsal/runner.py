@@ -118,8 +118,17 @@ class Rehearsal:
                 }
                 for t in self.tasks
             ],
-            "connections": [dataclasses.asdict(c) for c in self.connections],
+            "connections": self.connections_by_host(),
+            "refused": [dataclasses.asdict(c) for c in self.connections if c.refused],
         }
+
+    def connections_by_host(self) -> dict[str, int]:
+        """How many connections the tasks' clients made to each stand-in host."""
+        counted: dict[str, int] = {}
+        for connection in self.connections:
+            if not connection.refused:
+                counted[connection.host] = counted.get(connection.host, 0) + 1
+        return dict(sorted(counted.items()))
 
     def local(self, uri: str) -> str:
         """Where a gs:// URI of this rehearsal lives on this machine."""
@@ -193,6 +202,10 @@ def rehearse(job_file: str, settings: Settings) -> Rehearsal:
                 runs.append(run)
                 produced[task.name] = run.outputs
                 settings.progress(f"[{number}/{len(order)}] {task.name}: {run.state.lower()} in {run.seconds:.1f} s")
+            # Read while they stand: stopping ends the deployments' model servers.
+            training_jobs = stand_ins.jobs.jobs() if stand_ins.jobs else []
+            deployments = stand_ins.models.deployments() if stand_ins.models else []
+            connections = stand_ins.connections()
     finally:
         store.close()
         shutil.rmtree(containers.folder, ignore_errors=True)
@@ -202,9 +215,9 @@ def rehearse(job_file: str, settings: Settings) -> Rehearsal:
         logs_dir,
         runs,
         gcs=settings.gcs,
-        connections=stand_ins.connections(),
-        training_jobs=stand_ins.jobs.jobs() if stand_ins.jobs else [],
-        deployments=stand_ins.models.deployments() if stand_ins.models else [],
+        connections=connections,
+        training_jobs=training_jobs,
+        deployments=deployments,
     )
     _save_json(os.path.join(logs_dir, RECORD_FILE), rehearsal.record())
     return rehearsal

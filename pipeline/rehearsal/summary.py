@@ -30,18 +30,14 @@ def describe_stand_ins(rehearsal: Rehearsal) -> list[str]:
     reached through the proxy (refusals named), training jobs and their replicas with the
     accelerators that were not rehearsed, and the endpoints deployed."""
     lines = []
-    forwarded: dict[str, int] = {}
-    for connection in rehearsal.connections:
-        if not connection.refused:
-            forwarded[connection.host] = forwarded.get(connection.host, 0) + 1
-    if forwarded:
-        hosts = ", ".join(f"{host} ({count})" for host, count in sorted(forwarded.items()))
+    if forwarded := rehearsal.connections_by_host():
+        hosts = ", ".join(f"{host} ({count})" for host, count in forwarded.items())
         lines.append(f"Google Cloud, stood in for here: the tasks' connections went to {hosts}.")
     for connection in rehearsal.connections:
         if connection.refused:
             lines.append(f"  REFUSED {connection.host}:{connection.port}: {connection.outcome[len('refused: ') :]}")
     for job in rehearsal.training_jobs:
-        replicas = ", ".join(f"{r.name} (exit {r.exit_code})" for r in job.replicas)
+        replicas = ", ".join(f"{r.name} ({'stopped' if r.stopped else f'exit {r.exit_code}'})" for r in job.replicas)
         state = job.state.removeprefix("JOB_STATE_")
         lines.append(f"Vertex AI Training job {job.display_name}: {state}, replicas {replicas}.")
         lines.extend(f"  Not rehearsed: {note}" for note in job.not_rehearsed)

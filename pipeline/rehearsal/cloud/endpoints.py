@@ -248,7 +248,7 @@ class Deployment:
         return (
             f"{self.endpoint_display_name} ({self.endpoint}) serves {self.model_display_name} ({self.model}, "
             f"from {self.artifact_uri}) as deployed model {self.deployed_model_id} with {self.traffic_percentage}% "
-            f"of its traffic, through TensorFlow Serving's REST API at {self.serving_url}"
+            "of its traffic, answering TensorFlow Serving's REST API from the serving TensorFlow"
         )
 
 

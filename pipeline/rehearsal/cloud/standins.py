@@ -121,6 +121,10 @@ class StandIns:
             # TensorFlow's GCS file system asks the GCE metadata server whether it runs on
             # Google Compute Engine before reading the credentials file; there is none here.
             "NO_GCE_CHECK": "true",
+            # gRPC's default (c-ares) resolver asks the system's DNS server for
+            # _grpclb._tcp.<proxy host> SRV records, even for the proxy's numeric address (the
+            # Vertex AI SDK's channels enable those queries); the native resolver does not.
+            "GRPC_DNS_RESOLVER": "native",
         }
 
     def environment(self) -> dict[str, str]:
