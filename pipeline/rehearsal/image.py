@@ -111,6 +111,30 @@ class Container:
         return sorted(found)
 
 
+@dataclasses.dataclass
+class Containers:
+    """A fresh container per task and per training replica, under ``folder``. A task's is
+    removed when its process ends (``discard``, which notes what it wrote outside gs://);
+    the replicas' go with the folder when the rehearsal ends."""
+
+    image: Container
+    folder: str
+    extra_env: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def new(self, name: str) -> Container:
+        return self.image.fresh(os.path.join(self.folder, name), self.extra_env)
+
+    def discard(self, container: Container) -> list[str]:
+        written = container.written(self.image)
+        shutil.rmtree(os.path.dirname(container.image_root), ignore_errors=True)
+        return written
+
+    def for_replica(self, replica) -> tuple[dict[str, str], str]:
+        """A Vertex AI Training replica's container (``cloud.jobs.JobService``'s replica_setup)."""
+        container = self.new(os.path.join("training", f"{replica.job_id}-{replica.name}"))
+        return container.env, container.workdir
+
+
 def _under(root: str, container_path: str) -> str:
     return os.path.join(root, container_path.lstrip("/"))
 

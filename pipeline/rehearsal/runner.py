@@ -21,7 +21,7 @@ from typing import Any
 
 from pipeline.rehearsal import executor_input as ei
 from pipeline.rehearsal import filters
-from pipeline.rehearsal.image import Container, Image
+from pipeline.rehearsal.image import Containers, Image
 from pipeline.rehearsal.job import CompiledJob, GcsFolder, JobError, Task
 from pipeline.rehearsal.store import ArtifactStore
 
@@ -168,7 +168,7 @@ def rehearse(job_file: str, settings: Settings) -> Rehearsal:
     order = job.task_order()
     image = Image.from_dockerfile(settings.dockerfile).stage(settings.context_dir, settings.image_root)
     job_id, logs_dir = _new_job(settings, job.pipeline_name)
-    containers = _Containers(image, os.path.join(settings.root, "containers", job_id))
+    containers = Containers(image, os.path.join(settings.root, "containers", job_id))
     settings.gcs.upload()
     store = ArtifactStore(settings.store_path, settings.project, settings.region)
     runs: list[TaskRun] = []
@@ -221,29 +221,6 @@ def rehearse(job_file: str, settings: Settings) -> Rehearsal:
     )
     _save_json(os.path.join(logs_dir, RECORD_FILE), rehearsal.record())
     return rehearsal
-
-
-@dataclasses.dataclass
-class _Containers:
-    """A fresh container per task and per training replica, under ``folder``; each one is
-    removed when its process ends, after noting what it wrote outside gs://."""
-
-    image: Container
-    folder: str
-    extra_env: dict[str, str] = dataclasses.field(default_factory=dict)
-
-    def new(self, name: str) -> Container:
-        return self.image.fresh(os.path.join(self.folder, name), self.extra_env)
-
-    def discard(self, container: Container) -> list[str]:
-        written = container.written(self.image)
-        shutil.rmtree(os.path.dirname(container.image_root), ignore_errors=True)
-        return written
-
-    def for_replica(self, replica) -> tuple[dict[str, str], str]:
-        """A Vertex AI Training replica's container (``cloud.jobs.JobService``'s replica_setup)."""
-        container = self.new(os.path.join("training", f"{replica.job_id}-{replica.name}"))
-        return container.env, container.workdir
 
 
 def _new_job(settings: Settings, pipeline_name: str) -> tuple[str, str]:
@@ -317,7 +294,7 @@ def _run_container(
     job_id: str,
     logs_dir: str,
     settings: Settings,
-    containers: _Containers,
+    containers: Containers,
     caching: bool,
 ) -> TaskRun:
     execution = store.start_execution(job.pipeline_name, job_id, task.name)
@@ -377,7 +354,7 @@ def _run_container(
 
 
 def _execute(
-    spec: Mapping[str, Any], invocation: dict, containers: _Containers, name: str, log_file, run: TaskRun
+    spec: Mapping[str, Any], invocation: dict, containers: Containers, name: str, log_file, run: TaskRun
 ) -> int:
     """One container command, placeholders resolved, in a fresh container of the image."""
     argv = [ei.resolve(a, invocation) for a in [*spec.get("command", []), *spec.get("args", [])]]

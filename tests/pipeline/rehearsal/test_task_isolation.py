@@ -70,7 +70,6 @@ def rehearsed(tmp_path_factory):
     return code, err.getvalue(), logs, folder
 
 
-@pytest.mark.slow
 def test_what_a_task_writes_to_gs_reaches_the_next_task(rehearsed):
     _, _, logs, folder = rehearsed
     assert "gs:// says: kept in Cloud Storage" in (logs / "reader.log").read_text()
@@ -78,7 +77,6 @@ def test_what_a_task_writes_to_gs_reaches_the_next_task(rehearsed):
     assert (folder / "root" / "gcs" / "isolation-test" / "shared" / "state.txt").read_text() == "kept in Cloud Storage"
 
 
-@pytest.mark.slow
 def test_a_file_left_on_local_disk_does_not_and_the_rehearsal_says_why(rehearsed):
     code, err, logs, _ = rehearsed
     assert code == 1
