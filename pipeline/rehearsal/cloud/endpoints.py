@@ -4,21 +4,21 @@ rehearsal's Pusher (TFX's ``VertexPredictionClient``: ``Endpoint.list``/``create
 (``Endpoint.predict``, ``Endpoint.raw_predict``, ``curl`` to ``:rawPredict``/``:predict``)
 run unchanged against this machine.
 
-Two faces, both behind the rehearsal's TLS proxy (``proxy.py``) for
-``<region>-aiplatform.googleapis.com``:
-
-- gRPC servicers (``add_to_server``) for ``google.cloud.aiplatform.v1.ModelService``,
-  ``EndpointService``, ``PredictionService`` and ``google.longrunning.Operations``: what the
-  ``google-cloud-aiplatform`` SDK speaks;
-- a REST server (``start_rest``) for ``POST /v1/.../endpoints/ID:predict`` and
-  ``:rawPredict``, which the SDK's ``raw_predict`` and ``curl`` use (HTTP/1.1).
+This module keeps the resources (models, endpoints, deployed models, operations) and serves
+them as gRPC servicers (``add_to_server``) for ``google.cloud.aiplatform.v1.ModelService``,
+``EndpointService``, ``PredictionService`` and ``google.longrunning.Operations``: what the
+``google-cloud-aiplatform`` SDK speaks. Its other face, for the SDK's ``raw_predict`` and
+``curl`` (HTTP/1.1), is the REST server ``start_rest`` starts (``rest.py``), which answers
+from this module's predictions. Both are behind the rehearsal's TLS proxy (``proxy.py``) for
+``<region>-aiplatform.googleapis.com``.
 
 Vertex's prebuilt TensorFlow serving container runs TensorFlow Serving on the SavedModel at
 the model's ``artifact_uri``. Here ``DeployModel`` copies that folder (``gs://B/NAME`` is
-``<gcs_folder>/B/NAME``) and starts ``model_server.py`` on it with the TensorFlow 2.15
-environment's Python: the model is loaded and called by the TensorFlow the container has,
-through the REST API the container serves. Predictions go to the model server as TF
-Serving's ``{"instances": [...]}``; ``rawPredict`` bodies go to it unchanged.
+``<gcs_folder>/B/NAME``) and starts a model server on it (``model_servers.py``: the
+TensorFlow 2.15 environment's Python running ``model_server.py``), so the model is loaded and
+called by the TensorFlow the container has, through the REST API the container serves.
+Predictions go to the model server as TF Serving's ``{"instances": [...]}``; ``rawPredict``
+bodies go to it unchanged.
 
 Long-running operations: ``UploadModel``, ``CreateEndpoint``, ``UndeployModel`` and
 ``DeleteEndpoint`` finish before they answer; ``DeployModel`` answers at once and finishes
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import http.client
 import itertools
 import json
 import logging
@@ -39,11 +38,8 @@ import os
 import random
 import re
 import shutil
-import subprocess
 import threading
-import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
 import proto
@@ -53,22 +49,13 @@ from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2, json_format, struct_pb2
 from google.rpc import status_pb2
 
+from pipeline.rehearsal.cloud.model_servers import PREDICT_ROUTE, ModelServer, ModelServerError, http_request
+from pipeline.rehearsal.cloud.rest import RestCalls, RestServer
+
 log = logging.getLogger(__name__)
 
-MODEL_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_server.py")
-PREDICT_ROUTE = "/v1/models/default:predict"  # the prebuilt TensorFlow container's AIP_PREDICT_ROUTE
-HEALTH_ROUTE = "/v1/models/default"
 V1 = "google.cloud.aiplatform.v1."
-# The headers Vertex's rawPredict answers with (the SDK's predict(use_raw_predict=True) reads them).
-DEPLOYED_MODEL_HEADER = "X-Vertex-AI-Deployed-Model-Id"
-MODEL_HEADER = "X-Vertex-AI-Model"
-MODEL_VERSION_HEADER = "X-Vertex-AI-Model-Version-Id"
-ENDPOINT_PATH = re.compile(
-    r"^/v1(?:beta1)?/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/endpoints/(?P<id>[^/:]+)"
-    r":(?P<verb>predict|rawPredict)$"
-)
 FILTER_TERM = re.compile(r'^\s*(?P<key>display_name|labels\.[\w-]+)\s*=\s*"(?P<value>[^"]*)"\s*$')
-LOG_TAIL_LINES = 30
 
 
 class ApiError(Exception):
@@ -95,90 +82,6 @@ class ApiError(Exception):
 
     def json(self) -> dict:
         return {"error": {"code": self.http_status, "message": self.message, "status": self.code.name}}
-
-
-class ModelServerError(RuntimeError):
-    """The model server did not become ready; the message holds its last log lines."""
-
-
-# --- The model server: model_server.py in the TensorFlow 2.15 environment ---------------------
-
-
-@dataclasses.dataclass
-class ModelServer:
-    """One running ``model_server.py``: Vertex's serving container for one deployed model."""
-
-    process: subprocess.Popen
-    port: int
-    model_dir: str
-    log_path: str
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}{PREDICT_ROUTE}"
-
-    @classmethod
-    def start(cls, serving_python: str, model_dir: str, folder: str, timeout: float) -> ModelServer:
-        """Starts the server on ``model_dir`` and waits until it answers its health route."""
-        if not os.path.exists(serving_python):
-            raise ModelServerError(f"no TensorFlow serving environment at {serving_python} (make serving-env)")
-        os.makedirs(folder, exist_ok=True)
-        log_path, ready_file = os.path.join(folder, "model_server.log"), os.path.join(folder, "ready.json")
-        command = [serving_python, "-I", MODEL_SERVER, "--model-dir", model_dir, "--ready-file", ready_file]
-        with open(log_path, "wb") as log_file:
-            process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        server = cls(process, 0, model_dir, log_path)
-        try:
-            server.port = server._wait_ready(ready_file, timeout)
-        except ModelServerError:
-            server.stop()
-            raise
-        return server
-
-    def _wait_ready(self, ready_file: str, timeout: float) -> int:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise ModelServerError(
-                    f"the model server for {self.model_dir} exited with code {self.process.returncode} before it was "
-                    f"ready; the last lines of its log ({self.log_path}):\n{self.log_tail()}"
-                )
-            if os.path.exists(ready_file):
-                with open(ready_file) as f:
-                    port = json.load(f)["port"]
-                if http_request(port, "GET", HEALTH_ROUTE)[0] == 200:
-                    return port
-            time.sleep(0.1)
-        raise ModelServerError(
-            f"the model server for {self.model_dir} was not ready after {timeout:.0f} s; "
-            f"the last lines of its log ({self.log_path}):\n{self.log_tail()}"
-        )
-
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        with open(self.log_path, errors="replace") as f:
-            return "".join(f.readlines()[-lines:]).rstrip()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def http_request(port: int, method: str, path: str, body: bytes = b"", content_type: str = "application/json"):
-    """``(status, content type, body)`` of one HTTP request to 127.0.0.1 (no proxy settings)."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-    try:
-        connection.request(method, path, body=body or None, headers={"Content-Type": content_type})
-        response = connection.getresponse()
-        return response.status, response.getheader("Content-Type", "application/json"), response.read()
-    except OSError as e:
-        return 503, "application/json", json.dumps({"error": f"model server unreachable: {e}"}).encode()
-    finally:
-        connection.close()
 
 
 # --- Resource names and filters -------------------------------------------------------------
@@ -305,7 +208,7 @@ class VertexModels:
         self._endpoints: dict[str, v1.Endpoint] = {}  # by endpoint ID
         self._servers: dict[str, ModelServer] = {}  # by deployed model ID
         self._operations: dict[str, operations_pb2.Operation] = {}
-        self._rest: ThreadingHTTPServer | None = None
+        self._rest: RestServer | None = None
         self._stopped = False  # a deploy finishing later stops its own server
 
     # --- Wiring ---
@@ -344,7 +247,8 @@ class VertexModels:
 
     def start_rest(self) -> int:
         """Starts the REST server (``:predict``, ``:rawPredict``) on 127.0.0.1; its port."""
-        self._rest = _RestServer(("127.0.0.1", 0), _RestHandler, self)
+        calls = RestCalls(self.predict_json, self.raw_predict_bytes, self.model_display_name, ApiError)
+        self._rest = RestServer(("127.0.0.1", 0), calls)
         threading.Thread(target=self._rest.serve_forever, name="vertex-rest", daemon=True).start()
         return self._rest.server_address[1]
 
@@ -681,97 +585,3 @@ def _traffic_after_deploy(endpoint: v1.Endpoint, new_id: str, requested: dict[st
     if sum(split.values()) != 100:
         raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, f"traffic_split must add up to 100, not {split}")
     return split
-
-
-# --- The REST server ------------------------------------------------------------------------
-
-
-class _RestServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address, handler, vertex: VertexModels) -> None:
-        super().__init__(address, handler)
-        self.vertex = vertex
-
-
-class _RestHandler(BaseHTTPRequestHandler):
-    """``POST /v1/projects/P/locations/L/endpoints/ID:predict`` and ``:rawPredict``."""
-
-    protocol_version = "HTTP/1.1"
-    server: _RestServer
-
-    def do_POST(self) -> None:
-        body = self._body()
-        match = ENDPOINT_PATH.match(self.path.split("?")[0])
-        try:
-            if not match:
-                raise ApiError(grpc.StatusCode.NOT_FOUND, f"The stand-in does not serve POST {self.path}")
-            endpoint = f"projects/{match['project']}/locations/{match['location']}/endpoints/{match['id']}"
-            if match["verb"] == "rawPredict":
-                self._raw_predict(endpoint, body)
-            else:
-                self._predict(endpoint, body)
-        except ApiError as e:
-            self._send(e.http_status, json.dumps(e.json()).encode())
-        except Exception as e:  # an answer, not a dropped connection
-            log.exception("Vertex AI REST stand-in: POST %s failed", self.path)
-            error = ApiError(grpc.StatusCode.INTERNAL, f"the stand-in failed: {e!r}")
-            self._send(error.http_status, json.dumps(error.json()).encode())
-
-    def do_GET(self) -> None:
-        error = ApiError(grpc.StatusCode.NOT_FOUND, f"The stand-in does not serve GET {self.path}")
-        self._send(error.http_status, json.dumps(error.json()).encode())
-
-    def _predict(self, endpoint: str, body: bytes) -> None:
-        try:
-            instances = json.loads(body)["instances"]
-        except (ValueError, KeyError, TypeError):
-            instances = None
-        if not isinstance(instances, list):
-            raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, 'the body must be JSON with an "instances" list')
-        deployed, predictions = self.server.vertex.predict_json(endpoint, instances)
-        answer = {
-            "predictions": predictions,
-            "deployedModelId": deployed.id,
-            "model": deployed.model,
-            "modelDisplayName": self.server.vertex.model_display_name(deployed),
-            "modelVersionId": deployed.model_version_id,
-        }
-        self._send(200, json.dumps(answer).encode())
-
-    def _raw_predict(self, endpoint: str, body: bytes) -> None:
-        vertex = self.server.vertex
-        deployed, status, content_type, answer = vertex.raw_predict_bytes(
-            endpoint, body, self.headers.get("Content-Type", "")
-        )
-        headers = {
-            DEPLOYED_MODEL_HEADER: deployed.id,
-            MODEL_HEADER: deployed.model,
-            MODEL_VERSION_HEADER: deployed.model_version_id,
-        }
-        self._send(status, answer, content_type, headers)
-
-    def _body(self) -> bytes:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            chunks = []
-            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-            while self.rfile.readline().strip():  # trailers
-                pass
-            return b"".join(chunks)
-        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-
-    def _send(
-        self, status: int, body: bytes, content_type: str = "application/json", headers: dict[str, str] | None = None
-    ) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base class's name
-        log.debug("Vertex AI REST stand-in: " + format, *args)

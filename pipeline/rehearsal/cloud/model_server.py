@@ -1,6 +1,6 @@
 """TensorFlow Serving's REST API for one SavedModel, as far as Vertex AI's prebuilt TensorFlow
 serving container (``tf2-cpu.2-15``) is reached through it: the rehearsal's Vertex AI
-stand-in (``endpoints.py``) starts this script for each deployed model, with the TensorFlow
+stand-in (``model_servers.py``) starts this script for each deployed model, with the TensorFlow
 2.15 environment's Python (``make serving-env``), so the model is loaded and called by the
 TensorFlow Vertex would use.
 
