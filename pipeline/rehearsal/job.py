@@ -1,6 +1,6 @@
 """The compiled pipeline-job file, read as Vertex AI Pipelines reads it: tasks, the order
-the DAG allows, each task's component and executor, and the gs:// paths mapped onto this
-machine's disk."""
+the DAG allows, each task's component and executor; and where the stand-in Cloud Storage
+keeps gs:// objects on this machine's disk (``GcsFolder``)."""
 
 from __future__ import annotations
 

@@ -160,7 +160,8 @@ def refuse_unrehearsable(job: CompiledJob, serving_python: str | None) -> None:
 
 
 def rehearse(job_file: str, settings: Settings) -> Rehearsal:
-    """Runs every task of the compiled job; never raises for a failing task (see ``failed``)."""
+    """Runs every task of the compiled job (its data already uploaded: ``GcsFolder.upload``);
+    never raises for a failing task (see ``failed``)."""
     from pipeline.rehearsal.cloud.standins import StandIns
 
     job = CompiledJob.load(job_file)
@@ -169,7 +170,6 @@ def rehearse(job_file: str, settings: Settings) -> Rehearsal:
     image = Image.from_dockerfile(settings.dockerfile).stage(settings.context_dir, settings.image_root)
     job_id, logs_dir = _new_job(settings, job.pipeline_name)
     containers = Containers(image, os.path.join(settings.root, "containers", job_id))
-    settings.gcs.upload()
     store = ArtifactStore(settings.store_path, settings.project, settings.region)
     runs: list[TaskRun] = []
     produced: dict[str, dict[str, list[dict]]] = {}
