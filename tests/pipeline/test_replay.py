@@ -73,10 +73,11 @@ def _bytes(root: Path) -> int:
 
 
 @pytest.mark.slow
-def test_twenty_replayed_runs_keep_disk_use_bounded_and_a_cached_rerun_works(tmp_path, capsys):
-    """Twenty two-month spans of the taxi data, one run each, pruned to the last 2 runs after
-    each: the pipeline root stops growing but for what every push keeps; then a rerun on the
-    same data reuses the cached components of the pruned store."""
+def test_ten_replayed_runs_keep_disk_use_bounded_and_a_cached_rerun_works(tmp_path, capsys):
+    """Ten two-month spans of the taxi data, one run each, pruned to the last 2 runs after
+    each: from the fifth run on (the window holds four spans) the pipeline root stops growing
+    but for what every push keeps; then a rerun on the same data reuses the cached components
+    of the pruned store."""
     from local_runner import main as run_locally
     from tests.support.problems import SHIPPED_DIRS
 
@@ -90,19 +91,19 @@ def test_twenty_replayed_runs_keep_disk_use_bounded_and_a_cached_rerun_works(tmp
     def replay_until(runs: int) -> int:
         args = ["--problem", taxi, "--output-root", str(out), "--months-per-span", "2", "--runs", str(runs)]
         # In this process: the runs without an interpreter's start-up each.
-        args += [*(["--keep"] if runs > 6 else []), "--", *runner_flags]
+        args += [*(["--keep"] if runs > 5 else []), "--", *runner_flags]
         assert replay.main(args, run=run_locally) == 0
         return _bytes(root) - sum(_bytes(root / kept) for kept in PUSHED)
 
-    after_six = replay_until(6)
-    after_twenty = replay_until(20)
+    after_five = replay_until(5)
+    after_ten = replay_until(10)
     entries = history.read(history.history_path(str(out), "taxi-big-tipper"))
-    assert [entry.span for entry in entries] == list(range(1, 21))
-    assert entries[-1].window == "17-20"
+    assert [entry.span for entry in entries] == list(range(1, 11))
+    assert entries[-1].window == "7-10"
     assert any("warm-started" in (entry.warm_start or "") for entry in entries)
-    # Bounded: twenty runs' artifacts take no more room than six runs' did, give or take the
+    # Bounded: ten runs' artifacts take no more room than five runs' did, give or take the
     # spans' sizes (spans differ in rows; the window holds four of them) ...
-    assert after_twenty < 1.5 * after_six, (after_six, after_twenty)
+    assert after_ten < 1.5 * after_five, (after_five, after_ten)
     # ... but for what every push keeps: one model per push, and the last 2 runs' models.
     pushes = sum(entry.pushed for entry in entries)
     assert pushes >= 2

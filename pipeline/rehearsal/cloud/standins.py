@@ -1,8 +1,8 @@
 """The Google Cloud a rehearsed task talks to, all on this machine: Cloud Storage over a
 folder, the OAuth token endpoint, Vertex AI Training's JobService, Vertex AI's Model,
-Endpoint and Prediction services, and the proxy that routes the tasks' unmodified clients
-to them. Started together when a rehearsal starts, on ports chosen then, listening on
-127.0.0.1 only; stopped together when it ends.
+Endpoint and Prediction services, Cloud Resource Manager's project lookup, and the proxy
+that routes the tasks' unmodified clients to them. Started together when a rehearsal
+starts, on ports chosen then, listening on 127.0.0.1 only; stopped together when it ends.
 
 A task reaches them through standard configuration alone (``environment()``): the proxy
 variables every Google client honours, the rehearsal's certificate authority as the only
@@ -21,12 +21,14 @@ from concurrent import futures
 import grpc
 
 from pipeline.rehearsal.cloud.certificates import make_certificates
+from pipeline.rehearsal.cloud.projects import Projects
 from pipeline.rehearsal.cloud.proxy import Connection, Proxy, Route
 from pipeline.rehearsal.cloud.storage import StorageServer
 
 # The hosts Google's clients call, and which stand-in answers them.
 STORAGE_HOSTS = ("www.googleapis.com", "storage.googleapis.com", "oauth2.googleapis.com")
 VERTEX_HOSTS = "*-aiplatform.googleapis.com"
+PROJECTS_HOST = "cloudresourcemanager.googleapis.com"
 # Where requests/google-auth, libcurl (TensorFlow's GCS file system, curl), OpenSSL and gRPC
 # read the certificate authorities they trust.
 TRUST_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH")
@@ -72,6 +74,7 @@ class StandIns:
         self.storage = StorageServer(self.gcs_folder)
         storage_port = self.storage.start()
         self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+        Projects(self.project).add_to_server(self._grpc)
         rest_port = None
         if self._replica_setup is not None:
             from pipeline.rehearsal.cloud.jobs import JobService
@@ -88,6 +91,7 @@ class StandIns:
         self._grpc.start()
         routes = [Route(host, http1=storage_port) for host in STORAGE_HOSTS]
         routes.append(Route(VERTEX_HOSTS, http1=rest_port, h2=grpc_port))
+        routes.append(Route(PROJECTS_HOST, h2=grpc_port))
         self._proxy = Proxy(routes, certificates)
         proxy = f"http://127.0.0.1:{self._proxy.start()}"
         credentials = os.path.join(self.folder, "application_default_credentials.json")

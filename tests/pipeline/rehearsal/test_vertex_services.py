@@ -141,6 +141,8 @@ def endpoint(rehearsed, tmp_path_factory):
         assert done.returncode == 0, done.stderr[-3000:]
         (deployment,) = stand_ins.models.deployments()
         yield deployment.endpoint.split("/")[-1], env, record
+        # Nothing the README's calls asked for went unanswered (a project lookup did, once).
+        assert not [c for c in stand_ins.connections() if c.refused]
 
 
 @pytest.mark.slow
