@@ -21,6 +21,7 @@ from pipeline.rehearsal.serving import SERVING_TF_VERSION
 
 if TYPE_CHECKING:
     from pipeline.config import PipelineConfig
+    from pipeline.rehearsal.runner import Rehearsal, Settings, TaskRun
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +77,9 @@ def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job
         return _rehearse_holding_the_root(options, settings, config, job_file)
 
 
-def _rehearse_holding_the_root(options: RehearsalOptions, settings, config: PipelineConfig, job_file: str) -> int:
+def _rehearse_holding_the_root(
+    options: RehearsalOptions, settings: Settings, config: PipelineConfig, job_file: str
+) -> int:
     from components import spans
     from pipeline import history
     from pipeline.rehearsal.job import JobError
@@ -137,7 +140,7 @@ def _rehearse_holding_the_root(options: RehearsalOptions, settings, config: Pipe
     return 0
 
 
-def _lost_files_hint(result, failed) -> str | None:
+def _lost_files_hint(result: Rehearsal, failed: TaskRun) -> str | None:
     """When the failing task's log names a file an earlier task wrote outside gs://, why it is gone."""
     from pipeline.rehearsal.runner import log_tail
 
