@@ -27,7 +27,6 @@ from pipeline.rehearsal.store import ArtifactStore
 
 # The executor that deploys to a Vertex AI endpoint: its stand-in serves from TensorFlow 2.15.
 VERTEX_PUSHER = "tfx.extensions.google_cloud_ai_platform.pusher.executor.Executor"
-LOG_TAIL_LINES = 25
 # The rehearsal's record of itself, in its log folder.
 RECORD_FILE = "rehearsal.json"
 
@@ -369,11 +368,6 @@ def _execute(
         run.left_behind.extend(containers.discard(container))
     log_file.write(f"exit code {process.returncode}\n")
     return process.returncode
-
-
-def log_tail(path: str, lines: int = LOG_TAIL_LINES) -> str:
-    with open(path, errors="replace") as f:
-        return "".join(f.readlines()[-lines:])
 
 
 def _names(outputs: Mapping[str, list[dict]]) -> dict[str, list[dict]]:

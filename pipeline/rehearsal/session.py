@@ -83,7 +83,7 @@ def _rehearse_holding_the_root(
     from components import spans
     from pipeline import history
     from pipeline.rehearsal.job import JobError
-    from pipeline.rehearsal.runner import log_tail
+    from pipeline.rehearsal.logs import log_tail
     from pipeline.rehearsal.runner import rehearse as run_rehearsal
     from pipeline.rehearsal.summary import describe_stand_ins, summarize
     from pipeline.report.write import write_report
@@ -142,7 +142,7 @@ def _rehearse_holding_the_root(
 
 def _lost_files_hint(result: Rehearsal, failed: TaskRun) -> str | None:
     """When the failing task's log names a file an earlier task wrote outside gs://, why it is gone."""
-    from pipeline.rehearsal.runner import log_tail
+    from pipeline.rehearsal.logs import log_tail
 
     tail = log_tail(failed.log)
     lost = [

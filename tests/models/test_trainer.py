@@ -9,7 +9,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from tfx.utils import path_utils
 from models import strategy as strategy_lib
 from models import trainer
 from models.hparams import HParams
+from pipeline.rehearsal.cloud.jobs import free_ports
 from tests.support.fn_args import fn_args_for, trainer_outputs
 from tests.support.problems import with_problem
 from tests.support.raw_examples import raw_example
@@ -125,17 +125,6 @@ def test_run_fn_rejects_an_unknown_strategy_with_the_allowed_list(
 # --- worker processes ----------------------------------------------------------------------
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def _spec(trainer_inputs: dict, root: Path, name: str, train_steps: int, custom_config: dict, **extra) -> Path:
     inputs = {k: trainer_inputs[k] for k in ("examples", "transform_graph", "schema")}
     spec = {
@@ -194,7 +183,7 @@ def test_two_workers_train_one_model_together_and_only_the_chief_writes_it(train
     # The schedule sees no epoch gain 1.0 AUC: the rate halves after epoch 1, which ends
     # training (patience 1) with epoch 0's weights. Both workers must decide alike.
     planned, epochs, steps_per_epoch = 3, 2, 4
-    ports = _free_ports(2)
+    ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
     config = HParams(**PLATEAU, early_stopping_patience=1, epochs=planned).to_custom_config()
     # Both replicas get the same artifacts, as the workers of one Trainer job do.
@@ -300,7 +289,7 @@ def test_parameter_servers_train_one_model_and_a_restarted_chief_resumes(trainer
     """A chief, two workers and one ps as separate processes, as Vertex AI starts them. The
     chief is killed as its second epoch begins and restarted; the servers keep serving."""
     epochs, steps_per_epoch = 3, 4
-    ports = _free_ports(4)
+    ports = free_ports(4)
     cluster = {
         "chief": [f"127.0.0.1:{ports[0]}"],
         "worker": [f"127.0.0.1:{ports[1]}", f"127.0.0.1:{ports[2]}"],

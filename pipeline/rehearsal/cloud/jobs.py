@@ -29,7 +29,6 @@ import socket
 import subprocess
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 
 import grpc
@@ -46,6 +45,8 @@ from google.cloud.aiplatform_v1.types import (
 )
 from google.protobuf import empty_pb2
 from google.rpc import code_pb2, status_pb2
+
+from pipeline.rehearsal.logs import log_tail
 
 SERVICE = "google.cloud.aiplatform.v1.JobService"
 POLL_SECONDS = 0.1
@@ -220,7 +221,7 @@ class JobService:
             for pool, pool_spec in enumerate(spec.worker_pool_specs)
             for index in range(pool_spec.replica_count)
         ]
-        ports = _free_ports(len(replicas))
+        ports = free_ports(len(replicas))
         cluster: dict[int, list[str]] = {}
         for replica, port in zip(replicas, ports, strict=True):
             cluster.setdefault(replica.pool, []).append(f"127.0.0.1:{port}")
@@ -332,8 +333,7 @@ def _outcome(job: _Job) -> tuple[JobState, status_pb2.Status | None] | None:
 def _failure(process: _Process) -> str:
     code = process.popen.returncode
     how = f"was killed by signal {-code}" if code < 0 else f"exited with a non-zero status of {code}"
-    with open(process.log_path, errors="replace") as log:
-        tail = "".join(deque(log, maxlen=LOG_TAIL_LINES))
+    tail = log_tail(process.log_path, LOG_TAIL_LINES)
     return f"The replica {process.replica.name} {how}. Its last log lines ({process.log_path}):\n{tail}"
 
 
@@ -368,7 +368,7 @@ def _set_state(job: _Job, state: JobState, error: status_pb2.Status | None = Non
         job.proto.error = error
 
 
-def _free_ports(count: int) -> list[int]:
+def free_ports(count: int) -> list[int]:
     """Distinct free loopback ports: all sockets stay bound until every port is chosen."""
     sockets = [socket.socket() for _ in range(count)]
     try:

@@ -19,6 +19,8 @@ import os
 import subprocess
 import time
 
+from pipeline.rehearsal.logs import log_tail
+
 MODEL_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_server.py")
 PREDICT_ROUTE = "/v1/models/default:predict"  # the prebuilt TensorFlow container's AIP_PREDICT_ROUTE
 HEALTH_ROUTE = "/v1/models/default"
@@ -79,9 +81,8 @@ class ModelServer:
             f"the last lines of its log ({self.log_path}):\n{self.log_tail()}"
         )
 
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        with open(self.log_path, errors="replace") as f:
-            return "".join(f.readlines()[-lines:]).rstrip()
+    def log_tail(self) -> str:
+        return log_tail(self.log_path, LOG_TAIL_LINES).rstrip()
 
     def stop(self) -> None:
         if self.process.poll() is None:
