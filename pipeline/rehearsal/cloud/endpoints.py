@@ -47,8 +47,8 @@ from google.api import httpbody_pb2
 from google.cloud import aiplatform_v1 as v1
 from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2, json_format, struct_pb2
-from google.rpc import status_pb2
 
+from pipeline.rehearsal.cloud.api_error import ApiError
 from pipeline.rehearsal.cloud.model_servers import PREDICT_ROUTE, ModelServer, ModelServerError, http_request
 from pipeline.rehearsal.cloud.rest import RestCalls, RestServer
 
@@ -56,32 +56,6 @@ log = logging.getLogger(__name__)
 
 V1 = "google.cloud.aiplatform.v1."
 FILTER_TERM = re.compile(r'^\s*(?P<key>display_name|labels\.[\w-]+)\s*=\s*"(?P<value>[^"]*)"\s*$')
-
-
-class ApiError(Exception):
-    """An RPC's failure: a gRPC status code (HTTP status and Google error ``status`` follow)."""
-
-    HTTP = {
-        grpc.StatusCode.INVALID_ARGUMENT: 400,
-        grpc.StatusCode.FAILED_PRECONDITION: 400,
-        grpc.StatusCode.NOT_FOUND: 404,
-        grpc.StatusCode.ALREADY_EXISTS: 409,
-        grpc.StatusCode.UNAVAILABLE: 503,
-    }
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code, self.message = code, message
-
-    @property
-    def http_status(self) -> int:
-        return self.HTTP.get(self.code, 500)
-
-    def status(self) -> status_pb2.Status:
-        return status_pb2.Status(code=self.code.value[0], message=self.message)
-
-    def json(self) -> dict:
-        return {"error": {"code": self.http_status, "message": self.message, "status": self.code.name}}
 
 
 # --- Resource names and filters -------------------------------------------------------------
@@ -247,7 +221,7 @@ class VertexModels:
 
     def start_rest(self) -> int:
         """Starts the REST server (``:predict``, ``:rawPredict``) on 127.0.0.1; its port."""
-        calls = RestCalls(self.predict_json, self.raw_predict_bytes, self.model_display_name, ApiError)
+        calls = RestCalls(self.predict_json, self.raw_predict_bytes, self.model_display_name)
         self._rest = RestServer(("127.0.0.1", 0), calls)
         threading.Thread(target=self._rest.serve_forever, name="vertex-rest", daemon=True).start()
         return self._rest.server_address[1]

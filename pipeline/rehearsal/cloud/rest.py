@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from pipeline.rehearsal.cloud.api_error import ApiError
+
 if TYPE_CHECKING:
     from google.cloud import aiplatform_v1 as v1
 
-    from pipeline.rehearsal.cloud.endpoints import ApiError
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +44,12 @@ ENDPOINT_PATH = re.compile(
 @dataclasses.dataclass(frozen=True)
 class RestCalls:
     """The stand-in's calls the routes answer from (``VertexModels``' methods of these names).
-    Each raises ``error`` (``endpoints.ApiError``) for a request Vertex refuses; the routes
-    raise it too, and answer it as Google's JSON error body."""
+    Each raises ``ApiError`` for a request Vertex refuses; the routes raise it too, and
+    answer it as Google's JSON error body."""
 
     predict_json: Callable[[str, list], tuple[v1.DeployedModel, list]]
     raw_predict_bytes: Callable[[str, bytes, str], tuple[v1.DeployedModel, int, str, bytes]]
     model_display_name: Callable[[v1.DeployedModel], str]
-    error: type[ApiError]
 
 
 class RestServer(ThreadingHTTPServer):
@@ -69,25 +69,25 @@ class _RestHandler(BaseHTTPRequestHandler):
     server: RestServer
 
     def do_POST(self) -> None:
-        body, error = self._body(), self.server.calls.error
+        body = self._body()
         match = ENDPOINT_PATH.match(self.path.split("?")[0])
         try:
             if not match:
-                raise error(grpc.StatusCode.NOT_FOUND, f"The stand-in does not serve POST {self.path}")
+                raise ApiError(grpc.StatusCode.NOT_FOUND, f"The stand-in does not serve POST {self.path}")
             endpoint = f"projects/{match['project']}/locations/{match['location']}/endpoints/{match['id']}"
             if match["verb"] == "rawPredict":
                 self._raw_predict(endpoint, body)
             else:
                 self._predict(endpoint, body)
-        except error as e:
+        except ApiError as e:
             self._send(e.http_status, json.dumps(e.json()).encode())
         except Exception as e:  # an answer, not a dropped connection
             log.exception("Vertex AI REST stand-in: POST %s failed", self.path)
-            failure = error(grpc.StatusCode.INTERNAL, f"the stand-in failed: {e!r}")
+            failure = ApiError(grpc.StatusCode.INTERNAL, f"the stand-in failed: {e!r}")
             self._send(failure.http_status, json.dumps(failure.json()).encode())
 
     def do_GET(self) -> None:
-        error = self.server.calls.error(grpc.StatusCode.NOT_FOUND, f"The stand-in does not serve GET {self.path}")
+        error = ApiError(grpc.StatusCode.NOT_FOUND, f"The stand-in does not serve GET {self.path}")
         self._send(error.http_status, json.dumps(error.json()).encode())
 
     def _predict(self, endpoint: str, body: bytes) -> None:
@@ -97,7 +97,7 @@ class _RestHandler(BaseHTTPRequestHandler):
         except (ValueError, KeyError, TypeError):
             instances = None
         if not isinstance(instances, list):
-            raise calls.error(grpc.StatusCode.INVALID_ARGUMENT, 'the body must be JSON with an "instances" list')
+            raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, 'the body must be JSON with an "instances" list')
         deployed, predictions = calls.predict_json(endpoint, instances)
         answer = {
             "predictions": predictions,
