@@ -13,6 +13,10 @@ STAMP := $(VENV)/.synced
 PY := $(VENV)/bin/python
 RUN_ARGS ?=
 PYTEST_ARGS ?=
+# The suite runs on one worker process per core, at most four (pytest-xdist), one test file
+# per worker at a time so that a file's fixtures run once; PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= auto
+PYTEST := $(PY) -m pytest -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadfile --no-loadscope-reorder
 BENCH_ARGS ?=
 REHEARSE_ARGS ?=
 # TensorFlow of Vertex AI's tf2-cpu.2-15 serving image, in its own environment: the
@@ -33,11 +37,11 @@ run: $(STAMP)
 	$(PY) local_runner.py $(RUN_ARGS)
 
 test: $(STAMP) $(SERVING_PY) system-tools
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
 
 # Everything but the end-to-end pipeline runs.
 test-fast: $(STAMP) $(SERVING_PY) system-tools
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
 # Lint and format check (ruff, configured in pyproject.toml); `make format` fixes what it can.
 lint: $(STAMP)

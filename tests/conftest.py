@@ -170,6 +170,14 @@ def compiled_job(tmp_path_factory) -> tuple[Path, dict]:
     return output, job
 
 
+def pytest_collection_modifyitems(items):
+    """Files holding slow tests run first (each file keeps its own order): with several
+    workers (``make test``), a long end-to-end file started last would leave the other
+    workers idle while it runs alone."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Releases the model Beam keeps alive after the last in-process Evaluator run, while
     TensorFlow is still intact.
