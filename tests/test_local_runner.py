@@ -407,15 +407,17 @@ def test_an_error_in_the_users_code_ends_the_run_naming_where_it_was_raised(samp
     """User code raising inside tf.Transform's trace of preprocessing_fn, under TFX's
     Transform and LocalDagRunner: the last line names its file, line and function, and the
     whole traceback is kept in a file. (Planted in what preprocessing_fn calls: TFX reloads
-    the preprocessing module itself before using it.)"""
+    the preprocessing module itself before using it, which binds the planted function there
+    too; that binding is undone afterwards, or the tests after this one would get it.)"""
     import inspect
 
-    from models import problem
+    from models import preprocessing, problem
 
     def evaluate_expression(text, columns):
         raise KeyError("no_such_column")
 
     monkeypatch.setattr(problem, "evaluate_expression", evaluate_expression)
+    monkeypatch.setattr(preprocessing, "evaluate_expression", preprocessing.evaluate_expression)
     argv = ["--data-root", str(sample_dir), "--output-root", str(tmp_path), *SMALL_RUN]
     assert local_runner.main(argv) == 1
     err = capsys.readouterr().err
