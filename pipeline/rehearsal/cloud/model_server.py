@@ -107,6 +107,7 @@ def predict(model, body) -> dict:
 def handler_for(model) -> type:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # the body must not wait for the ACK of the headers (storage.py)
 
         def answer(self, status: int, payload) -> None:
             data = json.dumps(payload).encode()

@@ -66,6 +66,7 @@ class _RestHandler(BaseHTTPRequestHandler):
     """``POST /v1/projects/P/locations/L/endpoints/ID:predict`` and ``:rawPredict``."""
 
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # the body must not wait for the ACK of the headers (storage.py)
     server: RestServer
 
     def do_POST(self) -> None:
