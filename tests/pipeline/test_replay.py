@@ -105,9 +105,10 @@ def test_ten_replayed_runs_keep_disk_use_bounded_and_a_cached_rerun_works(tmp_pa
     # spans' sizes (spans differ in rows; the window holds four of them) ...
     assert after_ten < 1.5 * after_five, (after_five, after_ten)
     # ... but for what every push keeps: one model per push, and the last 2 runs' models.
+    # (How many runs beat their champion is the short trainings' noise: one, or several.)
     pushes = sum(entry.pushed for entry in entries)
-    assert pushes >= 2
-    assert len(list((root / "Trainer" / "model").iterdir())) <= pushes + 2
+    models = len(list((root / "Trainer" / "model").iterdir()))
+    assert pushes <= models <= pushes + 2, (pushes, models)
 
     capsys.readouterr()
     rerun = [
