@@ -32,6 +32,18 @@ PROJECTS_HOST = "cloudresourcemanager.googleapis.com"
 # Where requests/google-auth, libcurl (TensorFlow's GCS file system, curl), OpenSSL and gRPC
 # read the certificate authorities they trust.
 TRUST_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH")
+LOOPBACK_NAMES = "127.0.0.1,localhost"
+
+
+def proxy_environment(proxy: str, authority: str) -> dict[str, str]:
+    """The variables that send Google's clients through ``proxy`` (loopback excepted) and
+    make ``authority`` the only certificate authority they trust."""
+    return {
+        **dict.fromkeys(("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY"), proxy),
+        "no_proxy": LOOPBACK_NAMES,
+        "NO_PROXY": LOOPBACK_NAMES,
+        **dict.fromkeys(TRUST_VARIABLES, authority),
+    }
 
 
 class StandIns:
@@ -106,20 +118,8 @@ class StandIns:
                 },
                 f,
             )
-        loopback = "127.0.0.1,localhost"
         self._env = {
-            **{name: proxy for name in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY")},
-            "no_proxy": loopback,
-            "NO_PROXY": loopback,
-            **{
-                name: certificates.authority
-                for name in (
-                    "REQUESTS_CA_BUNDLE",
-                    "CURL_CA_BUNDLE",
-                    "SSL_CERT_FILE",
-                    "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
-                )
-            },
+            **proxy_environment(proxy, certificates.authority),
             "GOOGLE_APPLICATION_CREDENTIALS": credentials,
             "GOOGLE_CLOUD_PROJECT": self.project,
             # TensorFlow's GCS file system asks the GCE metadata server whether it runs on

@@ -27,7 +27,7 @@ from kubeflow_runner import DEFAULT_SERVING_PYTHON
 from pipeline.rehearsal.cloud.certificates import make_certificates
 from pipeline.rehearsal.cloud.endpoints import ApiError, VertexModels, _matches, _traffic_after_deploy
 from pipeline.rehearsal.cloud.proxy import Proxy, Route
-from pipeline.rehearsal.cloud.standins import TRUST_VARIABLES
+from pipeline.rehearsal.cloud.standins import proxy_environment
 
 PARENT = "projects/my-proj/locations/us-central1"
 IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
@@ -369,13 +369,7 @@ def test_tfx_pushes_and_the_sdk_and_curl_predict_through_the_proxy(vertex, tmp_p
     certificates = make_certificates(str(tmp_path / "tls"))
     proxy = Proxy([Route("*-aiplatform.googleapis.com", http1=vertex.rest_port, h2=vertex.grpc_port)], certificates)
     address = f"http://127.0.0.1:{proxy.start()}"
-    env = {
-        **os.environ,
-        **{name: address for name in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY")},
-        **dict.fromkeys(TRUST_VARIABLES, certificates.authority),
-        "no_proxy": "127.0.0.1,localhost",
-        "NO_PROXY": "127.0.0.1,localhost",
-    }
+    env = {**os.environ, **proxy_environment(address, certificates.authority)}
     given = {
         "project": "my-proj",
         "artifact_uri": ARTIFACT_URI,
