@@ -31,16 +31,26 @@ SERVING_PY := $(SERVING_ENV)/bin/python
 # files importing TFX takes several times longer.
 export UV_COMPILE_BYTECODE := 1
 
-.PHONY: run test test-fast lint format bench rehearse serving-env setup lock clean system-tools
+# The project's image (Dockerfile, built from uv.lock) that every rehearsed task runs in;
+# `make image GPU=1` builds the GPU variant. IMAGE names it.
+IMAGE ?= localhost/pipeline:rehearsal
+GPU ?=
+# Podman's settings for this project (runc, the caller's resource limits), used by every
+# podman command the project runs.
+export CONTAINERS_CONF := $(CURDIR)/pipeline/rehearsal/containers.conf
+
+.PHONY: run test test-fast test-image lint format bench rehearse image serving-env setup lock clean system-tools
 
 run: $(STAMP)
 	$(PY) local_runner.py $(RUN_ARGS)
 
 test: $(STAMP) $(SERVING_PY) system-tools
+	@$(MAKE) --no-print-directory test-image
 	$(PYTEST) $(PYTEST_ARGS)
 
 # Everything but the end-to-end pipeline runs.
 test-fast: $(STAMP) $(SERVING_PY) system-tools
+	@$(MAKE) --no-print-directory test-image
 	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
 # Lint and format check (ruff, configured in pyproject.toml); `make format` fixes what it can.
@@ -56,13 +66,25 @@ format: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench $(BENCH_ARGS)
 
+# The image, with podman (a debootstrap of Debian 12 stands in for the registry's base, made
+# once); rebuilds only what changed. Prints its time and size, and checks it against uv.lock.
+image: $(STAMP) system-tools
+	$(PY) -m pipeline.rehearsal.image --tag $(IMAGE) $(if $(GPU),--gpu)
+
+# The suite's rehearsals run in the image: built before the tests (where podman could not be
+# installed, they are skipped and say why).
+test-image:
+	@if command -v podman >/dev/null; then $(MAKE) --no-print-directory image; \
+	else echo "podman is not installed: the tests that run containers will be skipped"; fi
+
 # The compiled Vertex AI job of a problem (PROBLEM=data/penguins; the taxi one by default),
-# executed here task by task as Vertex would, on the problem's data and contract
+# executed here task by task as Vertex would, each task in a fresh container of the image,
+# on the problem's data and contract
 # (its folder is uploaded to gs://pipeline-rehearsal/data); then the pushed model answers a
 # Vertex-style JSON request in TensorFlow $(SERVING_TF). `python kubeflow_runner.py --help`.
 PROBLEM ?= data/taxi
-rehearse: $(STAMP) $(SERVING_PY)
-	$(PY) kubeflow_runner.py --rehearse --problem $(PROBLEM) --image pipeline:rehearsal \
+rehearse: $(STAMP) $(SERVING_PY) image
+	$(PY) kubeflow_runner.py --rehearse --problem $(PROBLEM) --image $(IMAGE) \
 		--output-root gs://pipeline-rehearsal/outputs --data-root gs://pipeline-rehearsal/data \
 		--rehearse-gcs gs://pipeline-rehearsal/data=$(PROBLEM) --serving-python $(SERVING_PY) $(REHEARSE_ARGS)
 
@@ -74,13 +96,15 @@ $(SERVING_PY): | $(UV)
 
 setup: $(STAMP)
 
-# Debian packages some tests need: Chromium, for the run report's browser test
-# (tests/pipeline/report/test_browser.py), and strace, which records every connection a
-# rehearsal makes (tests/pipeline/rehearsal/test_vertex_services.py). Installed with apt-get
-# as root (or through sudo); where neither works, those tests are skipped and say why.
-DEBIAN_PACKAGES := chromium strace
+# Debian packages the project needs: Chromium, for the run report's browser test
+# (tests/pipeline/report/test_browser.py); strace, which records every connection a
+# rehearsal makes (tests/pipeline/rehearsal/test_vertex_services.py); podman, runc and
+# debootstrap, which build the image and run the rehearsal's containers. Installed with
+# apt-get as root (or through sudo); where neither works, the tests that need them are
+# skipped and say why, and `make image` fails naming podman.
+DEBIAN_PACKAGES := chromium strace podman runc debootstrap
 system-tools:
-	@missing=; for p in $(DEBIAN_PACKAGES); do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
+	@missing=; for p in $(DEBIAN_PACKAGES); do PATH="$$PATH:/usr/sbin:/sbin" command -v $$p >/dev/null || missing="$$missing $$p"; done; \
 	[ -z "$$missing" ] || { \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; else \
 			echo "not installed (not root, no sudo):$$missing; the tests that need them will be skipped"; exit 0; fi; \

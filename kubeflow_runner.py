@@ -21,7 +21,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from pipeline.compiler import TFX_BASE_IMAGE, KfpMissingError, compile_pipeline, require_kfp
+from pipeline.compiler import KfpMissingError, compile_pipeline, require_kfp
 from pipeline.config import CONTRACT_FILE, DEFAULT_SERVING_IMAGE, PipelineConfig, VertexEndpoint
 from pipeline.flags import add_pipeline_flags, pipeline_config_kwargs
 from pipeline.rehearsal.serving import SERVING_TF_VERSION
@@ -69,8 +69,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     where.add_argument(
         "--image",
         required=True,
-        help="Container image every component runs in: the project's image built from "
-        f"the Dockerfile (FROM {TFX_BASE_IMAGE}), pushed to a registry.",
+        help="Container image every component runs in: the project's image, built from the Dockerfile and "
+        "uv.lock (make image builds it here), pushed to a registry.",
     )
     where.add_argument(
         "--output-file",
@@ -312,7 +312,7 @@ def schedule_from_args(args: argparse.Namespace, pipeline_name: str) -> Schedule
     end = _schedule_time("--schedule-end", args.schedule_end)
     if start and end and end <= start:
         raise SettingsError(f"--schedule-end {args.schedule_end} is not after --schedule-start {args.schedule_start}")
-    if end and end <= datetime.datetime.now(datetime.timezone.utc):
+    if end and end <= datetime.datetime.now(datetime.UTC):
         raise SettingsError(f"--schedule-end {args.schedule_end} is in the past: no run would start")
     if args.schedule_max_runs is not None and args.schedule_max_runs < 1:
         raise SettingsError(f"--schedule-max-runs must be at least 1, got {args.schedule_max_runs}")
@@ -391,13 +391,11 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
 
 
 def rehearsal_options(args: argparse.Namespace) -> RehearsalOptions:
-    """What --rehearse needs from the flags, and the project's Dockerfile to stage the image from."""
+    """What --rehearse needs from the flags (the tasks run in --image, built here: make image)."""
     return RehearsalOptions(
         root=args.rehearsal_root,
         gcs_mappings=tuple(args.rehearse_gcs),
         serving_python=args.serving_python,
-        dockerfile=os.path.join(PROJECT_DIR, "Dockerfile"),
-        context_dir=PROJECT_DIR,
         project=args.project,
         region=args.region,
         enable_caching=args.enable_cache,

@@ -186,7 +186,7 @@ def quarters(frame: pd.DataFrame, time_column: str = "trip_start_timestamp") -> 
     from pipeline.replay import period_label, period_of
 
     def period(seconds: float) -> int:
-        return period_of(datetime.datetime.fromtimestamp(seconds, tz=datetime.timezone.utc), MONTHS_PER_SPAN)
+        return period_of(datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC), MONTHS_PER_SPAN)
 
     periods = pd.to_numeric(frame[time_column]).map(period)
     return [(period_label(p, MONTHS_PER_SPAN), frame[periods == p]) for p in sorted(periods.unique())]

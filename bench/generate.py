@@ -64,7 +64,7 @@ def _day_of_week(days_since_epoch: int) -> int:
 def _calendar(timestamp: int) -> tuple[int, int, int]:
     """(hour, day of week, month) of ``timestamp`` in the data's local-time convention."""
     local = timestamp + LOCAL_OFFSET_SECONDS
-    moment = datetime.datetime.fromtimestamp(local, datetime.timezone.utc)
+    moment = datetime.datetime.fromtimestamp(local, datetime.UTC)
     return moment.hour, _day_of_week(local // 86400), moment.month
 
 

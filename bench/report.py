@@ -41,7 +41,7 @@ def machine_info() -> dict[str, Any]:
     from tfx import version as tfx_version
 
     return {
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "cpus": os.cpu_count(),
         "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
         "platform": platform.platform(),

@@ -37,7 +37,7 @@ class ProblemError(ValueError):
     """The problem spec is wrong; the message names the key and the fix."""
 
 
-class Task(str, enum.Enum):
+class Task(str, enum.Enum):  # noqa: UP042 - str() and format() as they are everywhere
     BINARY = "binary"
     MULTICLASS = "multiclass"
     REGRESSION = "regression"

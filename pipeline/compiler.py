@@ -16,8 +16,6 @@ from typing import Any
 from pipeline.config import PipelineConfig
 
 TFX_VERSION = "1.16.0"
-# The image the project's Dockerfile builds on; the compiled spec uses the project's image.
-TFX_BASE_IMAGE = f"gcr.io/tfx-oss-public/tfx:{TFX_VERSION}"
 
 
 class KfpMissingError(RuntimeError):

@@ -76,7 +76,7 @@ def write_traceback(error: BaseException, directory: str) -> str:
     """Writes ``error``'s whole traceback (the chain of exceptions included) to a new file in
     ``directory``, so it is kept whatever the console showed; returns the file's path."""
     os.makedirs(directory, exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     path = os.path.join(directory, f"failure-{stamp}.txt")
     with open(path, "w", encoding="utf-8") as f:
         f.write(describe(error) + "\n\n" + "".join(traceback.format_exception(error)))

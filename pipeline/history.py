@@ -71,7 +71,7 @@ def entry_from_summary(summary, metric: str, failed_component: str | None = None
         outcome = "blessed" if summary.blessed else "not blessed"
     return Entry(
         run_id=summary.run_id,
-        finished=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        finished=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         outcome=outcome,
         metric=metric,
         value=summary.metrics.get(metric),

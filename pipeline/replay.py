@@ -45,7 +45,7 @@ def period_label(index: int, months: int) -> str:
 def _when(cell: str, column: str, path: str, line: int) -> datetime.datetime:
     """A time cell as UTC: seconds since 1970, or an ISO date/time."""
     try:
-        return datetime.datetime.fromtimestamp(float(cell), tz=datetime.timezone.utc)
+        return datetime.datetime.fromtimestamp(float(cell), tz=datetime.UTC)
     except ValueError:
         pass
     try:
@@ -55,7 +55,7 @@ def _when(cell: str, column: str, path: str, line: int) -> datetime.datetime:
             f"{path}:{line}: {column} = {cell!r} is neither seconds since 1970 nor an ISO date: "
             "the time column must hold one of them in every row"
         ) from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
 
 
 def _rows(paths: Sequence[str], column: str) -> Iterator[tuple[list[str], list[str], datetime.datetime]]:

@@ -125,7 +125,7 @@ def schedule_display_name(pipeline_name: str) -> str:
 
 def rfc3339(when: datetime.datetime) -> str:
     """A time as Vertex's API takes it: UTC, ``Z``."""
-    return when.astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+    return when.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
 
 
 def schedule_on_vertex(

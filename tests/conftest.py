@@ -16,6 +16,22 @@ from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
 
 
 @pytest.fixture(scope="session")
+def rehearsal_image() -> str:
+    """The project's image, built from the working tree as it is now: when `make test` has
+    built it, podman's cache makes this a few seconds (one build at a time on the machine);
+    podman's output goes to outputs/image-build.log."""
+    from pipeline.config import REPO_ROOT
+    from pipeline.rehearsal import image, podman
+
+    if not podman.available():
+        pytest.skip("podman is not installed: `make image` (run by `make test`) installs it")
+    (REPO_ROOT / "outputs").mkdir(exist_ok=True)
+    with open(REPO_ROOT / "outputs" / "image-build.log", "a") as log:
+        image.build(image.DEFAULT_IMAGE, log=log, progress=lambda line: log.write(line + "\n"))
+    return image.DEFAULT_IMAGE
+
+
+@pytest.fixture(scope="session")
 def sample_dir(tmp_path_factory) -> Path:
     """A few hundred rows spread over the embedded file (so all months and hours appear)."""
     return write_sample(tmp_path_factory.mktemp("sample"), SAMPLE_ROWS, every=EMBEDDED_ROWS // SAMPLE_ROWS)

@@ -238,6 +238,14 @@ def test_submit_dry_run_from_the_command_line_sends_nothing(tmp_path, capsys, mo
     assert "Dry run: Vertex AI PipelineJob taxi-big-tipper-" in out and "not sent" in out
 
 
+@pytest.fixture
+def image_built_here(monkeypatch):
+    """The compiled job's image, as if `make image` had built it under that name."""
+    from pipeline.rehearsal import podman
+
+    monkeypatch.setattr(podman, "image_exists", lambda image: image == cloud.IMAGE)
+
+
 def test_dataflow_is_not_rehearsed_and_says_why(tmp_path, capsys):
     flags = ["--dataflow", "--dataflow-temp-location", f"{cloud.OUTPUT_ROOT}/tmp"]
     argv = [*cloud.CLOUD_ARGS, *cloud.PROJECT_ARGS, "--rehearse", "--rehearsal-root", str(tmp_path), *flags]
@@ -258,7 +266,7 @@ def test_an_endpoint_without_the_serving_environment_is_refused_naming_it(tmp_pa
     assert not (tmp_path / "logs").exists()
 
 
-def test_a_rehearsal_without_local_data_says_where_it_looked_and_how_to_map_it(tmp_path, capsys):
+def test_a_rehearsal_without_local_data_says_where_it_looked_and_how_to_map_it(image_built_here, tmp_path, capsys):
     argv = [
         *cloud.CLOUD_ARGS,
         "--rehearse",
@@ -297,8 +305,6 @@ def test_the_rehearsal_flags_reach_the_rehearsal(tmp_path, monkeypatch):
         root=str(tmp_path),
         gcs_mappings=(f"{cloud.DATA_ROOT}=data",),
         serving_python=kr.DEFAULT_SERVING_PYTHON,
-        dockerfile=f"{kr.PROJECT_DIR}/Dockerfile",
-        context_dir=kr.PROJECT_DIR,
         project=None,
         region=None,
         enable_caching=True,

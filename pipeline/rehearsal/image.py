@@ -1,157 +1,218 @@
-"""The project's container image, as far as a task can tell: the files the Dockerfile
-copies in, its working directory and its environment, laid out under a local folder.
+"""The project's image, built here with podman from the ``Dockerfile`` and ``uv.lock``, and
+checked against the lock.
 
-Tasks then run as subprocesses of this project's Python environment (which holds the
-same TFX, Beam and TensorFlow the image's base holds) in that folder, with the image's
-``ENV`` settings and nothing inherited from the caller but ``PATH`` and the locale. So a
-package the Dockerfile forgets to copy, or an environment variable only set on the
-developer's shell, fails the rehearsal as it would fail on Vertex. Each task gets a fresh
-copy (``Container.fresh``): its own files, home and temporary directory. What cannot be
-rehearsed: the image's Python (3.10) and its exact installed packages, and a task writing
-to an absolute path such as ``/tmp`` directly (it shares this machine's).
+The Dockerfile names a public Debian 12 base that a cloud build pulls. No registry is
+reachable from machines like this one, so the base is made once with Debian's own
+``debootstrap`` (the same release, minimal variant) and imported into podman's storage
+as ``BASE_IMAGE``; ``podman build --from`` puts it where the Dockerfile's first ``FROM``
+is. Later builds reuse it, and podman's layer cache reuses the locked environment until
+``pyproject.toml`` or ``uv.lock`` change.
+
+    python -m pipeline.rehearsal.image            # what `make image` runs
+    python -m pipeline.rehearsal.image --gpu      # the GPU variant (the lock's `gpu` group)
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
-import glob
+import fcntl
+import json
 import os
-import shlex
-import shutil
+import re
+import subprocess
 import sys
+import tempfile
+import time
+import tomllib
 
-from pipeline.rehearsal.job import JobError
+from pipeline.rehearsal import podman
 
-_PASSED_THROUGH = ("LANG", "LC_ALL", "TZ")
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_IMAGE = "localhost/pipeline:rehearsal"
+BASE_IMAGE = "localhost/pipeline-base:debian-bookworm"
+DEBIAN_RELEASE, DEBIAN_MIRROR = "bookworm", "http://deb.debian.org/debian"
+# What the public debian image sets, which an imported file system lacks.
+BASE_CHANGES = ("ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 'CMD ["bash"]')
+# Where a TLS-intercepting proxy's certificate authorities are found on the building
+# machine, in this order; passed as the build secret `ca`, never stored in the image.
+CA_BUNDLE_CANDIDATES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
+GPU_GROUP = "gpu"
+# The Dockerfile's stage built here: all but Beam's SDK harness entrypoint, which comes from
+# Beam's own image in a registry (Dataflow's workers need it; no rehearsed task does).
+TARGET = "image"
+BUILD_LOCK = "/var/tmp/pipeline-image-build.lock"
+# Python's own packaging tools: an image may hold them where the lock does not list them.
+NOT_LOCKED = frozenset({"pip", "setuptools", "wheel"})
 
 
-@dataclasses.dataclass(frozen=True)
-class Image:
-    """What the Dockerfile gives every container: files, working directory, variables."""
-
-    copies: tuple[tuple[str, str], ...]
-    workdir: str = "/"
-    env: tuple[tuple[str, str], ...] = ()
-
-    @classmethod
-    def from_dockerfile(cls, path: str) -> Image:
-        copies, workdir, env = [], "/", []
-        for instruction, args in _instructions(path):
-            if instruction == "WORKDIR":
-                workdir = os.path.join(workdir, args)
-            elif instruction in ("COPY", "ADD"):
-                words = [w for w in shlex.split(args) if not w.startswith("--")]
-                if len(words) < 2:
-                    raise JobError(f"{path}: cannot read {instruction} {args}")
-                *sources, target = words
-                target = os.path.join(workdir, target)
-                copies.extend((source, target if len(sources) == 1 else os.path.join(target, "")) for source in sources)
-            elif instruction == "ENV":
-                env.extend(_env_pairs(args))
-        return cls(tuple(copies), workdir, tuple(env))
-
-    def stage(self, context_dir: str, image_root: str) -> Container:
-        """Copies the build context's files where the image has them, under ``image_root``."""
-        if os.path.exists(image_root):
-            shutil.rmtree(image_root)
-        for source, target in self.copies:
-            matches = sorted(glob.glob(os.path.join(context_dir, source)))
-            if not matches:
-                raise JobError(f"the Dockerfile copies {source!r}, which is not in {context_dir}")
-            for found in matches:
-                local = _under(image_root, target)
-                if os.path.isdir(found):
-                    shutil.copytree(found, local, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-                else:
-                    os.makedirs(local if target.endswith("/") else os.path.dirname(local), exist_ok=True)
-                    shutil.copy2(found, local)
-        workdir = _under(image_root, self.workdir)
-        os.makedirs(workdir, exist_ok=True)
-        env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
-        # `python` in a task's command is this project's interpreter.
-        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "/usr/bin:/bin")])
-        for key, value in self.env:
-            env[key] = os.pathsep.join(_under(image_root, p) if p.startswith("/") else p for p in value.split(":"))
-        return Container(workdir=workdir, env=env, image_root=image_root)
+class ImageError(RuntimeError):
+    """The image cannot be built, or differs from the lock; the message says how to fix it."""
 
 
 @dataclasses.dataclass(frozen=True)
-class Container:
-    workdir: str
-    env: dict[str, str]
-    image_root: str
-
-    def fresh(self, folder: str, extra_env: dict[str, str] | None = None) -> Container:
-        """A new container of this image under ``folder``, as Vertex starts one per task: its
-        own copy of the image's files, an empty home and temporary directory, and nothing of
-        what an earlier container wrote."""
-        image_root = os.path.join(folder, "image")
-        shutil.copytree(self.image_root, image_root, symlinks=True)
-        home, tmp = os.path.join(folder, "home"), os.path.join(folder, "tmp")
-        os.makedirs(home)
-        os.makedirs(tmp)
-        env = {k: v.replace(self.image_root, image_root) for k, v in self.env.items()}
-        env.update(extra_env or {}, HOME=home, TMPDIR=tmp)
-        return Container(self.workdir.replace(self.image_root, image_root, 1), env, image_root)
-
-    def written(self, reference: Container) -> list[str]:
-        """Files this container wrote outside gs:// (paths relative to its folder): what a
-        fresh container of ``reference``'s image would not have. Python's bytecode caches
-        are left out."""
-        folder = os.path.dirname(self.image_root)
-        found = []
-        for top, dirs, files in os.walk(folder):
-            dirs[:] = [d for d in dirs if d != "__pycache__"]
-            for name in files:
-                path = os.path.join(top, name)
-                relative = os.path.relpath(path, folder)
-                inside = os.path.relpath(path, self.image_root)
-                if inside.startswith("..") or not os.path.exists(os.path.join(reference.image_root, inside)):
-                    found.append(relative)
-        return sorted(found)
+class Build:
+    image: str
+    seconds: float
+    size_bytes: int
+    layers_built: int  # steps podman ran rather than took from its cache
 
 
-@dataclasses.dataclass
-class Containers:
-    """A fresh container per task and per training replica, under ``folder``. A task's is
-    removed when its process ends (``discard``, which notes what it wrote outside gs://);
-    the replicas' go with the folder when the rehearsal ends."""
+def ensure_base(progress=print) -> None:
+    """Makes ``BASE_IMAGE`` with debootstrap unless podman already has it (once per machine)."""
+    if podman.image_exists(BASE_IMAGE):
+        return
+    if os.geteuid() != 0:
+        raise ImageError(f"making the base image {BASE_IMAGE} needs root (debootstrap): run `make image` as root")
+    progress(f"Making the base image {BASE_IMAGE} (debootstrap {DEBIAN_RELEASE}, once per machine) ...")
+    with tempfile.TemporaryDirectory(prefix="debootstrap-", dir="/var/tmp") as root:
+        subprocess.run(
+            ["debootstrap", "--variant=minbase", DEBIAN_RELEASE, root, DEBIAN_MIRROR],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
+        changes = [a for change in BASE_CHANGES for a in ("--change", change)]
+        subprocess.run(
+            podman.command("import", *changes, "-", BASE_IMAGE),
+            stdin=tar.stdout,
+            env=podman.environment(),
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        tar.stdout.close()
+        if tar.wait() != 0:
+            raise ImageError(f"could not archive the debootstrap of {DEBIAN_RELEASE} in {root}")
 
-    image: Container
-    folder: str
-    extra_env: dict[str, str] = dataclasses.field(default_factory=dict)
 
-    def new(self, name: str) -> Container:
-        return self.image.fresh(os.path.join(self.folder, name), self.extra_env)
-
-    def discard(self, container: Container) -> list[str]:
-        written = container.written(self.image)
-        shutil.rmtree(os.path.dirname(container.image_root), ignore_errors=True)
-        return written
-
-    def for_replica(self, replica) -> tuple[dict[str, str], str]:
-        """A Vertex AI Training replica's container (``cloud.jobs.JobService``'s replica_setup)."""
-        container = self.new(os.path.join("training", f"{replica.job_id}-{replica.name}"))
-        return container.env, container.workdir
+def ca_bundle() -> str | None:
+    for candidate in CA_BUNDLE_CANDIDATES:
+        path = os.environ.get(candidate, "") if not candidate.startswith("/") else candidate
+        if path and os.path.isfile(path):
+            return path
+    return None
 
 
-def _under(root: str, container_path: str) -> str:
-    return os.path.join(root, container_path.lstrip("/"))
+def build_command(image: str, context: str, gpu: bool, ca: str | None) -> list[str]:
+    args = ["build", "--from", BASE_IMAGE, "--target", TARGET, "--network", "host", "--layers", "--tag", image]
+    args += ["--file", os.path.join(context, "Dockerfile")]
+    if ca:
+        args += ["--secret", f"id=ca,src={ca}"]
+    if gpu:
+        args += ["--build-arg", f"LOCK_GROUPS={GPU_GROUP}"]
+    return podman.command(*args, context)
 
 
-def _instructions(path: str):
-    """(INSTRUCTION, arguments) per Dockerfile instruction, continuation lines joined."""
-    with open(path) as f:
-        text = f.read().replace("\\\n", " ")
+def build(image: str = DEFAULT_IMAGE, context: str = REPO_ROOT, gpu: bool = False, log=None, progress=print) -> Build:
+    """Builds ``image`` from ``context``; podman's output goes to ``log`` (a file; None: the terminal)."""
+    if gpu and GPU_GROUP not in locked_groups(context):
+        raise ImageError(
+            f"no GPU variant: {context}/pyproject.toml has no `{GPU_GROUP}` dependency group, so the lock holds no "
+            "CUDA wheels to build it from"
+        )
+    with open(BUILD_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time on this machine (test workers, make)
+        ensure_base(progress)
+        started = time.monotonic()
+        command = build_command(image, context, gpu, ca_bundle())
+        output = subprocess.run(
+            command, env=podman.environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False
+        )
+    if log is not None:
+        log.write(output.stdout)
+    else:
+        sys.stdout.write(output.stdout)
+    if output.returncode != 0:
+        tail = "\n".join(output.stdout.splitlines()[-20:])
+        raise ImageError(f"podman build of {image} failed (exit code {output.returncode}):\n{tail}")
+    seconds = time.monotonic() - started
+    steps = len(re.findall(r"STEP \d+/\d+: (?:RUN|COPY|ADD) ", output.stdout))
+    cached = len(re.findall(r"STEP \d+/\d+: (?:RUN|COPY|ADD) .*\n--> Using cache", output.stdout))
+    size = int(podman.inspect_image(image).get("Size", 0))
+    return Build(image, seconds, size, max(0, steps - cached))
+
+
+def locked_groups(context: str = REPO_ROOT) -> set[str]:
+    with open(os.path.join(context, "pyproject.toml"), "rb") as f:
+        return set(tomllib.load(f).get("dependency-groups", {}))
+
+
+def installed_distributions(image: str) -> dict[str, str]:
+    """Every distribution installed in the image's Python: normalized name -> version."""
+    code = (
+        "import importlib.metadata as m, json\n"
+        "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
+    )
+    process = podman.run("run", "--rm", "--network", "none", image, "python", "-c", code)
+    return {normalize(name): version for name, version in json.loads(process.stdout).items()}
+
+
+def marker_environment(image: str) -> dict[str, str]:
+    """The image's PEP 508 marker values (its Python, platform and machine)."""
+    code = "import json; from packaging.markers import default_environment as e; print(json.dumps(e()))"
+    return json.loads(podman.run("run", "--rm", "--network", "none", image, "python", "-c", code).stdout)
+
+
+def locked_distributions(environment: dict[str, str], groups: tuple[str, ...] = (), context: str = REPO_ROOT) -> dict:
+    """What ``uv sync --frozen --no-dev`` installs from the lock for a machine with these markers."""
+    from packaging.markers import Marker
+
+    uv = os.path.join(context, ".tools", "bin", "uv")
+    args = [uv if os.path.exists(uv) else "uv", "export", "--frozen", "--no-dev", "--no-hashes", "--no-emit-project"]
+    args += [a for g in groups for a in ("--group", g)]
+    text = subprocess.run(args, cwd=context, capture_output=True, text=True, check=True).stdout
+    found = {}
     for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            instruction, _, args = line.partition(" ")
-            yield instruction.upper(), args.strip()
+        requirement, _, marker = line.partition(";")
+        if not requirement.strip() or requirement.lstrip().startswith(("#", "-")):
+            continue
+        if marker.strip() and not Marker(marker.strip()).evaluate(environment):
+            continue
+        name, _, version = requirement.strip().partition("==")
+        found[normalize(name.split("[")[0])] = version.strip()
+    return found
 
 
-def _env_pairs(args: str) -> list[tuple[str, str]]:
-    words = shlex.split(args)
-    if words and "=" not in words[0]:  # legacy form: ENV KEY value
-        return [(words[0], " ".join(words[1:]))]
-    return [tuple(w.split("=", 1)) for w in words]
+def differences_from_lock(image: str, groups: tuple[str, ...] = (), context: str = REPO_ROOT) -> list[str]:
+    """One line per distribution the image lacks, adds or holds at another version than the lock."""
+    installed = installed_distributions(image)
+    locked = locked_distributions(marker_environment(image), groups, context)
+    lines = [f"{name}: locked {locked[name]}, not installed" for name in sorted(locked.keys() - installed.keys())]
+    extra = sorted(installed.keys() - locked.keys() - NOT_LOCKED)
+    lines += [f"{name}: installed {installed[name]}, not in the lock" for name in extra]
+    lines += [
+        f"{name}: locked {locked[name]}, installed {installed[name]}"
+        for name in sorted(locked.keys() & installed.keys())
+        if locked[name] != installed[name]
+    ]
+    return lines
+
+
+def normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipeline.rehearsal.image", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tag", default=DEFAULT_IMAGE, help=f"the image's name (default {DEFAULT_IMAGE})")
+    parser.add_argument("--gpu", action="store_true", help=f"the GPU variant: adds the lock's `{GPU_GROUP}` group")
+    parser.add_argument("--context", default=REPO_ROOT, help="the build context (default: this project)")
+    args = parser.parse_args(argv)
+    try:
+        result = build(args.tag, args.context, args.gpu)
+        groups = (GPU_GROUP,) if args.gpu else ()
+        differences = differences_from_lock(args.tag, groups, args.context)
+    except (ImageError, podman.PodmanError, subprocess.CalledProcessError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    how = "from podman's cache" if result.layers_built == 0 else f"{result.layers_built} steps run"
+    print(f"Built {result.image} in {result.seconds:.1f} s ({how}); {result.size_bytes / 1e9:.2f} GB")
+    if differences:
+        print(f"error: {result.image} differs from uv.lock:\n  " + "\n  ".join(differences), file=sys.stderr)
+        return 1
+    print(f"Its Python packages are uv.lock's ({len(installed_distributions(args.tag))} distributions).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

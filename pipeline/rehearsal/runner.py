@@ -1,6 +1,6 @@
 """Executes a compiled pipeline job on this machine, task by task, as Vertex AI Pipelines
-would: DAG order, container tasks as subprocesses each in a fresh copy of the project's
-image with their placeholders resolved (gs:// URIs as Vertex gives them, served by the
+would: DAG order, container tasks each in a fresh podman container of the image the spec
+names, with their placeholders resolved (gs:// URIs as Vertex gives them, served by the
 stand-in Cloud Storage), the ExampleGen driver first, resolver queries against a store
 that persists across rehearsals, Vertex-style caching, and a failing task stopping the run
 with its log kept. Vertex AI Training jobs and endpoints the tasks ask for are run by the
@@ -14,14 +14,13 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pipeline.rehearsal import executor_input as ei
 from pipeline.rehearsal import filters
-from pipeline.rehearsal.image import Containers, Image
+from pipeline.rehearsal.containers import Containers, ImageMissingError, check_image
 from pipeline.rehearsal.job import CompiledJob, GcsFolder, JobError, Task
 from pipeline.rehearsal.store import ArtifactStore
 
@@ -37,8 +36,6 @@ class Settings:
 
     root: str
     gcs: GcsFolder
-    dockerfile: str
-    context_dir: str
     project: str = "rehearsal"
     region: str = "local"
     # None: each task's compiled cachingOptions; True/False: for every task, as
@@ -52,10 +49,6 @@ class Settings:
     @property
     def store_path(self) -> str:
         return os.path.join(self.root, "metadata", "vertex_ml_metadata.sqlite")
-
-    @property
-    def image_root(self) -> str:
-        return os.path.join(self.root, "image")
 
 
 @dataclasses.dataclass
@@ -140,7 +133,8 @@ def _class_path(task: Task) -> str:
 
 
 def refuse_unrehearsable(job: CompiledJob, serving_python: str | None) -> None:
-    """What cannot run here is refused up front, naming the flag that asked for it."""
+    """What cannot run here is refused up front, naming the flag that asked for it, or the
+    image to build."""
     for task in job.tasks().values():
         if task.kind != "container":
             continue
@@ -156,6 +150,13 @@ def refuse_unrehearsable(job: CompiledJob, serving_python: str | None) -> None:
                 f"model with TensorFlow 2.15: there is no such Python at {serving_python} (make serving-env "
                 "installs it; --serving-python points elsewhere)."
             )
+    for task in job.tasks().values():
+        if task.kind != "container":
+            continue
+        try:
+            check_image(task.executor["container"]["image"])
+        except ImageMissingError as err:
+            raise JobError(f"task {task.name} cannot be rehearsed: {err}") from None
 
 
 def rehearse(job_file: str, settings: Settings) -> Rehearsal:
@@ -166,9 +167,8 @@ def rehearse(job_file: str, settings: Settings) -> Rehearsal:
     job = CompiledJob.load(job_file)
     refuse_unrehearsable(job, settings.serving_python)
     order = job.task_order()
-    image = Image.from_dockerfile(settings.dockerfile).stage(settings.context_dir, settings.image_root)
     job_id, logs_dir = _new_job(settings, job.pipeline_name)
-    containers = Containers(image, os.path.join(settings.root, "containers", job_id))
+    containers = Containers(job_id)
     store = ArtifactStore(settings.store_path, settings.project, settings.region)
     runs: list[TaskRun] = []
     produced: dict[str, dict[str, list[dict]]] = {}
@@ -177,12 +177,12 @@ def rehearse(job_file: str, settings: Settings) -> Rehearsal:
         os.path.join(settings.root, "cloud"),
         settings.gcs.folder,
         settings.project,
-        replica_setup=containers.for_replica,
+        launcher=containers,
         serving_python=settings.serving_python if endpoints else None,
     )
     try:
         with stand_ins:
-            containers.extra_env = stand_ins.environment()
+            containers.reach(stand_ins.environment())
             for number, task in enumerate(order, 1):
                 if any(r.state == "FAILED" for r in runs):
                     runs.append(TaskRun(task.name, task.kind, "NOT_RUN"))
@@ -207,7 +207,7 @@ def rehearse(job_file: str, settings: Settings) -> Rehearsal:
             connections = stand_ins.connections()
     finally:
         store.close()
-        shutil.rmtree(containers.folder, ignore_errors=True)
+        containers.remove_all()
     rehearsal = Rehearsal(
         job_id,
         job.pipeline_name,
@@ -356,18 +356,15 @@ def _execute(
     spec: Mapping[str, Any], invocation: dict, containers: Containers, name: str, log_file, run: TaskRun
 ) -> int:
     """One container command, placeholders resolved, in a fresh container of the image."""
-    argv = [ei.resolve(a, invocation) for a in [*spec.get("command", []), *spec.get("args", [])]]
-    container = containers.new(name)
-    log_file.write(f"$ {' '.join(argv[:4])} ... ({len(argv)} arguments)\n")
+    command = [ei.resolve(a, invocation) for a in spec.get("command", [])]
+    args = [ei.resolve(a, invocation) for a in spec.get("args", [])]
+    argv = [*command, *args]
+    log_file.write(f"$ {' '.join(argv[:4])} ... ({len(argv)} arguments) in {spec['image']}\n")
     log_file.flush()
-    try:
-        process = subprocess.run(
-            argv, cwd=container.workdir, env=container.env, stdout=log_file, stderr=subprocess.STDOUT, check=False
-        )
-    finally:
-        run.left_behind.extend(containers.discard(container))
-    log_file.write(f"exit code {process.returncode}\n")
-    return process.returncode
+    code, written = containers.run(name, spec["image"], command, args, log_file)
+    run.left_behind.extend(written)
+    log_file.write(f"exit code {code}\n")
+    return code
 
 
 def _names(outputs: Mapping[str, list[dict]]) -> dict[str, list[dict]]:

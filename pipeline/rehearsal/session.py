@@ -29,15 +29,12 @@ class RehearsalOptions:
     """What a rehearsal needs besides the job file and the pipeline's configuration."""
 
     # Holds the stand-in Cloud Storage's objects (<root>/gcs/<bucket>/), the metadata store,
-    # the staged image, the stand-ins' files, the task logs and the run report.
+    # the stand-ins' files, the task logs and the run report.
     root: str
     # gs://BUCKET/PREFIX=PATH pairs: PATH (a folder or a file) is uploaded there first.
     gcs_mappings: tuple[str, ...]
     # Python of the TensorFlow environment the pushed or deployed model is served with.
     serving_python: str
-    # The image the tasks run in is staged from this Dockerfile and its build context.
-    dockerfile: str
-    context_dir: str
     # Stand-ins in artifact names and URIs (None: "rehearsal" and "local").
     project: str | None = None
     region: str | None = None
@@ -57,8 +54,6 @@ def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job
         settings = Settings(
             root=os.path.abspath(options.root),
             gcs=GcsFolder.parse(os.path.join(options.root, "gcs"), options.gcs_mappings),
-            dockerfile=options.dockerfile,
-            context_dir=options.context_dir,
             project=options.project or "rehearsal",
             region=options.region or "local",
             enable_caching=options.enable_caching,

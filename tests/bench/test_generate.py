@@ -74,7 +74,7 @@ def test_empty_cells_stay_empty(source, generated):
 def test_calendar_columns_follow_the_timestamp(generated):
     _, rows = _read(generated)
     for r in rows:
-        moment = datetime.datetime.fromtimestamp(int(r["trip_start_timestamp"]), datetime.timezone.utc)
+        moment = datetime.datetime.fromtimestamp(int(r["trip_start_timestamp"]), datetime.UTC)
         assert int(r["trip_start_hour"]) == moment.hour
         assert int(r["trip_start_month"]) == moment.month
         assert int(r["trip_start_day"]) == moment.isoweekday() % 7 + 1  # 1 = Sunday

@@ -22,7 +22,7 @@ def _write(path, rows):
 
 
 def _seconds(year: int, month: int) -> str:
-    return str(int(datetime.datetime(year, month, 15, tzinfo=datetime.timezone.utc).timestamp()))
+    return str(int(datetime.datetime(year, month, 15, tzinfo=datetime.UTC).timestamp()))
 
 
 def test_rows_are_cut_into_periods_oldest_first_cells_unchanged(tmp_path):

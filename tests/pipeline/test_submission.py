@@ -102,7 +102,7 @@ def test_kfp_submission_sends_the_compiled_pipeline_spec(compiled_job):
     assert {t.get("cachingOptions", {}).get("enableCache", False) for t in tasks.values()} == {False}
 
 
-START, END = datetime.datetime(2099, 1, 5, 3, tzinfo=datetime.timezone.utc), "2099-06-30T22:00:00Z"
+START, END = datetime.datetime(2099, 1, 5, 3, tzinfo=datetime.UTC), "2099-06-30T22:00:00Z"
 
 
 def _schedule_on_standin(compiled_job, schedule: submission.Schedule, caching=False, network=None, dry_run=False):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.rehearsal.image import DEFAULT_IMAGE
+
 BUCKET = "gs://rehearsal-test"
 
 
@@ -11,12 +13,13 @@ def rehearsal_argv(
     root: Path, data_dir: Path | str, *extra: str, problem_dir: Path | str | None = None, job_file: str = "job.json"
 ) -> list[str]:
     """``--rehearse`` of the compiled job into ``root``, its data root (gs://) read from
-    ``data_dir``; ``problem_dir``: the problem (default: the taxi example)."""
+    ``data_dir``; ``problem_dir``: the problem (default: the taxi example). Its tasks run in
+    the project's image (the ``rehearsal_image`` fixture builds it)."""
     return [
         "--rehearse",
         *(["--problem", str(problem_dir)] if problem_dir is not None else []),
         "--image",
-        "pipeline:test",
+        DEFAULT_IMAGE,
         "--output-root",
         f"{BUCKET}/out",
         "--data-root",

@@ -10,8 +10,10 @@ the ones they would have on Vertex. The job succeeds when the primary replica (w
 replica 0) exits 0, fails as soon as any replica exits otherwise, and the remaining replicas are
 then stopped, as Vertex stops a job's machines.
 
-Not rehearsed: the image (replicas run in the environment ``replica_setup`` gives) and the
-accelerators (this machine has none): ``JobRecord.not_rehearsed`` says per pool what was asked.
+How a replica starts is the ``ReplicaLauncher``'s: the rehearsal starts each in a fresh
+container of the pool's ``container_spec.image_uri`` (``pipeline/rehearsal/containers.py``).
+Not rehearsed: the accelerators (this machine has none): ``JobRecord.not_rehearsed`` says
+per pool what was asked.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 import grpc
 from google.cloud.aiplatform_v1.types import (
@@ -66,6 +69,28 @@ class Replica:
     index: int
     name: str  # "workerpool0-replica-0"
     job_id: str = ""  # the numeric id of the job it belongs to, so setups can tell jobs apart
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """How to start one replica's process."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str | None = None
+
+
+class ReplicaLauncher(Protocol):
+    """Starts replicas as a machine of Vertex's would: ``environment`` is what the replica's
+    container has before Vertex adds the pool's ``env``, CLUSTER_SPEC, TF_CONFIG and AIP_*;
+    ``launch`` gives the process that runs ``command`` in the pool's image with ``env``;
+    ``remove`` cleans up after a replica has ended."""
+
+    def environment(self, replica: Replica) -> dict[str, str]: ...
+
+    def launch(self, replica: Replica, image: str, command: list[str], env: dict[str, str]) -> Launch: ...
+
+    def remove(self, replica: Replica) -> None: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,12 +133,9 @@ class _Job:
 class JobService:
     """Vertex AI's JobService for custom jobs, with replicas as local processes."""
 
-    def __init__(self, workdir: str, replica_setup: Callable[[Replica], tuple[dict[str, str], str]]) -> None:
-        # replica_setup gives each replica its base environment and working directory (a fresh
-        # HOME/TMPDIR/working copy per replica, like a fresh container); container_spec.env,
-        # CLUSTER_SPEC, TF_CONFIG and AIP_* go on top.
+    def __init__(self, workdir: str, launcher: ReplicaLauncher) -> None:
         self._workdir = os.path.abspath(workdir)
-        self._replica_setup = replica_setup
+        self._launcher = launcher
         self._lock = threading.RLock()
         self._jobs: dict[str, _Job] = {}
         self._ids = itertools.count(random.randrange(10**18, 9 * 10**18))  # numeric ids, 19 digits like Vertex's
@@ -208,6 +230,8 @@ class JobService:
         except Exception as err:  # a replica that cannot start fails the job, as on Vertex
             outcome = (JobState.JOB_STATE_FAILED, status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=str(err)))
         _terminate([p for p in job.processes if p.popen is not None])
+        for process in job.processes:
+            self._launcher.remove(process.replica)
         with self._lock:
             if outcome is None:
                 cancelled = status_pb2.Status(code=code_pb2.CANCELLED, message=job.cancel_reason)
@@ -235,17 +259,17 @@ class JobService:
                     f"workerpool{replica.pool} has no container_spec.command: a rehearsal runs commands, "
                     "not an image's entrypoint or a python_package_spec"
                 )
-            base_env, cwd = self._replica_setup(replica)
-            env = _replica_env(base_env, spec, replica, cluster, job.id)
+            env = _replica_env(self._launcher.environment(replica), spec, replica, cluster, job.id)
+            launch = self._launcher.launch(replica, pool_spec.container_spec.image_uri, command, env)
             process = _Process(replica, os.path.join(log_dir, f"{replica.name}.log"))
             with self._lock:
                 job.processes.append(process)
             with open(process.log_path, "wb") as log:
                 try:
                     process.popen = subprocess.Popen(
-                        command,
-                        env=env,
-                        cwd=cwd,
+                        launch.argv,
+                        env=launch.env,
+                        cwd=launch.cwd,
                         stdin=subprocess.DEVNULL,
                         stdout=log,
                         stderr=subprocess.STDOUT,
@@ -357,7 +381,7 @@ def _signal_group(popen: subprocess.Popen, sig: signal.Signals) -> None:
 
 
 def _set_state(job: _Job, state: JobState, error: status_pb2.Status | None = None) -> None:
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     job.proto.state = state
     job.proto.update_time = now
     if state == JobState.JOB_STATE_RUNNING:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from concurrent import futures
 
 import grpc
@@ -54,13 +53,13 @@ class StandIns:
         folder: str,
         gcs_folder: str,
         project: str,
-        replica_setup: Callable | None = None,
+        launcher=None,
         serving_python: str | None = None,
     ) -> None:
         self.folder = folder
         self.gcs_folder = gcs_folder
         self.project = project
-        self._replica_setup = replica_setup
+        self._launcher = launcher  # a cloud.jobs.ReplicaLauncher: without one, no JobService
         self._serving_python = serving_python
         self.storage: StorageServer | None = None
         self.jobs = None  # pipeline.rehearsal.cloud.jobs.JobService, when replicas can be set up
@@ -88,10 +87,10 @@ class StandIns:
         self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
         Projects(self.project).add_to_server(self._grpc)
         rest_port = None
-        if self._replica_setup is not None:
+        if self._launcher is not None:
             from pipeline.rehearsal.cloud.jobs import JobService
 
-            self.jobs = JobService(os.path.join(self.folder, "jobs"), self._replica_setup)
+            self.jobs = JobService(os.path.join(self.folder, "jobs"), self._launcher)
             self.jobs.add_to_server(self._grpc)
         if self._serving_python is not None:
             from pipeline.rehearsal.cloud.endpoints import VertexModels

@@ -145,7 +145,7 @@ def _b64(data: bytes) -> str:
 
 
 def _rfc3339(ns: int) -> str:
-    stamp = datetime.datetime.fromtimestamp(ns // 10**9, datetime.timezone.utc)
+    stamp = datetime.datetime.fromtimestamp(ns // 10**9, datetime.UTC)
     return f"{stamp:%Y-%m-%dT%H:%M:%S}.{ns // 10**6 % 1000:03d}Z"
 
 

@@ -40,7 +40,7 @@ def _tasks(record: dict) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def rehearsals(sample_dir, tmp_path_factory):
+def rehearsals(rehearsal_image, sample_dir, tmp_path_factory):
     """Four rehearsals in one store, caching on: the first (with its run report), then three
     unchanged reruns. (A rehearsal that trains again against its own first model is in
     test_two_problems.py.)"""
@@ -194,7 +194,9 @@ def test_a_planted_anomaly_stops_the_rehearsal_at_the_gate_naming_it(rehearsals,
 
 
 @pytest.mark.slow
-def test_on_the_full_data_the_rehearsed_model_scores_as_the_local_run_does(full_local_run, tmp_path, capsys):
+def test_on_the_full_data_the_rehearsed_model_scores_as_the_local_run_does(
+    rehearsal_image, full_local_run, tmp_path, capsys
+):
     """Same data, same code, trained in a task's container rather than in-process: the eval
     AUC agrees within run-to-run noise (training is not bit-for-bit deterministic)."""
     from pipeline.config import DEFAULT_PROBLEM_DIR

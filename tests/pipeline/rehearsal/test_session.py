@@ -10,7 +10,7 @@ import os
 import pytest
 
 from pipeline.config import PipelineConfig
-from pipeline.rehearsal import runner, serving
+from pipeline.rehearsal import podman, runner, serving
 from pipeline.rehearsal.runner import Rehearsal, TaskRun
 from pipeline.rehearsal.serving import SERVING_TF_VERSION, ServingCheck, ServingError
 from pipeline.rehearsal.session import RehearsalOptions, rehearse_compiled_job, rehearse_serving
@@ -25,11 +25,28 @@ def _options(root, *gcs_mappings: str, **overrides) -> RehearsalOptions:
         "root": str(root),
         "gcs_mappings": gcs_mappings,
         "serving_python": str(root / "no-serving-python"),
-        "dockerfile": "/project/Dockerfile",
-        "context_dir": "/project",
         "report": False,
     }
     return RehearsalOptions(**{**given, **overrides})
+
+
+@pytest.fixture(autouse=True)
+def built_images(monkeypatch) -> set[str]:
+    """The images podman has, as far as these tests go: the compiled job's."""
+    built = {cloud.IMAGE}
+    monkeypatch.setattr(podman, "image_exists", lambda image: image in built)
+    return built
+
+
+def test_a_job_whose_image_is_not_built_here_is_refused_naming_how_to_build_it(
+    compiled_job, built_images, tmp_path, capsys
+):
+    built_images.clear()
+    job_file, _ = compiled_job
+    assert rehearse_compiled_job(_options(tmp_path), CONFIG, str(job_file)) == 2
+    err = capsys.readouterr().err
+    assert f"runs its tasks in the image {cloud.IMAGE}, which podman does not have here" in err
+    assert f"make image IMAGE={cloud.IMAGE}" in err
 
 
 def test_a_malformed_upload_is_refused_before_the_job_is_read(tmp_path, capsys):
@@ -78,7 +95,6 @@ def test_a_failing_task_ends_it_with_its_exit_code_and_log_tail(failing_rehearsa
     assert job == job_file
     assert settings.root == str(tmp_path / "root") and settings.gcs.folder == str(tmp_path / "root" / "gcs")
     assert (settings.project, settings.region, settings.enable_caching) == ("rehearsal", "local", True)
-    assert (settings.dockerfile, settings.context_dir) == ("/project/Dockerfile", "/project")
     out, err = capsys.readouterr()
     assert f"Uploaded {tmp_path}/data to {cloud.DATA_ROOT} (the stand-in Cloud Storage, " in out
     assert (tmp_path / "root" / "gcs" / cloud.BUCKET / "data" / "data.csv").exists()

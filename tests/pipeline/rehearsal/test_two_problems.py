@@ -94,7 +94,7 @@ def _arrive(problem_dir, spans, number: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def rehearsals(tmp_path_factory):
+def rehearsals(rehearsal_image, tmp_path_factory):
     """Body mass, species, species again, into one rehearsal root, each with its problem's
     contract, the first two with the problem's own settings; the species' data arrives as
     spans, span 1 before the first species run and span 2 before the second. Each one's exit

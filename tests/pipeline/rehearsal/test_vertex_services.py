@@ -31,7 +31,7 @@ _ADDRESS = re.compile(r"sa_family=(AF_INET6?)[^}]*?(?:inet_addr\(\"([^\"]+)\"\)|
 
 
 @pytest.fixture(scope="module")
-def rehearsed(sample_dir, tmp_path_factory):
+def rehearsed(rehearsal_image, sample_dir, tmp_path_factory):
     """The rehearsal's exit code, output and record, and its root; traced when strace is installed."""
     root = tmp_path_factory.mktemp("vertex_services")
     argv = rehearsal_argv(root, sample_dir, *SMALL_RUN, "--infer-schema", *VERTEX, "--endpoint-name", ENDPOINT)

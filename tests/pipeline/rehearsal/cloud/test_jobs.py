@@ -35,19 +35,28 @@ SLEEP = "import time; time.sleep(600)"
 
 
 class Setup:
-    """The replica_setup: a fresh home (also the working directory) per replica, proxy variables as
-    a caller's environment has them, and whatever a test adds in ``extra``."""
+    """A ReplicaLauncher of local processes: a fresh home (also the working directory) per
+    replica, proxy variables as a caller's environment has them, and whatever a test adds in
+    ``extra``. (The rehearsal's launcher runs each replica in a container of the pool's image:
+    tests/pipeline/rehearsal/test_vertex_services.py.)"""
 
     def __init__(self, root) -> None:
-        self.root, self.extra, self.replicas = root, {}, []
+        self.root, self.extra, self.replicas, self.images, self.removed = root, {}, [], [], []
 
-    def __call__(self, replica: Replica) -> tuple[dict[str, str], str]:
+    def environment(self, replica: Replica) -> dict[str, str]:
         self.replicas.append(replica)
+        env = {**os.environ, "https_proxy": "http://proxy.invalid:3128", "no_proxy": "example.com"}
+        env.pop("NO_PROXY", None)
+        return {**env, **self.extra}
+
+    def launch(self, replica: Replica, image: str, command: list[str], env: dict[str, str]) -> jobs.Launch:
+        self.images.append(image)
         home = self.root / "replicas" / replica.job_id / replica.name
         home.mkdir(parents=True)
-        env = {**os.environ, "HOME": str(home), "https_proxy": "http://proxy.invalid:3128", "no_proxy": "example.com"}
-        env.pop("NO_PROXY", None)
-        return {**env, **self.extra}, str(home)
+        return jobs.Launch(command, {**env, "HOME": str(home)}, str(home))
+
+    def remove(self, replica: Replica) -> None:
+        self.removed.append(replica.name)
 
 
 @pytest.fixture
@@ -165,6 +174,7 @@ def test_a_chief_and_workers_run_with_vertex_environment_until_the_chief_succeed
         Replica(1, 0, "workerpool1-replica-0", job_id),
         Replica(1, 1, "workerpool1-replica-1", job_id),
     ]
+    assert setup.images == [IMAGE] * 3  # each replica in its pool's container_spec.image_uri
     assert client.get_custom_job(name=created.name).state == JobState.JOB_STATE_RUNNING  # the chief still runs
 
     (tmp_path / "go").touch()
@@ -178,6 +188,7 @@ def test_a_chief_and_workers_run_with_vertex_environment_until_the_chief_succeed
         ("workerpool1-replica-1", 0, False),
     ]
     assert record.replicas[2].log_path == str(tmp_path / "jobs" / job_id / "workerpool1-replica-1.log")
+    assert sorted(setup.removed) == [r.name for r in setup.replicas]  # each cleaned up once it ended
     assert [j.name for j in client.list_custom_jobs(parent=PARENT)] == [created.name]
     assert list(client.list_custom_jobs(parent="projects/other/locations/us-central1")) == []
 
@@ -298,10 +309,17 @@ def fake_python(tmp_path, setup) -> str:
     script = bin_dir / "python"
     script.write_text(
         f"#!{sys.executable}\n"
-        "import json, os, sys\n"
+        "import glob, json, os, sys, time\n"
         "task = json.loads(os.environ['CLUSTER_SPEC'])['task']\n"
         "name = f\"{task['type']}-{task['index']}\"\n"
-        "json.dump(sys.argv[1:], open(os.path.join(os.environ['DUMP_DIR'], name + '.json'), 'w'))\n"
+        "dump = os.path.join(os.environ['DUMP_DIR'], name)\n"
+        "json.dump(sys.argv[1:], open(dump + '.tmp', 'w'))\n"
+        "os.rename(dump + '.tmp', dump + '.json')\n"
+        "# The primary waits for every replica's record: its end ends the job, and the others with it.\n"
+        "replicas = sum(len(h) for h in json.loads(os.environ['CLUSTER_SPEC'])['cluster'].values())\n"
+        "dumped = lambda: len(glob.glob(os.path.join(os.environ['DUMP_DIR'], '*.json')))\n"
+        "while task['type'] == 'workerpool0' and dumped() < replicas:\n"
+        "    time.sleep(0.02)\n"
         "if task['type'] == os.environ.get('FAIL_POOL'):\n"
         "    print('run_executor failed here')\n"
         "    sys.exit(1)\n"
@@ -361,5 +379,6 @@ def test_tfx_vertex_trainer_raises_with_the_failing_replica(monkeypatch, address
     setup.extra["FAIL_POOL"] = "workerpool1"
     with pytest.raises(RuntimeError, match="did not succeed") as failure:
         _start_tfx_training(monkeypatch, address)
-    assert "workerpool1-replica-0 exited with a non-zero status of 1" in str(failure.value)
+    # Either replica of pool 1 may be the first seen to fail.
+    assert re.search(r"workerpool1-replica-[01] exited with a non-zero status of 1", str(failure.value))
     assert "run_executor failed here" in str(failure.value)
