@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pipeline.rehearsal import executor_input as ei
-from pipeline.rehearsal import filters
+from pipeline.rehearsal import filters, podman
 from pipeline.rehearsal.containers import Containers, ImageMissingError, check_image
 from pipeline.rehearsal.job import CompiledJob, GcsFolder, JobError, Task
 from pipeline.rehearsal.store import ArtifactStore
@@ -78,6 +78,8 @@ class Rehearsal:
     connections: list = dataclasses.field(default_factory=list)
     training_jobs: list = dataclasses.field(default_factory=list)
     deployments: list = dataclasses.field(default_factory=list)
+    # The images the tasks ran in: name -> podman's image id.
+    images: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def failed(self) -> TaskRun | None:
@@ -110,6 +112,7 @@ class Rehearsal:
                 }
                 for t in self.tasks
             ],
+            "images": self.images,
             "connections": self.connections_by_host(),
             "refused": [dataclasses.asdict(c) for c in self.connections if c.refused],
         }
@@ -167,6 +170,10 @@ def rehearse(job_file: str, settings: Settings) -> Rehearsal:
     job = CompiledJob.load(job_file)
     refuse_unrehearsable(job, settings.serving_python)
     order = job.task_order()
+    images = {
+        name: podman.inspect_image(name)["Id"]
+        for name in sorted({t.executor["container"]["image"] for t in order if t.kind == "container"})
+    }
     job_id, logs_dir = _new_job(settings, job.pipeline_name)
     containers = Containers(job_id)
     store = ArtifactStore(settings.store_path, settings.project, settings.region)
@@ -217,6 +224,7 @@ def rehearse(job_file: str, settings: Settings) -> Rehearsal:
         connections=connections,
         training_jobs=training_jobs,
         deployments=deployments,
+        images=images,
     )
     _save_json(os.path.join(logs_dir, RECORD_FILE), rehearsal.record())
     return rehearsal
@@ -325,7 +333,8 @@ def _run_container(
         driver = spec.get("lifecycle", {}).get("preCacheCheck")
         if driver:
             _save_json(os.path.join(logs_dir, f"{task.name}.driver_input.json"), invocation)
-            code = _execute(driver, invocation, containers, f"{task.name}.driver", log_file, run)
+            # The driver runs in the task's image, before the task.
+            code = _execute(driver, spec["image"], invocation, containers, f"{task.name}.driver", log_file, run)
             if code != 0:
                 return fail(code)
             ei.merge_driver_output(invocation, _read_json(local_output_file))
@@ -338,7 +347,7 @@ def _run_container(
             run.state, run.outputs = "CACHED", cached
             return run
         _save_json(os.path.join(logs_dir, f"{task.name}.executor_input.json"), invocation)
-        code = _execute(spec, invocation, containers, task.name, log_file, run)
+        code = _execute(spec, spec["image"], invocation, containers, task.name, log_file, run)
     if code != 0:
         return fail(code)
     written = _read_json(local_output_file).get("artifacts", {}) if os.path.exists(local_output_file) else {}
@@ -353,15 +362,15 @@ def _run_container(
 
 
 def _execute(
-    spec: Mapping[str, Any], invocation: dict, containers: Containers, name: str, log_file, run: TaskRun
+    spec: Mapping[str, Any], image: str, invocation: dict, containers: Containers, name: str, log_file, run: TaskRun
 ) -> int:
     """One container command, placeholders resolved, in a fresh container of the image."""
     command = [ei.resolve(a, invocation) for a in spec.get("command", [])]
     args = [ei.resolve(a, invocation) for a in spec.get("args", [])]
     argv = [*command, *args]
-    log_file.write(f"$ {' '.join(argv[:4])} ... ({len(argv)} arguments) in {spec['image']}\n")
+    log_file.write(f"$ {' '.join(argv[:4])} ... ({len(argv)} arguments) in {image}\n")
     log_file.flush()
-    code, written = containers.run(name, spec["image"], command, args, log_file)
+    code, written = containers.run(name, image, command, args, log_file)
     run.left_behind.extend(written)
     log_file.write(f"exit code {code}\n")
     return code

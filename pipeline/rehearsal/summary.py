@@ -26,10 +26,12 @@ def summarize(rehearsal: Rehearsal) -> RunSummary:
 
 
 def describe_stand_ins(rehearsal: Rehearsal) -> list[str]:
-    """What the tasks asked of the Google Cloud stand-ins, in a few lines: the hosts they
+    """The image the tasks ran in, and what they asked of the Google Cloud stand-ins, in a few lines: the hosts they
     reached through the proxy (refusals named), training jobs and their replicas with the
     accelerators that were not rehearsed, and the endpoints deployed."""
-    lines = []
+    lines = [
+        f"Each task ran in a fresh container of {name} (image {id_[:12]})." for name, id_ in rehearsal.images.items()
+    ]
     if forwarded := rehearsal.connections_by_host():
         hosts = ", ".join(f"{host} ({count})" for host, count in forwarded.items())
         lines.append(f"Google Cloud, stood in for here: the tasks' connections went to {hosts}.")

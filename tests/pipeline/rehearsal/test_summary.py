@@ -11,7 +11,7 @@ from pipeline.rehearsal.summary import describe_stand_ins
 FORWARDED = "forwarded to 127.0.0.1:4000"
 
 
-def test_hosts_refusals_jobs_with_what_was_not_rehearsed_and_endpoints():
+def test_the_image_hosts_refusals_jobs_with_what_was_not_rehearsed_and_endpoints():
     rehearsal = Rehearsal(
         "job-1",
         "taxi",
@@ -48,8 +48,10 @@ def test_hosts_refusals_jobs_with_what_was_not_rehearsed_and_endpoints():
                 "http://127.0.0.1:1",
             )
         ],
+        images={"localhost/pipeline:rehearsal": "637aecb5de8f00aa11"},
     )
     assert describe_stand_ins(rehearsal) == [
+        "Each task ran in a fresh container of localhost/pipeline:rehearsal (image 637aecb5de8f).",
         "Google Cloud, stood in for here: the tasks' connections went to us-central1-aiplatform.googleapis.com (1), "
         "www.googleapis.com (2).",
         "  REFUSED 169.254.169.254:80: a plain GET: only HTTPS stand-ins exist",
