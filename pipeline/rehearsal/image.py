@@ -115,19 +115,21 @@ def build(image: str = DEFAULT_IMAGE, context: str = REPO_ROOT, gpu: bool = Fals
         ensure_base(progress)
         started = time.monotonic()
         command = build_command(image, context, gpu, ca_bundle())
-        output = subprocess.run(
-            command, env=podman.environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False
+        process = subprocess.Popen(
+            command, env=podman.environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
-    if log is not None:
-        log.write(output.stdout)
-    else:
-        sys.stdout.write(output.stdout)
-    if output.returncode != 0:
-        tail = "\n".join(output.stdout.splitlines()[-20:])
-        raise ImageError(f"podman build of {image} failed (exit code {output.returncode}):\n{tail}")
+        lines = []
+        for line in process.stdout:  # as podman goes: a cold build takes minutes
+            lines.append(line)
+            (log or sys.stdout).write(line)
+        returncode = process.wait()
+    output = "".join(lines)
+    if returncode != 0:
+        tail = "".join(lines[-20:])
+        raise ImageError(f"podman build of {image} failed (exit code {returncode}):\n{tail}")
     seconds = time.monotonic() - started
-    steps = len(re.findall(r"STEP \d+/\d+: (?:RUN|COPY|ADD) ", output.stdout))
-    cached = len(re.findall(r"STEP \d+/\d+: (?:RUN|COPY|ADD) .*\n--> Using cache", output.stdout))
+    steps = len(re.findall(r"STEP \d+/\d+: (?:RUN|COPY|ADD) ", output))
+    cached = len(re.findall(r"STEP \d+/\d+: (?:RUN|COPY|ADD) .*\n--> Using cache", output))
     size = int(podman.inspect_image(image).get("Size", 0))
     return Build(image, seconds, size, max(0, steps - cached))
 

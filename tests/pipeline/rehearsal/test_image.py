@@ -156,3 +156,21 @@ def test_cloud_build_builds_the_dockerfile_with_buildkit_and_pushes_the_image():
     assert step["args"][0] == "build" and step["args"][-1] == "."
     assert step["args"][step["args"].index("--tag") + 1] == "${_IMAGE}" == config["images"][0]
     assert step["args"][step["args"].index("--build-arg") + 1] == "LOCK_GROUPS=${_GROUPS}"
+
+
+@pytest.mark.parametrize("with_secret", [True, False])
+def test_the_ca_secret_is_used_when_given_and_optional(rehearsal_image, tmp_path, with_secret):
+    """The Dockerfile's own line that picks the `ca` secret up, in a build with and without it
+    (a cloud build gives none)."""
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
+    (pick_up,) = set(re.findall(r"if \[ -s /run/secrets/ca \]; then export [^;]*; fi;", dockerfile))
+    step = f'RUN --mount=type=secret,id=ca {pick_up} echo "certificates: ${{SSL_CERT_FILE:-the image\'s own}}"'
+    (tmp_path / "Dockerfile").write_text(f"FROM {image.BASE_IMAGE}\n{step}\n")
+    (tmp_path / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    secret = ["--secret", f"id=ca,src={tmp_path / 'ca.pem'}"] if with_secret else []
+    tag = "localhost/pipeline:secret-test"
+    try:
+        out = podman.run("build", "--no-cache", "--network", "none", *secret, "--tag", tag, str(tmp_path)).stdout
+    finally:
+        podman.run("rmi", "--force", tag, check=False)
+    assert ("certificates: /run/secrets/ca" if with_secret else "certificates: the image's own") in out
