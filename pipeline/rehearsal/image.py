@@ -65,6 +65,7 @@ def ensure_base(progress=print) -> None:
     if os.geteuid() != 0:
         raise ImageError(f"making the base image {BASE_IMAGE} needs root (debootstrap): run `make image` as root")
     progress(f"Making the base image {BASE_IMAGE} (debootstrap {DEBIAN_RELEASE}, once per machine) ...")
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="debootstrap-", dir="/var/tmp") as root:
         subprocess.run(
             ["debootstrap", "--variant=minbase", DEBIAN_RELEASE, root, DEBIAN_MIRROR],
@@ -83,6 +84,7 @@ def ensure_base(progress=print) -> None:
         tar.stdout.close()
         if tar.wait() != 0:
             raise ImageError(f"could not archive the debootstrap of {DEBIAN_RELEASE} in {root}")
+    progress(f"Made the base image in {time.monotonic() - started:.1f} s")
 
 
 def ca_bundle() -> str | None:
@@ -159,7 +161,7 @@ def locked_distributions(environment: dict[str, str], groups: tuple[str, ...] = 
     """What ``uv sync --frozen --no-dev`` installs from the lock for a machine with these markers."""
     from packaging.markers import Marker
 
-    uv = os.path.join(context, ".tools", "bin", "uv")
+    uv = os.path.join(REPO_ROOT, ".tools", "bin", "uv")  # the Makefile's; any context's lock reads alike
     args = [uv if os.path.exists(uv) else "uv", "export", "--frozen", "--no-dev", "--no-hashes", "--no-emit-project"]
     args += [a for g in groups for a in ("--group", g)]
     text = subprocess.run(args, cwd=context, capture_output=True, text=True, check=True).stdout
@@ -204,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         result = build(args.tag, args.context, args.gpu)
         groups = (GPU_GROUP,) if args.gpu else ()
         differences = differences_from_lock(args.tag, groups, args.context)
-    except (ImageError, podman.PodmanError, subprocess.CalledProcessError) as err:
+    except (ImageError, podman.PodmanError, subprocess.CalledProcessError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     how = "from podman's cache" if result.layers_built == 0 else f"{result.layers_built} steps run"
