@@ -27,8 +27,9 @@ from pipeline.rehearsal import podman
 LABEL = "pipeline-rehearsal"
 # Where the stand-ins' files (certificate authority, credentials) appear inside a container.
 STAND_IN_FILES = "/etc/rehearsal"
-# Entries of `podman diff` that say nothing about what a task left behind.
-_NOT_LEFT_BEHIND = re.compile(r"(^|/)__pycache__(/|$)|\.pyc$")
+# Entries of `podman diff` that say nothing about what a task left behind: bytecode caches,
+# and the stand-ins' files mounted into every container.
+_NOT_LEFT_BEHIND = re.compile(rf"(^|/)__pycache__(/|$)|\.pyc$|^{re.escape(STAND_IN_FILES)}/")
 
 
 class ImageMissingError(RuntimeError):
@@ -76,8 +77,8 @@ class Containers:
         self, suffix: str, image: str, command: Sequence[str], args: Sequence[str], log_file
     ) -> tuple[int, list[str]]:
         """Runs one task's container to its end, output to ``log_file``; its exit code and
-        the files it wrote (removed with it)."""
-        check_image(image)
+        the files it wrote (removed with it). The image is checked up front
+        (``runner.refuse_unrehearsable``)."""
         name = self.name(suffix)
         podman.remove([name])  # a container of an interrupted earlier attempt
         try:
@@ -90,7 +91,6 @@ class Containers:
                 check=False,
             )
             written = left_behind(podman.changed_files(name)) if process.returncode != 125 else []
-            written = [p for p in written if not p.startswith(STAND_IN_FILES + "/")]  # the mounts themselves
         finally:
             podman.remove([name])
         return process.returncode, written
@@ -128,5 +128,5 @@ def check_image(image: str) -> None:
 
 
 def left_behind(changed: Sequence[str]) -> list[str]:
-    """The files a container wrote, Python's bytecode caches left out."""
+    """The files a container wrote, Python's bytecode caches and the stand-ins' mounts left out."""
     return sorted(p for p in changed if not _NOT_LEFT_BEHIND.search(p))

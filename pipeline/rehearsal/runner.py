@@ -153,13 +153,15 @@ def refuse_unrehearsable(job: CompiledJob, serving_python: str | None) -> None:
                 f"model with TensorFlow 2.15: there is no such Python at {serving_python} (make serving-env "
                 "installs it; --serving-python points elsewhere)."
             )
+    images: dict[str, str] = {}  # each image once: the first task that runs it
     for task in job.tasks().values():
-        if task.kind != "container":
-            continue
+        if task.kind == "container":
+            images.setdefault(task.executor["container"]["image"], task.name)
+    for image, task_name in images.items():
         try:
-            check_image(task.executor["container"]["image"])
+            check_image(image)
         except ImageMissingError as err:
-            raise JobError(f"task {task.name} cannot be rehearsed: {err}") from None
+            raise JobError(f"task {task_name} cannot be rehearsed: {err}") from None
 
 
 def rehearse(job_file: str, settings: Settings) -> Rehearsal:

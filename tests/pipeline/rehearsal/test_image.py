@@ -120,6 +120,7 @@ def test_a_containers_command_replaces_the_entrypoint_and_mounts_only_the_stand_
 
 def test_what_a_container_left_behind_is_its_files_without_bytecode():
     changed = ["/tmp/x", "/root/state.txt", "/pipeline/models/__pycache__/a.cpython-311.pyc", "/pipeline/a.pyc"]
+    changed += [f"{STAND_IN_FILES}/0-ca.pem"]
     assert left_behind(changed) == ["/root/state.txt", "/tmp/x"]
 
 
