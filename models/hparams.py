@@ -7,7 +7,6 @@ pipeline configuration holds one and serialises it with ``to_custom_config``.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +37,8 @@ class HParams:
     """What ``run_fn`` needs beyond TFX's own ``train_steps``/``eval_steps``."""
 
     per_replica_batch_size: int = 256
+    # The epochs a given step count (--train-steps) is cut into; without one, the data's
+    # budget sets them (models/budget.py).
     epochs: int = 4
     learning_rate: float = 0.001
     hidden_units: tuple[int, ...] = (64, 32)
@@ -136,12 +137,3 @@ class HParams:
         if "hidden_units" in values:
             values["hidden_units"] = tuple(int(u) for u in values["hidden_units"])
         return cls(**values)
-
-
-def epoch_schedule(train_steps: int, epochs: int) -> tuple[int, int]:
-    """(epochs, steps per epoch): at most one epoch per step, and at least ``train_steps``
-    steps of one global batch each in total (fewer than ``epochs`` extra)."""
-    if not train_steps or train_steps < 1:
-        raise ValueError(f"train_args.num_steps must be a positive number of steps, got {train_steps!r}")
-    epochs = max(1, min(epochs, train_steps))
-    return epochs, math.ceil(train_steps / epochs)

@@ -27,12 +27,13 @@ import tensorflow_transform as tft
 import tf_keras as keras
 from absl import logging
 
+from models import budget as budget_lib
 from models import callbacks as callbacks_lib
 from models import model as model_lib
 from models import parameter_server, signatures, warm_start
 from models import strategy as strategy_lib
-from models.data import datasets, shared_shuffle_seed
-from models.hparams import PIPELINE_ROOT_KEY, WARM_START_KEY, HParams, epoch_schedule
+from models.data import count_records, datasets, shared_shuffle_seed
+from models.hparams import PIPELINE_ROOT_KEY, WARM_START_KEY, HParams
 from models.preprocessing import problem_of
 from models.problem import Task
 from runtime.paths import is_under
@@ -124,13 +125,6 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
         strategy_lib.require_remote_paths(
             [*fn_args.train_files, *fn_args.eval_files, fn_args.serving_model_dir, fn_args.model_run_dir, backup_dir]
         )
-    epochs, steps_per_epoch = epoch_schedule(fn_args.train_steps, hparams.epochs)
-    ema = hparams.ema_momentum_for(epochs * steps_per_epoch)
-    if ema != hparams.ema_momentum:
-        logging.info(
-            "Weight averaging off: %d steps are too few for momentum %s", epochs * steps_per_epoch, hparams.ema_momentum
-        )
-        hparams = dataclasses.replace(hparams, ema_momentum=ema)
     # Chief or not matters only when the processes train one model together.
     parameter_servers = choice.kind == strategy_lib.PARAMETER_SERVER
     worker = (
@@ -150,6 +144,17 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
         )
     replicas = strategy.num_replicas_in_sync
     global_batch = hparams.per_replica_batch_size * replicas
+    budget = budget_lib.choose(
+        fn_args.train_steps, hparams.epochs, global_batch, lambda: count_records(fn_args.train_files)
+    )
+    epochs, steps_per_epoch = budget.epochs, budget.steps_per_epoch
+    logging.info("Training budget: %s", budget.reason)
+    ema = hparams.ema_momentum_for(budget.max_steps)
+    if ema != hparams.ema_momentum:
+        logging.info(
+            "Weight averaging off: %d steps are too few for momentum %s", budget.max_steps, hparams.ema_momentum
+        )
+        hparams = dataclasses.replace(hparams, ema_momentum=ema)
     logging.info(
         "%s (%s of %d worker(s)): %d replica(s) in sync; global batch %d; %d epoch(s) x %d steps",
         strategy_lib.public_name(strategy),
@@ -251,6 +256,7 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
             "global_batch": global_batch,
             "epochs": epochs,
             "steps_per_epoch": steps_per_epoch,
+            "budget": budget.to_record(),
             "task": problem.task.value,
             "hparams": hparams.to_custom_config(),
             "warm_start": started.to_record(),

@@ -74,9 +74,9 @@ def tuner_fn(fn_args):
     import tensorflow_transform as tft
     from tfx.components.tuner.component import TunerFnResult
 
+    from models import budget as budget_lib
     from models import model as model_lib
-    from models.data import datasets
-    from models.hparams import epoch_schedule
+    from models.data import count_records, datasets
     from models.preprocessing import problem_of
 
     config = fn_args.custom_config or {}
@@ -84,8 +84,11 @@ def tuner_fn(fn_args):
     objective, mode = model_lib.monitored_metric(problem)
     base = HParams.from_custom_config(config.get(BASE_KEY))
     space = config.get(SPACE_KEY) or SEARCH_SPACE
-    epochs, steps_per_epoch = epoch_schedule(fn_args.train_steps, base.epochs)
-    base = dataclasses.replace(base, ema_momentum=base.ema_momentum_for(epochs * steps_per_epoch))
+    budget = budget_lib.choose(
+        fn_args.train_steps, base.epochs, base.per_replica_batch_size, lambda: count_records(fn_args.train_files)
+    )
+    epochs, steps_per_epoch = budget.epochs, budget.steps_per_epoch
+    base = dataclasses.replace(base, ema_momentum=base.ema_momentum_for(budget.max_steps))
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
     sizes = model_lib.categorical_sizes(problem, tf_transform_output)
 

@@ -105,7 +105,9 @@ class PipelineConfig:
     # Train:eval split by hash of each row, in hash buckets.
     train_buckets: int = 2
     eval_buckets: int = 1
-    train_steps: int = 400
+    # Training steps of one global batch; None: a budget from the training split's size, within
+    # which training stops once the validation metric stops improving (models/budget.py).
+    train_steps: int | None = None
     # Batches of the Trainer's validation after each epoch (None: the whole eval split).
     # It only feeds the training logs (TensorBoard); the Evaluator judges the model on the
     # whole eval split. Capped, it stays cheap however large the data grows.
@@ -188,9 +190,11 @@ class PipelineConfig:
                 f"A span ({self.span}) was given but the data pattern {self.data_pattern!r} names no spans: "
                 "use a pattern with {SPAN} or {YYYY}{MM}{DD}, e.g. 'span-{SPAN}/*.csv'."
             )
-        for name in ("train_buckets", "eval_buckets", "train_steps", "beam_workers", "window_spans"):
+        for name in ("train_buckets", "eval_buckets", "beam_workers", "window_spans"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.train_steps is not None and self.train_steps < 1:
+            raise ValueError(f"train_steps must be at least 1 or None (a budget from the data), got {self.train_steps}")
         if self.eval_steps is not None and self.eval_steps < 1:
             raise ValueError(f"eval_steps must be at least 1 or None, got {self.eval_steps}")
         # The problem's own checks apply to the blessing with the overrides.

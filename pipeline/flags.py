@@ -53,7 +53,11 @@ def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
         help="Start training from the latest blessed model's weights where shapes allow (default: on with spans).",
     )
     parser.add_argument(
-        "--train-steps", type=int, default=DEFAULTS.train_steps, help="Total training steps (each of one global batch)."
+        "--train-steps",
+        type=int,
+        default=DEFAULTS.train_steps,
+        help="Total training steps, each of one global batch (default: a budget from the training split's size, "
+        "stopping once the validation metric stops improving; models/budget.py).",
     )
     parser.add_argument(
         "--epochs",

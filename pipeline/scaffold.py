@@ -41,6 +41,9 @@ the same type inference, BOMs, CRLF and separator errors), so types match the pi
   (how much worse than the last blessed model a new one may be): 0.01 AUC, 0.02
   accuracy (or two eval rows' worth on small data), 2% of the standard deviation.
 - Slices: up to 2 categorical inputs with 2 to 20 values, in column order.
+- Training: no step count; the Trainer trains until the validation metric stops improving,
+  within a budget its training split's size sets (``models/budget.py``). The scaffold says
+  what that budget is for this CSV (its rows in the train split, the default batch).
 """
 
 from __future__ import annotations
@@ -59,7 +62,9 @@ import tempfile
 import textwrap
 from collections.abc import Sequence
 
+from models import budget as budget_lib
 from models import problem as problem_lib
+from models.hparams import HParams
 from models.problem import CONTRACT_FILE, PROBLEM_FILE, Task, transformed_name
 from pipeline.config import PIPELINE_NAME_PATTERN, REPO_ROOT, PipelineConfig
 
@@ -124,6 +129,7 @@ class Plan:
     max_regression: float
     max_regression_reason: str
     slices: list[str]
+    budget: budget_lib.Budget
     notes: list[str] = dataclasses.field(default_factory=list)
 
     def of_kind(self, kind: str) -> list[Column]:
@@ -491,8 +497,15 @@ def plan(csv_path: str, label: str, task: Task | str | None = None, name: str | 
         max_regression=max_regression,
         max_regression_reason=max_regression_reason,
         slices=slices,
+        budget=training_budget(rows),
         notes=notes,
     )
+
+
+def training_budget(rows: int) -> budget_lib.Budget:
+    """What the Trainer's budget (``models/budget.py``) is for a CSV of ``rows`` rows: about
+    the train split's share of them, in the default batch on one replica."""
+    return budget_lib.from_data(max(1, round(rows * (1 - EVAL_SHARE))), HParams().per_replica_batch_size)
 
 
 def _toml(value) -> str:
@@ -539,6 +552,11 @@ def problem_toml(p: Plan, source: str) -> str:
         f"threshold = {_toml(float(p.threshold))}",
         f"# {p.max_regression_reason}",
         f"max_regression = {_toml(float(p.max_regression))}",
+        "",
+        "# Training: no step count here. The Trainer trains until the validation metric stops improving,",
+        "# within a budget from the training split's size (models/budget.py); for this CSV, about:",
+        *textwrap.wrap(p.budget.reason, 96, initial_indent="#   ", subsequent_indent="#   "),
+        "# A run's --train-steps N trains exactly N steps instead.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -661,6 +679,7 @@ def review(p: Plan, folder: str, drafted) -> str:
         f"  A new model may be at most {p.max_regression:g} worse than the last blessed one: "
         f"{p.max_regression_reason}.",
         f"  Slices: {', '.join(p.slices) if p.slices else 'none (no categorical input with 2-20 values)'}.",
+        f"  Training: {p.budget.reason} (--train-steps N overrides).",
     ]
     if observed := _observed(drafted.schema):
         lines.append("  Contract, observed ranges and closed domains (make them the possible ones):")

@@ -157,7 +157,9 @@ def _training(report: Report) -> str:
     )
     ran = (
         f"<p>{_e(t['strategy'])} ({_e(t['reason'])}): {t['replicas']} replica(s) on {t['workers']} worker(s), "
-        f"global batch {t['global_batch']}, {t['epochs']} epoch(s) of {t['steps_per_epoch']} steps.</p>"
+        f"global batch {t['global_batch']}, {t['epochs']} epoch(s) of {t['steps_per_epoch']} steps"
+        + (f": {_e(t['budget']['reason'])}" if t.get("budget", {}).get("reason") else "")
+        + ".</p>"
         if t
         else ""
     )

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from models.hparams import HParams, epoch_schedule
+from models.hparams import HParams
 
 
 def test_round_trips_through_custom_config_json():
@@ -60,19 +60,3 @@ def test_backup_dir_round_trips_and_rejects_empty():
     assert HParams.from_custom_config(json.loads(json.dumps(hparams.to_custom_config()))) == hparams
     with pytest.raises(ValueError, match="backup_dir"):
         HParams(backup_dir=" ")
-
-
-@pytest.mark.parametrize(
-    ("train_steps", "epochs", "expected"),
-    [(400, 4, (4, 100)), (40, 2, (2, 20)), (41, 2, (2, 21)), (3, 4, (3, 1)), (1, 1, (1, 1))],
-)
-def test_epoch_schedule_covers_the_requested_steps(train_steps, epochs, expected):
-    got = epoch_schedule(train_steps, epochs)
-    assert got == expected
-    assert train_steps <= got[0] * got[1] < train_steps + got[0]
-
-
-@pytest.mark.parametrize("steps", [None, 0])
-def test_epoch_schedule_needs_steps(steps):
-    with pytest.raises(ValueError, match="num_steps"):
-        epoch_schedule(steps, 2)

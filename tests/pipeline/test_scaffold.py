@@ -11,7 +11,9 @@ from collections.abc import Sequence
 import pytest
 import tensorflow_data_validation as tfdv
 
+from models import budget
 from models import problem as problem_lib
+from models.hparams import HParams
 from models.problem import CONTRACT_FILE, PROBLEM_FILE, Task
 from pipeline import scaffold
 from pipeline.config import PipelineConfig
@@ -333,6 +335,17 @@ def test_the_spec_says_why_next_to_each_decision(written):
     assert "# Drafted by `python -m pipeline.scaffold` from Customer Churn.csv (100 rows)" in text
     assert '"amount",  # never negative and heavy-tailed' in text
     assert '"user_id" = "unique in every row: an identifier' in text
+    # How long it trains, from the rows the train split will hold (about 2 of 3).
+    planned, _, _ = written
+    assert planned.budget == budget.from_data(67, HParams().per_replica_batch_size)
+    assert "# Training: no step count here" in text and planned.budget.reason in text.replace("\n#   ", " ")
+
+
+def test_the_training_budget_follows_the_rows(tmp_path):
+    small = scaffold.training_budget(600)
+    large = scaffold.training_budget(600_000)
+    assert small.train_rows == 400 and large.train_rows == 400_000
+    assert small.max_steps < large.max_steps and small.reason != large.reason
 
 
 def test_the_contract_is_a_label_aware_draft_the_data_meets(written):
@@ -389,6 +402,7 @@ def test_the_command_prints_what_to_review_and_what_to_run(mixed, tmp_path, caps
     assert "Blessing: auc at least 0.6" in out and "Slices: colour, grade." in out
     assert "observed ranges" in out and "minutes 0..89" in out
     assert "min_label_class_fraction=" in out
+    assert "Training: until the validation metric stops improving" in out and "--train-steps N overrides" in out
     assert out.rstrip().endswith(f"python local_runner.py --problem {folder}")
     assert problem_lib.load(str(folder)).name == "churn"
     assert scaffold.main(argv) == 2

@@ -92,6 +92,22 @@ def test_the_training_section_says_what_the_schedule_decided():
     report.training.update(stopped_early_at_epoch=None, best_epoch=2)
     page = render(report)
     assert "stopped early" not in page and "ended with epoch" not in page
+    assert "4 epoch(s) of 100 steps.</p>" in page
+
+
+def test_the_training_section_says_why_it_trained_that_long():
+    from models import budget
+
+    report = _report()
+    report.curves = {"auc": {"train": [(0, 0.8), (1, 0.85)], "validation": [(0, 0.82), (1, 0.81)]}}
+    chosen = budget.from_data(12_345, 256)
+    report.training = dict(
+        strategy="MirroredStrategy", reason="r", replicas=1, workers=1, global_batch=256, epochs=chosen.epochs
+    )
+    report.training.update(steps_per_epoch=chosen.steps_per_epoch, budget=chosen.to_record())
+    page = render(report)
+    assert f"{chosen.epochs} epoch(s) of {chosen.steps_per_epoch} steps: until the validation metric" in page
+    assert "12,345 training rows" in page
 
 
 def _problem(name: str):

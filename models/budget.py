@@ -1,0 +1,99 @@
+"""How long the Trainer trains: a step count when one is given (``--train-steps``), else a
+budget from the data, within which the epoch-end schedule (``models/callbacks.py``) stops
+training once the validation metric stops improving.
+
+A fixed step count suits one data size only: on a few hundred rows it is hundreds of
+passes, on a million it is a fraction of one. The budget instead counts the rows training
+may see, from the training split's size: at least ``MIN_ROWS_SEEN`` (small data needs many
+passes before a network has learnt what trees find in a few), at most ``MAX_PASSES`` passes
+and at most ``MAX_ROWS_SEEN`` rows (large data learns in few passes, and time grows with
+every step). Epochs are one pass each, cut longer on tiny data (the schedule's decisions
+then rest on more than a handful of steps) and shorter on large data (it decides at least
+``MIN_EPOCHS`` times). docs/model.md has the measurements behind the constants.
+
+Pure Python: the Trainer, the Tuner and the scaffold all ask the same function.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+MIN_ROWS_SEEN = 100_000
+MAX_ROWS_SEEN = 1_000_000
+MAX_PASSES = 10
+MIN_EPOCH_STEPS = 20
+MIN_EPOCHS = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """At most ``epochs`` epochs of ``steps_per_epoch`` global batches, and why."""
+
+    epochs: int
+    steps_per_epoch: int
+    reason: str
+    # The training split's rows, when the budget came from them.
+    train_rows: int | None = None
+
+    @property
+    def max_steps(self) -> int:
+        return self.epochs * self.steps_per_epoch
+
+    def to_record(self) -> dict:
+        """What the training record (``training.json``) and the run report show."""
+        return {
+            "max_epochs": self.epochs,
+            "steps_per_epoch": self.steps_per_epoch,
+            "max_steps": self.max_steps,
+            "train_rows": self.train_rows,
+            "reason": self.reason,
+        }
+
+
+def from_steps(train_steps: int, epochs: int) -> Budget:
+    """``train_steps`` steps of one global batch in ``epochs`` epochs (at most one epoch per
+    step, and fewer than ``epochs`` extra steps)."""
+    if not train_steps or train_steps < 1:
+        raise ValueError(f"train_args.num_steps must be a positive number of steps, got {train_steps!r}")
+    epochs = max(1, min(epochs, train_steps))
+    return Budget(epochs, math.ceil(train_steps / epochs), f"{train_steps} steps, as given (--train-steps)")
+
+
+def from_data(train_rows: int, global_batch: int) -> Budget:
+    """The budget for a training split of ``train_rows`` rows cut into ``global_batch`` rows
+    per step."""
+    if train_rows < 1:
+        raise ValueError(
+            f"the training split has {train_rows} rows: there is nothing to train on (check the data's split)"
+        )
+    if global_batch < 1:
+        raise ValueError(f"the global batch must be positive, got {global_batch}")
+    rows_seen = min(max(MIN_ROWS_SEEN, MAX_PASSES * train_rows), MAX_ROWS_SEEN)
+    max_steps = math.ceil(rows_seen / global_batch)
+    pass_steps = math.ceil(train_rows / global_batch)
+    epoch_steps = min(max(pass_steps, MIN_EPOCH_STEPS), math.ceil(max_steps / MIN_EPOCHS))
+    epochs = math.ceil(max_steps / epoch_steps)
+    passes = rows_seen / train_rows
+    passes_text = f"{passes:,.0f} passes" if passes >= 10 else f"{passes:.2g} pass{'es' if passes != 1 else ''}"
+    if rows_seen == MIN_ROWS_SEEN:
+        why = f"small data, so at least {MIN_ROWS_SEEN:,} rows seen ({passes_text})"
+    elif rows_seen == MAX_ROWS_SEEN:
+        why = f"large data, so at most {MAX_ROWS_SEEN:,} rows seen ({passes_text})"
+    else:
+        why = f"{MAX_PASSES} passes"
+    return Budget(
+        epochs,
+        epoch_steps,
+        f"until the validation metric stops improving, at most {epochs} epochs of {epoch_steps} steps "
+        f"({train_rows:,} training rows; {why})",
+        train_rows,
+    )
+
+
+def choose(train_steps: int | None, epochs: int, global_batch: int, count_train_rows) -> Budget:
+    """The given step count, or (``train_steps`` None) the data's budget, counting the
+    training rows with ``count_train_rows()`` only then."""
+    if train_steps is not None:
+        return from_steps(train_steps, epochs)
+    return from_data(count_train_rows(), global_batch)
