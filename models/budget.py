@@ -24,6 +24,7 @@ MAX_ROWS_SEEN = 1_000_000
 MAX_PASSES = 10
 MIN_EPOCH_STEPS = 20
 MIN_EPOCHS = 4
+WARMUP_SHARE = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,12 +41,19 @@ class Budget:
     def max_steps(self) -> int:
         return self.epochs * self.steps_per_epoch
 
+    @property
+    def warmup_epochs(self) -> int:
+        """Epochs before the schedule may stop training or lower the rate: the first quarter
+        of the budget (a metric that has not begun to improve is no plateau)."""
+        return self.epochs // WARMUP_SHARE
+
     def to_record(self) -> dict:
         """What the training record (``training.json``) and the run report show."""
         return {
             "max_epochs": self.epochs,
             "steps_per_epoch": self.steps_per_epoch,
             "max_steps": self.max_steps,
+            "warmup_epochs": self.warmup_epochs,
             "train_rows": self.train_rows,
             "reason": self.reason,
         }

@@ -67,9 +67,18 @@ class EarlyStopping(_Saved, keras.callbacks.EarlyStopping):
 
 class ReduceLROnPlateau(_Saved, keras.callbacks.ReduceLROnPlateau):
     """Keras' ReduceLROnPlateau, resumable (the learning rate itself is an optimizer
-    variable, which the backup already holds)."""
+    variable, which the backup already holds), and like EarlyStopping idle for the first
+    ``start_from_epoch`` epochs."""
 
     saved_attributes = ("wait", "best", "cooldown_counter")
+
+    def __init__(self, start_from_epoch: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        self.start_from_epoch = start_from_epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch >= self.start_from_epoch:
+            super().on_epoch_end(epoch, logs)
 
 
 class BestEpoch(_Saved, keras.callbacks.ModelCheckpoint):
@@ -172,20 +181,29 @@ def schedule_callbacks(
     state: tf.Variable,
     model_run_dir: str,
     monitored: tuple[str, str] = (MONITOR, MODE),
+    warmup_epochs: int = 0,
 ) -> list[keras.callbacks.Callback]:
     """The callbacks ``schedule`` asks for, wrapped so their state is saved; [] if none.
-    ``monitored``: the validation metric they watch and its mode ("max" or "min")."""
+    ``monitored``: the validation metric they watch and its mode ("max" or "min").
+    ``warmup_epochs``: epochs before early stopping and the lower rate start to watch (a
+    metric that has not begun to improve yet, as on a rare class's first epochs, is no
+    plateau)."""
     monitor, mode = monitored
     chosen: list[_Saved] = []
     if schedule.early_stopping_patience:
         chosen.append(
             EarlyStopping(
-                monitor=monitor, mode=mode, patience=schedule.early_stopping_patience, min_delta=schedule.min_auc_gain
+                monitor=monitor,
+                mode=mode,
+                patience=schedule.early_stopping_patience,
+                min_delta=schedule.min_auc_gain,
+                start_from_epoch=warmup_epochs,
             )
         )
     if schedule.reduce_lr_patience:
         chosen.append(
             ReduceLROnPlateau(
+                start_from_epoch=warmup_epochs,
                 monitor=monitor,
                 mode=mode,
                 patience=schedule.reduce_lr_patience,

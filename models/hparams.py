@@ -45,6 +45,9 @@ class HParams:
     dropout: float = 0.2
     # L2 penalty on the wide weights and embeddings: the crosses' cells overfit otherwise.
     l2: float = 1e-4
+    # Every number also enters the wide part as its bucket of z-score (a weight per bucket: a
+    # step function of the number, as a tree's splits make), beside its z-score in the deep part.
+    wide_numbers: bool = False
     # Exponential moving average of the weights (0 disables): steadies the final model.
     ema_momentum: float = 0.99
     # "auto" (TPU_NAME, then TF_CONFIG, then mirrored), or force "tpu"/"multi_worker"/"mirrored".

@@ -27,6 +27,13 @@ speedups.install(speedups.Stage.MODEL)
 Z_SCORE_BOUNDARIES: tuple[float, ...] = tuple(-2.5 + 0.25 * i for i in range(21))
 
 
+# The validation AUC's thresholds, as many as TFMA's: Keras' default 200, evenly spaced in
+# [0, 1], put every prediction of a rare class's model (all below a few percent) into a few
+# buckets, and the AUC the schedule watched was far from the Evaluator's. Evenly spaced
+# thresholds are counted by bucketing, so their number costs little.
+AUC_THRESHOLDS = 10_000
+
+
 @dataclasses.dataclass(frozen=True)
 class TargetScale:
     """A regression target's mean and standard deviation over the training data: the model
@@ -108,6 +115,14 @@ def _wide_logit(columns: list[tuple[tf.Tensor, int]], regularizer, outputs: int 
     return tf.reduce_sum(weights, axis=1)
 
 
+def _z_score_bucket(key: str, dense_input: tf.Tensor, name: str) -> tuple[tf.Tensor, int]:
+    """A number as a wide column: its bucket on ``Z_SCORE_BOUNDARIES``, and the buckets."""
+    bucket = keras.layers.Discretization(bin_boundaries=list(Z_SCORE_BOUNDARIES), output_mode="int", name=name)(
+        dense_input
+    )
+    return tf.cast(bucket, tf.int64), len(Z_SCORE_BOUNDARIES) + 1
+
+
 def _crossed(
     pair: tuple[str, str], dense_inputs: dict, cat_inputs: dict, categorical_sizes: Mapping[str, int]
 ) -> tuple[tf.Tensor, int]:
@@ -118,10 +133,7 @@ def _crossed(
         if key in cat_inputs:
             parts.append((cat_inputs[key], int(categorical_sizes[key])))
         else:
-            bucket = keras.layers.Discretization(
-                bin_boundaries=list(Z_SCORE_BOUNDARIES), output_mode="int", name=f"{key}_bucket"
-            )(dense_inputs[key])
-            parts.append((tf.cast(bucket, tf.int64), len(Z_SCORE_BOUNDARIES) + 1))
+            parts.append(_z_score_bucket(key, dense_inputs[key], f"{key}_bucket"))
     (first, first_size), (second, second_size) = parts
     return first * second_size + second, first_size * second_size
 
@@ -158,6 +170,9 @@ def build_keras_model(
         )(layer_input)
         deep_parts.append(keras.layers.Flatten()(embedded))
         wide_columns.append((layer_input, size))
+    if hparams.wide_numbers:
+        for key, layer_input in dense_inputs.items():
+            wide_columns.append(_z_score_bucket(key, layer_input, f"{key}_wide_bucket"))
     for pair in problem.features.crosses:
         wide_columns.append(_crossed(pair, dense_inputs, cat_inputs, categorical_sizes))
 
@@ -178,7 +193,10 @@ def build_keras_model(
     if problem.task == Task.BINARY:
         output = keras.layers.Activation("sigmoid", name=f"{name}_probability")(logit)
         loss = keras.losses.BinaryCrossentropy()
-        metrics = [keras.metrics.AUC(name="auc"), keras.metrics.BinaryAccuracy(name="accuracy")]
+        metrics = [
+            keras.metrics.AUC(name="auc", num_thresholds=AUC_THRESHOLDS),
+            keras.metrics.BinaryAccuracy(name="accuracy"),
+        ]
     elif problem.task == Task.MULTICLASS:
         output = keras.layers.Activation("softmax", name=f"{name}_probabilities")(logit)
         loss = keras.losses.SparseCategoricalCrossentropy()

@@ -217,7 +217,7 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
             started = warm_start.apply(model, base, tf_transform_output, problem, why_not)
         model.summary(print_fn=logging.info)
         schedule_callbacks = callbacks_lib.schedule_callbacks(
-            schedule, schedule_state, fn_args.model_run_dir, model_lib.monitored_metric(problem)
+            schedule, schedule_state, fn_args.model_run_dir, model_lib.monitored_metric(problem), budget.warmup_epochs
         )
 
         history = model.fit(

@@ -68,3 +68,9 @@ def test_rows_are_counted_only_without_a_step_count():
 
     assert budget.choose(400, 4, 256, count).max_steps == 400 and not counted
     assert budget.choose(None, 4, 256, count).train_rows == 5_000 and counted
+
+
+def test_the_schedule_waits_a_quarter_of_the_budget_before_it_may_stop():
+    assert budget.from_data(300, 256).warmup_epochs == budget.from_data(300, 256).epochs // 4 >= 4
+    assert budget.from_data(2_000_000, 256).warmup_epochs == 1
+    assert budget.from_data(10_000, 256).to_record()["warmup_epochs"] == 2

@@ -23,9 +23,11 @@ def _model() -> keras.Model:
     return model
 
 
-def _start(model: keras.Model, hparams: HParams, model_run_dir: str) -> tuple[keras.callbacks.Callback, tf.Variable]:
+def _start(
+    model: keras.Model, hparams: HParams, model_run_dir: str, warmup_epochs: int = 0
+) -> tuple[keras.callbacks.Callback, tf.Variable]:
     state = callbacks.attach_state(model.optimizer)
-    (wrapper,) = callbacks.schedule_callbacks(hparams.schedule(), state, model_run_dir)
+    (wrapper,) = callbacks.schedule_callbacks(hparams.schedule(), state, model_run_dir, warmup_epochs=warmup_epochs)
     wrapper.set_model(model)
     wrapper.set_params({"epochs": 4, "steps": 1, "verbose": 0})
     wrapper.on_train_begin()
@@ -47,6 +49,16 @@ def test_nothing_runs_per_step(tmp_path):
     assert not wrapper._implements_test_batch_hooks()
     assert not wrapper._implements_predict_batch_hooks()
     assert all(not c._implements_train_batch_hooks() for c in wrapper._schedule)
+
+
+def test_during_the_warm_up_a_plateau_neither_stops_nor_lowers_the_rate(tmp_path):
+    model = _model()
+    wrapper, _ = _start(model, PLATEAU, str(tmp_path), warmup_epochs=3)
+    rates = [_epoch(model, wrapper, epoch, auc) for epoch, auc in enumerate([0.40, 0.33, 0.38])]
+    assert rates == pytest.approx([0.001] * 3) and not model.stop_training
+    # After it, the same plateau lowers the rate, then stops.
+    rates = [_epoch(model, wrapper, epoch, 0.5) for epoch in (3, 4, 5)]
+    assert rates == pytest.approx([0.001, 0.0005, 0.00025]) and model.stop_training
 
 
 def test_a_plateau_lowers_the_rate_stops_and_ends_with_the_best_epochs_weights(tmp_path):
