@@ -19,9 +19,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-MIN_ROWS_SEEN = 100_000
+MIN_ROWS_SEEN = 200_000
 MAX_ROWS_SEEN = 1_000_000
-MAX_PASSES = 10
+MAX_PASSES = 20
 MIN_EPOCH_STEPS = 20
 MIN_EPOCHS = 4
 WARMUP_SHARE = 4

@@ -46,8 +46,9 @@ class HParams:
     # L2 penalty on the wide weights and embeddings: the crosses' cells overfit otherwise.
     l2: float = 1e-4
     # Every number also enters the wide part as its bucket of z-score (a weight per bucket: a
-    # step function of the number, as a tree's splits make), beside its z-score in the deep part.
-    wide_numbers: bool = False
+    # step function of the number, as a tree's splits make), beside its z-score in the deep part
+    # (docs/quality.md measures it).
+    wide_numbers: bool = True
     # Exponential moving average of the weights (0 disables): steadies the final model.
     ema_momentum: float = 0.99
     # "auto" (TPU_NAME, then TF_CONFIG, then mirrored), or force "tpu"/"multi_worker"/"mirrored".

@@ -83,16 +83,19 @@ def test_a_regression_model_predicts_in_the_targets_units():
 
 def _one_hot_columns(batch: dict[str, np.ndarray], sizes: dict[str, int], problem=TAXI) -> np.ndarray:
     """The wide part's columns one-hot encoded side by side, as a dense layer over them
-    would see them: each categorical, then each cross of the spec (a number cut at the
-    z-score boundaries)."""
+    would see them: each categorical, each number's z-score bucket, then each cross of the
+    spec (a number cut at the same z-score boundaries)."""
+    boundaries = model_lib.Z_SCORE_BOUNDARIES
     columns = [(batch[k][:, 0], sizes[k]) for k in model_lib.categorical_feature_keys(problem)]
+    columns += [
+        (np.digitize(batch[k][:, 0], boundaries), len(boundaries) + 1) for k in model_lib.dense_feature_keys(problem)
+    ]
     for pair in problem.features.crosses:
         parts = []
         for key in map(transformed_name, pair):
             if key in sizes:
                 parts.append((batch[key][:, 0], sizes[key]))
             else:
-                boundaries = model_lib.Z_SCORE_BOUNDARIES
                 parts.append((np.digitize(batch[key][:, 0], boundaries), len(boundaries) + 1))
         (first, first_size), (second, second_size) = parts
         columns.append((first * second_size + second, first_size * second_size))
@@ -110,6 +113,15 @@ def test_the_wide_part_is_a_linear_function_of_the_one_hot_columns():
     assert weights.shape == (one_hot.shape[1], 1)
     wide = keras.Model(model.input, model.get_layer("logit").input[0])
     np.testing.assert_allclose(wide.predict(batch, verbose=0), one_hot @ weights, rtol=1e-5, atol=1e-6)
+
+
+def test_numbers_leave_the_wide_part_when_told():
+    sizes = _sizes()
+    with_numbers = model_lib.build_keras_model(TAXI, sizes, HParams(hidden_units=(8,)))
+    without = model_lib.build_keras_model(TAXI, sizes, HParams(hidden_units=(8,), wide_numbers=False))
+    buckets = len(model_lib.Z_SCORE_BOUNDARIES) + 1
+    rows = [m.get_layer("wide_weights").embeddings.shape[0] for m in (with_numbers, without)]
+    assert rows[0] - rows[1] == buckets * len(model_lib.dense_feature_keys(TAXI)) > 0
 
 
 def test_the_multi_class_wide_part_has_a_weight_per_category_and_class():
