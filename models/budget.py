@@ -7,9 +7,10 @@ passes, on a million it is a fraction of one. The budget instead counts the rows
 may see, from the training split's size: at least ``MIN_ROWS_SEEN`` (small data needs many
 passes before a network has learnt what trees find in a few), at most ``MAX_PASSES`` passes
 and at most ``MAX_ROWS_SEEN`` rows (large data learns in few passes, and time grows with
-every step). Epochs are one pass each, cut longer on tiny data (the schedule's decisions
-then rest on more than a handful of steps) and shorter on large data (it decides at least
-``MIN_EPOCHS`` times). docs/model.md has the measurements behind the constants.
+every step). Epochs are one pass each, but at least ``MIN_EPOCH_STEPS`` steps on small data
+(each epoch's validation, checkpoints and logs cost about half a second, more than 40 steps'
+training) and shorter on large data (the schedule decides at least ``MIN_EPOCHS`` times).
+docs/model.md has the measurements behind the constants.
 
 Pure Python: the Trainer, the Tuner and the scaffold all ask the same function.
 """
@@ -22,7 +23,7 @@ import math
 MIN_ROWS_SEEN = 200_000
 MAX_ROWS_SEEN = 1_000_000
 MAX_PASSES = 20
-MIN_EPOCH_STEPS = 20
+MIN_EPOCH_STEPS = 100
 MIN_EPOCHS = 4
 WARMUP_SHARE = 4
 

