@@ -7,9 +7,11 @@ passes, on a million it is a fraction of one. The budget instead counts the rows
 may see, from the training split's size: at least ``MIN_ROWS_SEEN`` (small data needs many
 passes before a network has learnt what trees find in a few), at most ``MAX_PASSES`` passes
 and at most ``MAX_ROWS_SEEN`` rows (large data learns in few passes, and time grows with
-every step). Epochs are one pass each, but at least ``MIN_EPOCH_STEPS`` steps on small data
-(each epoch's validation, checkpoints and logs cost about half a second, more than 40 steps'
-training) and shorter on large data (the schedule decides at least ``MIN_EPOCHS`` times).
+every step). Epochs are one pass each, but on small data as many passes as make
+``MIN_EPOCH_STEPS`` steps (each epoch's validation, checkpoints and logs cost about half a
+second, more than 40 steps' training), at most ``MAX_EPOCH_PASSES`` (on tiny data longer
+epochs overfit between two of the schedule's decisions), and shorter on large data (the
+schedule decides at least ``MIN_EPOCHS`` times).
 docs/model.md has the measurements behind the constants.
 
 Pure Python: the Trainer, the Tuner and the scaffold all ask the same function.
@@ -24,6 +26,7 @@ MIN_ROWS_SEEN = 200_000
 MAX_ROWS_SEEN = 1_000_000
 MAX_PASSES = 20
 MIN_EPOCH_STEPS = 100
+MAX_EPOCH_PASSES = 10
 MIN_EPOCHS = 4
 WARMUP_SHARE = 4
 
@@ -81,7 +84,9 @@ def from_data(train_rows: int, global_batch: int) -> Budget:
     rows_seen = min(max(MIN_ROWS_SEEN, MAX_PASSES * train_rows), MAX_ROWS_SEEN)
     max_steps = math.ceil(rows_seen / global_batch)
     pass_steps = math.ceil(train_rows / global_batch)
-    epoch_steps = min(max(pass_steps, MIN_EPOCH_STEPS), math.ceil(max_steps / MIN_EPOCHS))
+    epoch_steps = min(
+        max(pass_steps, min(MIN_EPOCH_STEPS, MAX_EPOCH_PASSES * pass_steps)), math.ceil(max_steps / MIN_EPOCHS)
+    )
     epochs = math.ceil(max_steps / epoch_steps)
     passes = rows_seen / train_rows
     passes_text = f"{passes:,.0f} passes" if passes >= 10 else f"{passes:.2g} pass{'es' if passes != 1 else ''}"

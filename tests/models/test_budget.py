@@ -39,6 +39,9 @@ def test_an_epoch_is_a_pass_unless_that_is_too_short_or_too_long():
     # A small one: several passes per epoch (each epoch's validation and checkpoints cost time).
     small = budget.from_data(10_000, 256)
     assert small.steps_per_epoch == budget.MIN_EPOCH_STEPS > 40 and small.epochs > budget.MIN_EPOCHS
+    # A tiny one: at most MAX_EPOCH_PASSES passes between two decisions (2 steps a pass here).
+    tiny = budget.from_data(300, 256)
+    assert tiny.steps_per_epoch == budget.MAX_EPOCH_PASSES * 2 < budget.MIN_EPOCH_STEPS
     # A large one: less than a pass per epoch, so the schedule decides several times.
     large = budget.from_data(2_000_000, 256)
     assert large.steps_per_epoch < 2_000_000 / 256 and large.epochs >= budget.MIN_EPOCHS
