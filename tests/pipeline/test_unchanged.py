@@ -131,7 +131,8 @@ def _remove_pushed_model(config, project):
         _write_to_store,
         _edit_code,
         _remove_pushed_model,
-        lambda config, project: dataclasses.replace(config, train_steps=config.train_steps + 1),
+        # A step count where the budget chose (the default), or another one.
+        lambda config, project: dataclasses.replace(config, train_steps=(config.train_steps or 400) + 1),
         lambda config, project: dataclasses.replace(config, hparams=dataclasses.replace(config.hparams, dropout=0.5)),
         lambda config, project: dataclasses.replace(config, enable_cache=False),
     ],
