@@ -16,7 +16,6 @@ import argparse
 import glob
 import json
 import os
-import statistics
 import sys
 import warnings
 from collections.abc import Sequence
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.generate import cached_dataset
-from bench.measure import latest_run, run_pipeline
+from bench.measure import latest_run, median_of, run_pipeline
 from bench.report import machine_info
 from pipeline.config import DEFAULT_OUTPUT_ROOT
 
@@ -74,11 +73,6 @@ def run_once(data_dir: Path, run_dir: Path, runner_args: Sequence[str]) -> dict[
     }
 
 
-def medians(runs: list[dict[str, Any]]) -> dict[str, float]:
-    keys = [k for k, v in runs[0].items() if isinstance(v, (int, float))]
-    return {k: statistics.median(r[k] for r in runs if r.get(k) is not None) for k in keys}
-
-
 def markdown(results: dict[str, Any]) -> str:
     """The results as a Markdown table: one row per size and setting."""
     m = results["machine"]
@@ -94,7 +88,7 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     for size in results["sizes"]:
         for name, runs in size["settings"].items():
-            med = medians(runs)
+            med = median_of(runs)
             aucs = [r[METRIC] for r in runs if r.get(METRIC) is not None]
             lines.append(
                 f"| {size['rows']:,} | {name} | {med.get(METRIC, float('nan')):.4f} | "
