@@ -10,6 +10,7 @@ import gc
 import logging
 import os
 import sys
+import time
 import traceback
 import warnings
 from collections.abc import Sequence
@@ -20,8 +21,10 @@ from pipeline.flags import DEFAULTS, add_pipeline_flags, pipeline_config_kwargs
 from pipeline.run_lock import LockedError, hold_run_lock
 from runtime import speedups, start
 from runtime.beam_args import MULTI_PROCESS_MIN_MB, runs_locally, workers_for_data
+from runtime.terminal import Terminal, say
 
-# Where a failed run's whole traceback is kept: <output root>/logs/<pipeline>/failure-<time>.txt
+# Where a failed run's whole traceback is kept, <output root>/logs/<pipeline>/failure-<time>.txt,
+# and each run's library output (TensorFlow, TFX, Beam), <output root>/logs/<pipeline>/run-<time>.log
 LOG_DIR = "logs"
 
 
@@ -70,7 +73,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--verbose",
         action="store_true",
-        help="Show every log line of TFX, Beam and TensorFlow (default: progress only).",
+        help="Show every log line of TFX, Beam and TensorFlow on the terminal (default: each component's "
+        "progress and the summary; the rest goes to the run's log file, named under the summary).",
     )
     parser.add_argument(
         "--keep-runs",
@@ -113,27 +117,12 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     )
 
 
-class _ProgressOnly(logging.Filter):
-    """Lets through warnings and LocalDagRunner's "Component X is running/finished" lines."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno >= logging.ERROR:
-            return True
-        message = record.getMessage()
-        return message.startswith("Component ") and message.endswith(("is running.", "is finished."))
-
-
-def _configure_logging(verbose: bool) -> None:
+def _configure_verbose_logging() -> None:
+    """--verbose: every library's log lines on the terminal, as absl formats them."""
     from absl import logging as absl_logging
 
     absl_logging.set_verbosity(absl_logging.INFO)
-    handler = absl_logging.get_absl_handler()
-    if not verbose:
-        handler.addFilter(_ProgressOnly())
-        import tensorflow as tf
-
-        tf.get_logger().setLevel(logging.ERROR)
-    logging.root.handlers = [handler]
+    logging.root.handlers = [absl_logging.get_absl_handler()]
     logging.root.setLevel(logging.INFO)
 
 
@@ -156,27 +145,36 @@ def run(config: PipelineConfig) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # Google client libraries warn at import about future Python/grpc/storage support; noise here.
-    warnings.filterwarnings("ignore", category=FutureWarning)
     args = parse_args(argv)
     if args.list_speedups:
         print(speedups.describe())
         return 0
-    if not args.speedups:
-        speedups.switch_off()
-        print(f"Speedups off ({speedups.ENV_VAR}=0): every library runs as shipped.")
-    try:
-        if args.keep_runs is not None and args.keep_runs < 1:
-            raise ValueError(f"--keep-runs must be at least 1 (the run just made), got {args.keep_runs}")
-        config = config_from_args(args)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(f"Problem: {config.problem.name} ({config.problem.task.value}; {config.problem.label.describe()})")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    log_dir = os.path.join(os.path.abspath(args.output_root), LOG_DIR)
+    with Terminal(os.path.join(log_dir, f"run-{stamp}.log"), verbose=args.verbose) as terminal:
+        # Google client libraries warn at import about future Python/grpc/storage support; noise here.
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        if not args.speedups:
+            speedups.switch_off()
+            say(f"Speedups off ({speedups.ENV_VAR}=0): every library runs as shipped.")
+        try:
+            if args.keep_runs is not None and args.keep_runs < 1:
+                raise ValueError(f"--keep-runs must be at least 1 (the run just made), got {args.keep_runs}")
+            config = config_from_args(args)
+        except ValueError as err:
+            say(f"error: {err}", err=True)
+            return 2
+        terminal.move_log(os.path.join(log_dir, config.pipeline_name, f"run-{stamp}.log"))
+        return _run_locked(config, args, terminal)
+
+
+def _run_locked(config: PipelineConfig, args: argparse.Namespace, terminal: Terminal) -> int:
+    """The run, one at a time per pipeline and output root; the exit code."""
+    say(f"Problem: {config.problem.name} ({config.problem.task.value}; {config.problem.label.describe()})")
     if config.schema_path:
-        print(f"Data contract: {config.schema_path}")
+        say(f"Data contract: {config.schema_path}")
     else:
-        print(
+        say(
             "Data contract: none (--infer-schema): the schema is inferred from this very data, which catches "
             f"little. Draft the problem's: python -m pipeline.contract --problem DIR, saved as {CONTRACT_FILE}"
         )
@@ -186,23 +184,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         lock = hold_run_lock(config)
     except LockedError as err:
-        print(f"error: {err}", file=sys.stderr)
+        say(f"error: {err}", err=True)
         return 3
     with lock:
         reused = unchanged.reusable_run(config)
         if reused is not None:
-            print(
+            say(
                 "\nNothing changed since the last run (configuration, code, data, packages, metadata store): "
                 "every component would be reused from the cache, so TFX was not started. Its summary:"
             )
-            print("\n" + format_summary(reused.summary, config.blessing, contract_line(config)))
+            say("\n" + format_summary(reused.summary, config.blessing, contract_line(config)))
             if args.report and reused.report:
-                print(f"Run report: {reused.report}")
+                say(f"Run report: {reused.report}")
             return 0
-        return _run_and_summarize(config, args)
+        return _run_and_summarize(config, args, terminal)
 
 
-def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
+def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace, terminal: Terminal) -> int:
     """Runs the pipeline with TFX, prints its summary and writes its report; the exit code."""
     start.before_imports()
     with start.heavy_imports():
@@ -213,49 +211,53 @@ def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
         from pipeline.report.write import write_report
         from pipeline.run_summary import format_summary, summarize_run
 
-        _configure_logging(args.verbose)
+        if args.verbose:
+            _configure_verbose_logging()
+        else:
+            terminal.keep_handlers()
     unchanged.forget(config)
     failure = None
     try:
         run(config)
     except Exception as err:  # noqa: BLE001 - reported below with the summary, exit code 1
         failure = err
+        terminal.fail_running()
     try:
         summary = summarize_run(metadata_config(config), config.pipeline_name)
     except LookupError as err:
-        print(f"(no run summary: {err})")
+        say(f"(no run summary: {err})")
     else:
-        print("\n" + format_summary(summary, config.blessing, contract_line(config)))
+        say("\n" + format_summary(summary, config.blessing, contract_line(config)))
         stopped = next((c.node_id for c in summary.components if c.state == "FAILED"), "unknown") if failure else None
         runs = history.record(config.output_root, config.pipeline_name, summary, config.blessing.metric, stopped)
-        print(history.format_recent(runs))
+        say(history.format_recent(runs))
         report = None
         try:
             if args.report:
                 report = write_report(summary, config, history=runs)
-                print(f"Run report: {report}")
+                say(f"Run report: {report}")
         except Exception as err:  # noqa: BLE001 - the report must never hide the run's own outcome
-            print(f"(no run report: {type(err).__name__}: {err}; python -m pipeline.report writes it again)")
+            say(f"(no run report: {type(err).__name__}: {err}; python -m pipeline.report writes it again)")
         if failure is None:
             if args.keep_runs is not None:
                 # Inside the run lock, and before the record: pruning writes to the metadata store.
                 from pipeline.prune import prune_after_run
 
-                print(f"Pruned: {prune_after_run(config, args.keep_runs)}")
+                say(f"Pruned: {prune_after_run(config, args.keep_runs)}")
             unchanged.record(config, summary, report)
     if failure is not None:
         if args.verbose:
             traceback.print_exception(failure, file=sys.stderr)
         log = failures.write_traceback(failure, os.path.join(config.output_root, LOG_DIR, config.pipeline_name))
-        print(f"\nThe run FAILED: {failures.describe(failure)}", file=sys.stderr)
-        print(f"The whole traceback: {log}", file=sys.stderr)
-        print(
+        say(f"\nThe run FAILED: {failures.describe(failure)}", err=True)
+        say(f"The whole traceback: {log}", err=True)
+        say(
             "Fix the cause and run the same command again; finished components are reused "
             f"when caching is on (--enable-cache).{'' if args.verbose else ' --verbose shows the whole traceback.'}",
-            file=sys.stderr,
+            err=True,
         )
-        return 1
-    return 0
+    terminal.say_log()
+    return 1 if failure is not None else 0
 
 
 if __name__ == "__main__":

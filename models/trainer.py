@@ -37,6 +37,7 @@ from models.hparams import PIPELINE_ROOT_KEY, WARM_START_KEY, HParams
 from models.preprocessing import problem_of
 from models.problem import Task
 from runtime.paths import is_under
+from runtime.terminal import report_progress
 
 # BackupAndRestore state under the Trainer's model_run artifact unless custom_config says.
 BACKUP_SUBDIR = "backup"
@@ -90,6 +91,18 @@ class _LogStartEpoch(keras.callbacks.Callback):
             )
         else:
             logging.info("No backup in %s: training from epoch 0 of %d", self._backup_dir, self._epochs)
+
+
+class _EpochProgress(keras.callbacks.Callback):
+    """Reports each finished epoch (``runtime.terminal.report_progress``): a progress bar in
+    a local run's terminal, a log line elsewhere."""
+
+    def __init__(self, epochs: int):
+        super().__init__()
+        self._epochs = epochs
+
+    def on_epoch_end(self, epoch, logs=None):
+        report_progress("Trainer", epoch + 1, self._epochs, "epoch")
 
 
 def _wait_for_all_workers(strategy: tf.distribute.Strategy) -> None:
@@ -232,6 +245,7 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
                 # Then the backup, so an epoch is backed up before any later callback sees its end.
                 keras.callbacks.BackupAndRestore(backup_dir),
                 _LogStartEpoch(backup_dir, epochs),
+                _EpochProgress(epochs),
                 keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch"),
                 *extra_callbacks,
             ],

@@ -55,11 +55,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from components.anomaly_gate import LABEL_BALANCE_TAG, MISSING_TAG, missing_share
-from components.drift import SERVING, TRAINING
 from models import problem as problem_lib
 from models.problem import MISSING_TOKEN, Problem, Task
-from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR, PipelineConfig
+from pipeline.config import CONTRACT_FILE, DEFAULT_OUTPUT_ROOT, DEFAULT_PROBLEM_DIR, PipelineConfig
+from runtime.terminal import Terminal, add_verbose_flag, command_log, say
 
 MIN_VALUES_FOR_RANGE = 10
 # Starting drift thresholds for a draft (DriftGate): the looser of the embedded contract's,
@@ -230,6 +229,9 @@ def _apply_problem(found: Draft, statistics, problem: Problem, counts: dict[str,
     """The label-aware parts of the draft (see the module's docstring)."""
     import tensorflow_data_validation as tfdv
 
+    from components.anomaly_gate import LABEL_BALANCE_TAG, MISSING_TAG, missing_share
+    from components.drift import SERVING, TRAINING
+
     schema, dataset = found.schema, statistics.datasets[0]
     by_name = {".".join(f.path.step): f for f in dataset.features}
     label_only = set(problem.label_only_columns)
@@ -304,6 +306,8 @@ def draft_contract(data_root: str, data_pattern: str = "*.csv", problem: Problem
     data lacks a column the problem names."""
     import tensorflow_data_validation as tfdv
     from tensorflow_metadata.proto.v0 import schema_pb2
+
+    from components.anomaly_gate import MISSING_TAG, missing_share
 
     files = sorted(glob.glob(os.path.join(data_root, data_pattern)))
     if not files:
@@ -392,24 +396,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--output", help=f"Where to write the draft (default: <problem's folder>/{CONTRACT_FILE}.draft)."
     )
+    add_verbose_flag(parser)
     args = parser.parse_args(argv)
-    from components.csv_encoding import CsvFileError
+    with Terminal(command_log(DEFAULT_OUTPUT_ROOT, "contract"), verbose=args.verbose) as terminal:
+        from components.csv_encoding import CsvFileError
 
-    try:
-        problem = problem_lib.load(args.problem)
-        found = draft_contract(args.data_root or args.problem, args.data_pattern, problem)
-    except (FileNotFoundError, DraftError, CsvFileError, problem_lib.ProblemError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    output = args.output or os.path.join(args.problem, CONTRACT_FILE + ".draft")
-    with open(output, "w") as f:
-        f.write(to_text(found))
-    for note in found.notes:
-        print(note)
-    print(
-        f"Draft data contract for '{problem.name}' written to {output}: review it, then save it as {CONTRACT_FILE} "
-        "in the problem's folder."
-    )
+        try:
+            problem = problem_lib.load(args.problem)
+            found = draft_contract(args.data_root or args.problem, args.data_pattern, problem)
+        except (FileNotFoundError, DraftError, CsvFileError, problem_lib.ProblemError) as err:
+            say(f"error: {err}", err=True)
+            return 2
+        output = args.output or os.path.join(args.problem, CONTRACT_FILE + ".draft")
+        with open(output, "w") as f:
+            f.write(to_text(found))
+        for note in found.notes:
+            say(note)
+        say(
+            f"Draft data contract for '{problem.name}' written to {output}: review it, then save it as "
+            f"{CONTRACT_FILE} in the problem's folder."
+        )
+        terminal.say_log()
     return 0
 
 

@@ -66,6 +66,7 @@ from models import problem as problem_lib
 from pipeline import flags
 from pipeline.config import DEFAULT_OUTPUT_ROOT, PipelineConfig
 from pipeline.run_lock import LockedError, hold_run_lock
+from runtime.terminal import Terminal, add_verbose_flag, command_log, say
 
 # What TFX's launcher leaves under each node's directory (private names of
 # tfx/orchestration/portable/outputs_utils.py).
@@ -464,6 +465,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--keep-runs", type=int, required=True, help="Keep every artifact of this many most recent runs (1 or more)."
     )
     parser.add_argument("--dry-run", action="store_true", help="Say what would be removed; change nothing.")
+    add_verbose_flag(parser)
     return parser.parse_args(argv)
 
 
@@ -480,24 +482,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             infer_schema=True,  # pruning reads what ran; it checks no data against a contract
         )
     except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
+        say(f"error: {err}", err=True)
         return 2
     if not os.path.isfile(config.metadata_path):
-        print(
+        say(
             f"error: no ML Metadata store at {config.metadata_path}, so nothing to prune: check --output-root "
             "and --pipeline-name (or --problem), which name where the runs wrote.",
-            file=sys.stderr,
+            err=True,
         )
         return 2
-    try:
-        with hold_run_lock(config):
-            report = prune(
-                config.metadata_path, config.pipeline_name, config.pipeline_root, args.keep_runs, args.dry_run
-            )
-    except LockedError as err:
-        print(f"error: not pruning while a run of the pipeline is in progress: {err}", file=sys.stderr)
-        return 3
-    print(describe(report))
+    with Terminal(command_log(config.output_root, "prune"), verbose=args.verbose) as terminal:
+        try:
+            with hold_run_lock(config):
+                report = prune(
+                    config.metadata_path, config.pipeline_name, config.pipeline_root, args.keep_runs, args.dry_run
+                )
+        except LockedError as err:
+            say(f"error: not pruning while a run of the pipeline is in progress: {err}", err=True)
+            return 3
+        say(describe(report))
+        terminal.say_log()
     return 0
 
 

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from models import problem as problem_lib
 from pipeline import history
 from pipeline.config import DEFAULT_OUTPUT_ROOT, DEFAULT_PROBLEM_DIR, REPO_ROOT
+from runtime.terminal import Terminal, add_verbose_flag, command_log, say
 
 SPAN_PATTERN = "span-{SPAN}/*.csv"
 
@@ -116,6 +117,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     parser.add_argument(
         "--keep", action="store_true", help="Continue the replay in --output-root instead of starting afresh."
     )
+    add_verbose_flag(parser)
     return parser.parse_known_args(argv)
 
 
@@ -124,7 +126,7 @@ def _local_runner(flags: list[str]) -> int:
     summary is left out (the history after it says what it did) unless it ends unexpectedly."""
     done = subprocess.run([sys.executable, os.path.join(REPO_ROOT, "local_runner.py"), *flags], capture_output=True)
     if done.returncode not in (0, 1):
-        print(done.stdout.decode()[-3000:], done.stderr.decode()[-3000:], sep="\n", file=sys.stderr)
+        say(done.stdout.decode()[-3000:] + "\n" + done.stderr.decode()[-3000:], err=True)
     return done.returncode
 
 
@@ -132,23 +134,33 @@ def main(argv: Sequence[str] | None = None, run: Callable[[list[str]], int] = _l
     """``run`` runs the local runner with the given flags and returns its exit code (tests
     run it in their own process, without a new interpreter's start-up per span)."""
     args, runner_flags = parse_args(argv)
-    runner_flags = [flag for flag in runner_flags if flag != "--"]
+    runner_flags = [flag for flag in runner_flags if flag != "--"] + (["--verbose"] if args.verbose else [])
     problem = problem_lib.load(args.problem)
     if problem.time_column is None:
-        print(
+        say(
             f"error: {args.problem}/problem.toml names no time_column: add the column that orders the rows in "
             'time, e.g. time_column = "created_at"',
-            file=sys.stderr,
+            err=True,
         )
         return 2
     if not args.keep:
         shutil.rmtree(args.output_root, ignore_errors=True)
+    with Terminal(command_log(args.output_root, "replay"), verbose=args.verbose) as terminal:
+        code = _replay(args, problem, runner_flags, run)
+        terminal.say_log()
+    return code
+
+
+def _replay(
+    args: argparse.Namespace, problem: problem_lib.Problem, runner_flags: list[str], run: Callable[[list[str]], int]
+) -> int:
+    """Cuts the spans (once) and runs the pipeline on each one not yet replayed."""
     spans_dir, data_root = os.path.join(args.output_root, "spans"), os.path.join(args.output_root, "data")
     csvs = sorted(os.path.join(problem.directory, f) for f in os.listdir(problem.directory) if f.endswith(".csv"))
     if not os.path.isdir(spans_dir):
         cut = cut_into_spans(csvs, problem.time_column, args.months_per_span, spans_dir)
-        print(f"{len(cut)} spans of {args.months_per_span} month(s) by {problem.time_column}:")
-        print("  " + ", ".join(f"{n}: {label} ({rows} rows)" for n, label, rows in cut))
+        say(f"{len(cut)} spans of {args.months_per_span} month(s) by {problem.time_column}:")
+        say("  " + ", ".join(f"{n}: {label} ({rows} rows)" for n, label, rows in cut))
     spans = sorted(int(name.removeprefix("span-")) for name in os.listdir(spans_dir))
     path = history.history_path(args.output_root, problem.name)
     for span in spans[: args.runs]:
@@ -156,7 +168,7 @@ def main(argv: Sequence[str] | None = None, run: Callable[[list[str]], int] = _l
         if os.path.isdir(arrived):
             continue  # replayed before (--keep)
         shutil.copytree(os.path.join(spans_dir, f"span-{span}"), arrived)
-        print(f"\n=== span {span} arrived: running the pipeline", flush=True)
+        say(f"\n=== span {span} arrived: running the pipeline")
         started = time.monotonic()
         code = run(
             [
@@ -173,10 +185,10 @@ def main(argv: Sequence[str] | None = None, run: Callable[[list[str]], int] = _l
         )
         wall = time.monotonic() - started
         if code not in (0, 1):  # 1: the run failed and was recorded (a gate stopped it)
-            print(f"error: the local runner exited with {code} on span {span}", file=sys.stderr)
+            say(f"error: the local runner exited with {code} on span {span}", err=True)
             return code
-        print(f"(run took {wall:.1f} s wall{'; it FAILED, see its history line' if code else ''})")
-        print(history.format_recent(history.read(path)), flush=True)
+        say(f"(run took {wall:.1f} s wall{'; it FAILED, see its history line' if code else ''})")
+        say(history.format_recent(history.read(path)))
     return 0
 
 

@@ -66,7 +66,8 @@ from models import budget as budget_lib
 from models import problem as problem_lib
 from models.hparams import HParams
 from models.problem import CONTRACT_FILE, PROBLEM_FILE, Task, transformed_name
-from pipeline.config import PIPELINE_NAME_PATTERN, REPO_ROOT, PipelineConfig
+from pipeline.config import DEFAULT_OUTPUT_ROOT, PIPELINE_NAME_PATTERN, REPO_ROOT, PipelineConfig
+from runtime.terminal import Terminal, add_verbose_flag, command_log, say
 
 # Task inference (AutoGluon's constants).
 MAX_CLASSES = 1000
@@ -705,15 +706,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--name", help="The problem's name, [a-z0-9][a-z0-9-]* (default: from the CSV's file name).")
     parser.add_argument("--output", help="The problem's folder (default: data/<name> in this repository).")
     parser.add_argument("--force", action="store_true", help="Write into an existing folder.")
+    add_verbose_flag(parser)
     args = parser.parse_args(argv)
-    from components.csv_encoding import CsvFileError
+    with Terminal(command_log(DEFAULT_OUTPUT_ROOT, "scaffold"), verbose=args.verbose) as terminal:
+        from components.csv_encoding import CsvFileError
 
-    try:
-        p, folder, drafted = scaffold(args.csv, args.label, args.task, args.name, args.output, args.force)
-    except (ScaffoldError, CsvFileError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(review(p, folder, drafted))
+        try:
+            p, folder, drafted = scaffold(args.csv, args.label, args.task, args.name, args.output, args.force)
+        except (ScaffoldError, CsvFileError) as err:
+            say(f"error: {err}", err=True)
+            return 2
+        terminal.say_log()  # before the review, which ends with the command to run next
+        say(review(p, folder, drafted))
     return 0
 
 
