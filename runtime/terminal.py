@@ -226,6 +226,11 @@ class Terminal:
             root = logging.getLogger()
             root.handlers = [self._to_log, self._progress]
             root.setLevel(logging.INFO)
+            # absl's own verbosity (WARNING unless set) is applied again to its logger whenever
+            # absl's flags are parsed, as a library does mid-run: INFO keeps the components' lines.
+            from absl import logging as absl_logging
+
+            absl_logging.set_verbosity(absl_logging.INFO)
 
     def move_log(self, log_path: str) -> None:
         """Renames the log file (the open descriptors follow it)."""
