@@ -22,6 +22,8 @@ from pipeline.flag_errors import SettingsError
 from pipeline.schedule import MAX_CONCURRENT_RUNS, Schedule, add_schedule_flags, check_schedule_flags, rfc3339
 
 if TYPE_CHECKING:
+    from google.auth.credentials import Credentials
+
     from pipeline.config import PipelineConfig
 
 
@@ -105,7 +107,7 @@ def vertex_submission(args: argparse.Namespace, config: PipelineConfig) -> Submi
     )
 
 
-def vertex_credentials(args: argparse.Namespace):
+def vertex_credentials(args: argparse.Namespace) -> Credentials | None:
     """None: the client looks up the caller's identity. A dry run needs none: anonymous
     credentials keep it from looking any up."""
     return anonymous_credentials() if args.dry_run else None
