@@ -1,6 +1,7 @@
 """Submits a compiled pipeline job to Vertex AI Pipelines or to a Kubeflow Pipelines v2
 endpoint, or schedules it on Vertex AI Pipelines, with the real clients
-(google-cloud-aiplatform, kfp).
+(google-cloud-aiplatform, kfp); and the submission flags that say where it goes and how it
+runs, checked before anything is compiled or sent.
 
 Clients are imported and created when submitting, never at import; both can be pointed at
 another endpoint (the tests use a local stand-in server and anonymous credentials).
@@ -8,16 +9,74 @@ another endpoint (the tests use a local stand-in server and anonymous credential
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
-import datetime
 import json
 import os
-import re
-import zoneinfo
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+from pipeline.flag_errors import SettingsError
+from pipeline.schedule import MAX_CONCURRENT_RUNS, Schedule, add_schedule_flags, check_schedule_flags, rfc3339
+
+if TYPE_CHECKING:
+    from google.auth.credentials import Credentials
+
+    from pipeline.config import PipelineConfig
+
+
+def add_submission_flags(parser: argparse.ArgumentParser) -> None:
+    """Where the compiled job goes (Vertex AI, a schedule there, or KFP) and the settings its runs take."""
+    submit = parser.add_argument_group("submission")
+    submit.add_argument("--submit", action="store_true", help="Submit the compiled job to Vertex AI Pipelines.")
+    submit.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="With --submit, --schedule-cron or --kfp-host: do everything except the network call.",
+    )
+    submit.add_argument("--service-account", help="Service account the Vertex pipeline runs as.")
+    submit.add_argument("--network", help="VPC network to peer, projects/<number>/global/networks/<name>.")
+    submit.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Label for the Vertex pipeline job (repeatable).",
+    )
+    submit.add_argument("--kfp-host", help="Submit to this Kubeflow Pipelines v2 endpoint instead of Vertex.")
+    submit.add_argument("--kfp-experiment", default="Default", help="KFP experiment to run in.")
+    add_schedule_flags(submit)
+
+
+def check_destination(args: argparse.Namespace) -> None:
+    """The job goes one way: --submit, --schedule-cron, --kfp-host or --rehearse; --dry-run needs one that sends."""
+    if args.submit and args.kfp_host:
+        raise SettingsError("--submit (Vertex AI) and --kfp-host (Kubeflow) are exclusive: choose one")
+    check_schedule_flags(args)
+    if args.rehearse and (args.submit or args.kfp_host):
+        raise SettingsError("--rehearse runs the job here; --submit/--kfp-host send it: choose one")
+    if args.dry_run and not (args.submit or args.kfp_host or args.schedule_cron is not None):
+        raise SettingsError("--dry-run only makes sense with --submit, --schedule-cron or --kfp-host")
+
+
+def check_submission_values(args: argparse.Namespace) -> None:
+    """Values the clients would refuse only after compiling: the KFP host's URL, the labels."""
+    if args.kfp_host and not args.kfp_host.startswith(("http://", "https://")):
+        raise SettingsError(f"--kfp-host must be an http(s):// URL, got {args.kfp_host!r}")
+    parse_labels(args.label)
+
+
+def parse_labels(pairs: Sequence[str]) -> dict[str, str]:
+    """--label KEY=VALUE pairs as the job's labels."""
+    found = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SettingsError(f"--label expects KEY=VALUE, got {pair!r}")
+        found[key] = value
+    return found
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +91,26 @@ class Submission:
     network: str | None = None
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
     enable_caching: bool = False
+
+
+def vertex_submission(args: argparse.Namespace, config: PipelineConfig) -> Submission:
+    """The run settings --submit and --schedule-cron share."""
+    return Submission(
+        project=args.project,
+        region=args.region,
+        pipeline_root=config.pipeline_root,
+        display_name=config.pipeline_name,
+        service_account=args.service_account,
+        network=args.network,
+        labels=parse_labels(args.label),
+        enable_caching=args.enable_cache,
+    )
+
+
+def vertex_credentials(args: argparse.Namespace) -> Credentials | None:
+    """None: the client looks up the caller's identity. A dry run needs none: anonymous
+    credentials keep it from looking any up."""
+    return anonymous_credentials() if args.dry_run else None
 
 
 def _vertex_job(job_file: str, submission: Submission, api_endpoint: str | None, credentials):
@@ -70,62 +149,6 @@ def submit_to_vertex(
     if not dry_run:
         job.submit(service_account=submission.service_account, network=submission.network)
     return job
-
-
-# Vertex AI takes unix-cron: five fields, optionally after a TZ=/CRON_TZ= IANA time zone.
-CRON_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
-_CRON_FIELD = re.compile(r"[0-9A-Za-z*/,-]+")
-_CRON_EXAMPLE = "'TZ=Europe/Berlin 0 3 * * 1' (Mondays at 03:00 Berlin time)"
-
-
-def check_cron(cron: str) -> str:
-    """The cron expression as Vertex AI takes it, whitespace collapsed; a ValueError saying
-    what is wrong otherwise, so a typo fails here and not at Vertex's API."""
-    fields = cron.split()
-    prefix = fields[:1] if fields and fields[0].startswith(("TZ=", "CRON_TZ=")) else []
-    if prefix:
-        zone = fields.pop(0).partition("=")[2]
-        try:
-            zoneinfo.ZoneInfo(zone)
-        except (ValueError, zoneinfo.ZoneInfoNotFoundError):
-            raise ValueError(f"{zone!r} in {cron!r} is not an IANA time zone (e.g. Europe/Berlin, UTC)") from None
-    if len(fields) != len(CRON_FIELDS):
-        raise ValueError(
-            f"{cron!r} has {len(fields)} fields; Vertex AI takes {len(CRON_FIELDS)} ({' '.join(CRON_FIELDS)}), "
-            f"optionally after TZ=<IANA time zone>, e.g. {_CRON_EXAMPLE}"
-        )
-    for name, field in zip(CRON_FIELDS, fields, strict=True):
-        if not _CRON_FIELD.fullmatch(field):
-            raise ValueError(f"{cron!r}: the {name} field {field!r} is not unix-cron (digits, names, * / , -)")
-    return " ".join(prefix + fields)
-
-
-# At most one scheduled run at a time: two runs of one pipeline would read the same newest
-# data and race to bless and push a model. A run due while one is going is skipped, not queued.
-MAX_CONCURRENT_RUNS = 1
-
-
-@dataclasses.dataclass(frozen=True)
-class Schedule:
-    """When Vertex AI Pipelines starts runs of the compiled job (``check_cron`` checks the
-    cron; times are timezone-aware)."""
-
-    cron: str
-    display_name: str
-    start_time: datetime.datetime | None = None
-    end_time: datetime.datetime | None = None
-    max_run_count: int | None = None
-
-
-def schedule_display_name(pipeline_name: str) -> str:
-    """The schedule's display name: the pipeline's, marked as its schedule (Vertex allows 128 characters)."""
-    suffix = "-schedule"
-    return pipeline_name[: 128 - len(suffix)] + suffix
-
-
-def rfc3339(when: datetime.datetime) -> str:
-    """A time as Vertex's API takes it: UTC, ``Z``."""
-    return when.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
 
 
 def schedule_on_vertex(

@@ -10,6 +10,7 @@ import pytest
 from google.auth.credentials import AnonymousCredentials
 
 import kubeflow_runner as kr
+from pipeline.rehearsal.session import RehearsalOptions
 from tests.support import cloud
 from tests.support.standin_server import StandInServer, kfp_routes, vertex_routes
 
@@ -301,7 +302,7 @@ def test_the_rehearsal_flags_reach_the_rehearsal(tmp_path, monkeypatch):
     ]
     assert kr.main(argv) == 7  # the rehearsal's exit code is the command's
     ((options, config, job_file),) = given
-    assert options == kr.RehearsalOptions(
+    assert options == RehearsalOptions(
         root=str(tmp_path),
         gcs_mappings=(f"{cloud.DATA_ROOT}=data",),
         serving_python=kr.DEFAULT_SERVING_PYTHON,

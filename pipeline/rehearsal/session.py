@@ -11,6 +11,7 @@ rehearsal starts, so importing this module keeps ``kubeflow_runner.py --help`` f
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import glob
 import os
@@ -42,6 +43,56 @@ class RehearsalOptions:
     enable_caching: bool | None = None
     # Write the run report under root/report/.
     report: bool = True
+
+
+def add_rehearsal_flags(parser: argparse.ArgumentParser, root: str, serving_python: str) -> None:
+    """The --rehearse flags; ``root`` and ``serving_python`` are the defaults, the runner's choice."""
+    rehearsal = parser.add_argument_group("rehearsal: run the compiled job on this machine as Vertex AI would")
+    rehearsal.add_argument(
+        "--rehearse",
+        action="store_true",
+        help="Execute the compiled job here, task by task as Vertex AI Pipelines does, instead of submitting it.",
+    )
+    rehearsal.add_argument(
+        "--report",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Write the rehearsal's run report under --rehearsal-root (report/<pipeline>/<job>/index.html).",
+    )
+    rehearsal.add_argument(
+        "--rehearsal-root",
+        default=root,
+        help="Where the rehearsal keeps its stand-in Cloud Storage, metadata store, staged image, stand-ins' "
+        "files and task logs (one rehearsal at a time).",
+    )
+    rehearsal.add_argument(
+        "--rehearse-gcs",
+        action="append",
+        default=[],
+        metavar="gs://BUCKET/PREFIX=PATH",
+        help="Upload a local folder or file to this gs:// prefix of the stand-in Cloud Storage before the "
+        "job runs (repeatable); gs://BUCKET/NAME lives in <rehearsal-root>/gcs/BUCKET/NAME.",
+    )
+    rehearsal.add_argument(
+        "--serving-python",
+        default=serving_python,
+        help="Python of a TensorFlow 2.15 environment (Vertex's tf2-cpu.2-15) that serves an --endpoint-name "
+        "deployment and answers a request with the pushed model at the end of the rehearsal (make serving-env "
+        "installs it).",
+    )
+
+
+def rehearsal_options(args: argparse.Namespace) -> RehearsalOptions:
+    """What --rehearse needs from the flags (the tasks run in --image, built here: make image)."""
+    return RehearsalOptions(
+        root=args.rehearsal_root,
+        gcs_mappings=tuple(args.rehearse_gcs),
+        serving_python=args.serving_python,
+        project=args.project,
+        region=args.region,
+        enable_caching=args.enable_cache,
+        report=args.report,
+    )
 
 
 def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job_file: str) -> int:

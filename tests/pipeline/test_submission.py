@@ -9,6 +9,7 @@ import pytest
 from google.auth.credentials import AnonymousCredentials
 
 from pipeline import submission
+from pipeline.schedule import Schedule
 from tests.support import cloud
 from tests.support.standin_server import StandInServer, kfp_routes, vertex_routes
 
@@ -105,7 +106,7 @@ def test_kfp_submission_sends_the_compiled_pipeline_spec(compiled_job):
 START, END = datetime.datetime(2099, 1, 5, 3, tzinfo=datetime.UTC), "2099-06-30T22:00:00Z"
 
 
-def _schedule_on_standin(compiled_job, schedule: submission.Schedule, caching=False, network=None, dry_run=False):
+def _schedule_on_standin(compiled_job, schedule: Schedule, caching=False, network=None, dry_run=False):
     """The compiled job scheduled through the real client, against the stand-in: its server and the result."""
     job_file, job = compiled_job
     with StandInServer(_vertex_routes()) as server:
@@ -122,7 +123,7 @@ def _schedule_on_standin(compiled_job, schedule: submission.Schedule, caching=Fa
 
 @pytest.mark.parametrize("caching", [True, False])
 def test_vertex_schedule_sends_the_compiled_job_with_the_run_settings(compiled_job, caching):
-    schedule = submission.Schedule(
+    schedule = Schedule(
         cron="TZ=Europe/Berlin 0 3 * * 1",
         display_name="taxi-big-tipper-schedule",
         start_time=START,
@@ -152,7 +153,7 @@ def test_vertex_schedule_sends_the_compiled_job_with_the_run_settings(compiled_j
 
 
 def test_a_schedule_without_a_window_leaves_it_to_vertex(compiled_job):
-    schedule = submission.Schedule(cron="0 3 * * *", display_name="taxi-big-tipper-schedule")
+    schedule = Schedule(cron="0 3 * * *", display_name="taxi-big-tipper-schedule")
     server, _ = _schedule_on_standin(compiled_job, schedule)
     (request,) = server.find("POST", "/schedules")
     assert request.body["cron"] == "0 3 * * *" and int(request.body["maxConcurrentRunCount"]) == 1
@@ -160,50 +161,9 @@ def test_a_schedule_without_a_window_leaves_it_to_vertex(compiled_job):
 
 
 def test_vertex_schedule_dry_run_sends_nothing(compiled_job):
-    schedule = submission.Schedule(cron="0 3 * * 1", display_name="taxi-big-tipper-schedule")
+    schedule = Schedule(cron="0 3 * * 1", display_name="taxi-big-tipper-schedule")
     server, built = _schedule_on_standin(compiled_job, schedule, dry_run=True)
     assert server.requests == []
     request = built._gca_resource  # what create would send
     assert request.display_name == "taxi-big-tipper-schedule"
     assert dict(request.create_pipeline_job_request.pipeline_job.labels) == LABELS
-
-
-@pytest.mark.parametrize(
-    ("cron", "sent"),
-    [
-        ("0 3 * * 1", "0 3 * * 1"),
-        ("  */15   8-18 * JAN,JUL MON-FRI ", "*/15 8-18 * JAN,JUL MON-FRI"),
-        ("TZ=America/New_York 0 3 * * 1", "TZ=America/New_York 0 3 * * 1"),
-        ("CRON_TZ=UTC 30 2 1 * *", "CRON_TZ=UTC 30 2 1 * *"),
-    ],
-)
-def test_cron_as_vertex_takes_it(cron, sent):
-    assert submission.check_cron(cron) == sent
-
-
-@pytest.mark.parametrize(
-    ("cron", "says"),
-    [
-        ("0 3 * *", "has 4 fields; Vertex AI takes 5 (minute hour day-of-month month day-of-week)"),
-        ("0 0 3 * * 1", "has 6 fields"),
-        ("@daily", "has 1 fields"),
-        ("TZ=Europe/Berlin", "has 0 fields"),
-        ("TZ=Mars/Olympus 0 3 * * 1", "'Mars/Olympus' in 'TZ=Mars/Olympus 0 3 * * 1' is not an IANA time zone"),
-        ("0 3 * * 1#2", "the day-of-week field '1#2' is not unix-cron"),
-    ],
-)
-def test_cron_vertex_would_refuse_is_refused_here(cron, says):
-    with pytest.raises(ValueError) as raised:
-        submission.check_cron(cron)
-    assert says in str(raised.value)
-
-
-def test_schedule_display_name_is_the_pipeline_name_within_vertex_limit():
-    assert submission.schedule_display_name("taxi-big-tipper") == "taxi-big-tipper-schedule"
-    long_name = submission.schedule_display_name("p" * 128)
-    assert len(long_name) == 128 and long_name.endswith("-schedule")
-
-
-def test_times_are_sent_in_utc():
-    berlin = datetime.datetime.fromisoformat("2099-01-05T04:00:00+01:00")
-    assert submission.rfc3339(berlin) == "2099-01-05T03:00:00Z"

@@ -3,8 +3,8 @@ rehearsed as users run it (a subprocess of ``kubeflow_runner.py``): TFX's own Ve
 Trainer and Pusher executors, unmodified, submit a custom job to the JobService stand-in,
 which trains on two replicas, and deploy the model to an endpoint stand-in. Every
 connection the rehearsal's processes make is recorded by strace: none leaves the machine.
-Then the README's ``rawPredict`` and ``predict`` examples (the aiplatform client and plain
-HTTP) ask the deployed model."""
+Then docs/vertex.md's ``rawPredict`` and ``predict`` examples (the aiplatform client and
+plain HTTP) ask the deployed model."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def test_no_process_of_the_rehearsal_connected_anywhere_but_this_machine(rehears
     ][:10]
 
 
-# The README's example, run as written after this prelude sets its names: ``rows`` as the
+# docs/vertex.md's example, run as written after this prelude sets its names: ``rows`` as the
 # CSV has them, ``example`` the first one as the tf.Example serving_default parses.
 PRELUDE = """
 import base64, json, sys
@@ -106,10 +106,12 @@ example = tf.train.Example.FromString(base64.b64decode(given["example"]))
 """
 
 
-def _readme_block(starts_with: str) -> str:
-    """The README's indented code block that starts with ``starts_with``, dedented."""
-    lines = (REPO_ROOT / "README.md").read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.strip().startswith(starts_with))
+def _doc_block(starts_with: str) -> str:
+    """The indented code block of docs/vertex.md's "Call the deployed model" that starts with
+    ``starts_with``, dedented."""
+    lines = (REPO_ROOT / "docs" / "vertex.md").read_text().splitlines()
+    section = lines.index("## Call the deployed model")
+    start = next(i for i, line in enumerate(lines) if i > section and line.strip().startswith(starts_with))
     block = []
     for line in lines[start:]:
         if not line.startswith("    "):
@@ -121,7 +123,7 @@ def _readme_block(starts_with: str) -> str:
 @pytest.fixture(scope="module")
 def endpoint(rehearsed, tmp_path_factory):
     """The rehearsed model deployed again, by TFX's own Vertex client, to stand-ins that stay
-    up for the README's calls; the endpoint's id and the environment that reaches it."""
+    up for the documented calls; the endpoint's id and the environment that reaches it."""
     from pipeline.rehearsal.cloud.standins import StandIns
 
     _, record, root = rehearsed
@@ -141,12 +143,12 @@ def endpoint(rehearsed, tmp_path_factory):
         assert done.returncode == 0, done.stderr[-3000:]
         (deployment,) = stand_ins.models.deployments()
         yield deployment.endpoint.split("/")[-1], env, record
-        # Nothing the README's calls asked for went unanswered (a project lookup did, once).
+        # Nothing the documented calls asked for went unanswered (a project lookup did, once).
         assert not [c for c in stand_ins.connections() if c.refused]
 
 
 @pytest.mark.slow
-def test_the_readmes_raw_predict_and_predict_examples_get_answers(endpoint, rehearsed, sample_dir):
+def test_the_documented_raw_predict_and_predict_examples_get_answers(endpoint, rehearsed, sample_dir):
     import tensorflow_transform as tft
 
     from pipeline.rehearsal.serving import instances_from_csv, tf_example
@@ -164,7 +166,7 @@ def test_the_readmes_raw_predict_and_predict_examples_get_answers(endpoint, rehe
         "rows": rows,
         "example": base64.b64encode(example).decode(),
     }
-    code = PRELUDE + _readme_block("from google.cloud import aiplatform")
+    code = PRELUDE + _doc_block("from google.cloud import aiplatform")
     done = subprocess.run([sys.executable, "-c", code, json.dumps(given)], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     raw_line, predicted_line = done.stdout.strip().splitlines()[-2:]
@@ -176,13 +178,13 @@ def test_the_readmes_raw_predict_and_predict_examples_get_answers(endpoint, rehe
 
 
 @pytest.mark.slow
-def test_the_readmes_curl_example_gets_an_answer(endpoint, sample_dir):
+def test_the_documented_curl_example_gets_an_answer(endpoint, sample_dir):
     from pipeline.rehearsal.serving import instances_from_csv
     from tests.support.problems import TAXI
 
     endpoint_id, env, _ = endpoint
-    command = _readme_block("curl -X POST")
-    # The README's placeholders: a token where gcloud would print one, and real rows for "...".
+    command = _doc_block("curl -X POST")
+    # The example's placeholders: a token where gcloud would print one, and real rows for "...".
     command = command.replace("$(gcloud auth print-access-token)", "rehearsal-token")
     command = re.sub(r"-d '.*'$", '-d "$BODY"', command, flags=re.MULTILINE)
     rows = instances_from_csv(str(sample_dir / "data.csv"), 3, drop=TAXI.not_served_columns)

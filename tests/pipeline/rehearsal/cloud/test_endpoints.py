@@ -326,8 +326,8 @@ def test_the_traffic_split_after_a_deploy():
         _traffic_after_deploy(serving, "7", {"0": 30})
 
 
-# What the rehearsed Pusher does (TFX's own Vertex client), then the README's calls to the
-# deployed model, in a process that knows only the proxy and its certificate authority.
+# What the rehearsed Pusher does (TFX's own Vertex client), then the documented calls to
+# the deployed model, in a process that knows only the proxy and its certificate authority.
 # Anonymous credentials: the OAuth stand-in is not this module's.
 TASK = """
 import json, sys
