@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Sequence
 
 from pipeline.compiler import KfpMissingError, compile_pipeline, require_kfp
-from pipeline.config import CONTRACT_FILE, DEFAULT_SERVING_IMAGE, PipelineConfig, VertexEndpoint
+from pipeline.config import CONTRACT_FILE, DEFAULT_OUTPUT_ROOT, DEFAULT_SERVING_IMAGE, PipelineConfig, VertexEndpoint
 from pipeline.dataflow import add_dataflow_flags, check_dataflow_flags, dataflow_args
 from pipeline.flag_errors import SettingsError, require, require_gcs
 from pipeline.flags import add_pipeline_flags, pipeline_config_kwargs
@@ -40,6 +40,7 @@ from pipeline.submission import (
     vertex_submission,
 )
 from pipeline.vertex_training import add_training_flags, check_training_flags, training_from_args
+from runtime.terminal import Terminal, add_verbose_flag, command_log, say
 
 PROJECT_DIR = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUTPUT_DIR = os.path.join(PROJECT_DIR, "outputs", "compiled")
@@ -92,6 +93,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     serving.add_argument("--serving-image", default=DEFAULT_SERVING_IMAGE, help="Prebuilt serving container.")
     add_submission_flags(parser)
     add_rehearsal_flags(parser, root=DEFAULT_REHEARSAL_ROOT, serving_python=DEFAULT_SERVING_PYTHON)
+    add_verbose_flag(parser)
     return parser.parse_args(argv)
 
 
@@ -153,9 +155,9 @@ def send_to_vertex(args: argparse.Namespace, config: PipelineConfig, job_file: s
     submission = vertex_submission(args, config)
     job = submit_to_vertex(job_file, submission, dry_run=args.dry_run, credentials=vertex_credentials(args))
     if args.dry_run:
-        print(f"Dry run: Vertex AI PipelineJob {job.job_id} built for {args.project}/{args.region}, not sent.")
+        say(f"Dry run: Vertex AI PipelineJob {job.job_id} built for {args.project}/{args.region}, not sent.")
     else:
-        print(f"Submitted to Vertex AI Pipelines: {job._dashboard_uri()}")
+        say(f"Submitted to Vertex AI Pipelines: {job._dashboard_uri()}")
 
 
 def schedule_vertex_runs(args: argparse.Namespace, config: PipelineConfig, job_file: str, schedule: Schedule) -> None:
@@ -168,14 +170,14 @@ def schedule_vertex_runs(args: argparse.Namespace, config: PipelineConfig, job_f
         credentials=vertex_credentials(args),
     )
     if args.dry_run:
-        print(
+        say(
             f"Dry run: Vertex AI schedule {schedule.display_name} ({schedule_summary(schedule)}) built for "
             f"{args.project}/{args.region}, not sent."
         )
     else:
-        print(f"Created Vertex AI Pipelines schedule {created.resource_name} ({schedule_summary(schedule)})")
-        print(f"  {created._dashboard_uri()}")
-    print(how_runs_find_data(config))
+        say(f"Created Vertex AI Pipelines schedule {created.resource_name} ({schedule_summary(schedule)})")
+        say(f"  {created._dashboard_uri()}")
+    say(how_runs_find_data(config))
 
 
 def send_to_kfp(args: argparse.Namespace, config: PipelineConfig, job_file: str) -> None:
@@ -190,26 +192,33 @@ def send_to_kfp(args: argparse.Namespace, config: PipelineConfig, job_file: str)
         dry_run=args.dry_run,
     )
     if args.dry_run:
-        print(f"Dry run: pipeline spec for {args.kfp_host} written, not sent.")
+        say(f"Dry run: pipeline spec for {args.kfp_host} written, not sent.")
     else:
-        print(f"Submitted to Kubeflow Pipelines: {args.kfp_host.rstrip('/')}/#/runs/details/{result.run_id}")
+        say(f"Submitted to Kubeflow Pipelines: {args.kfp_host.rstrip('/')}/#/runs/details/{result.run_id}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # Google client libraries warn at import about future Python support; noise here.
-    warnings.filterwarnings("ignore", category=FutureWarning)
     args = parse_args(argv)
+    with Terminal(command_log(DEFAULT_OUTPUT_ROOT, "kubeflow_runner"), verbose=args.verbose) as terminal:
+        # Google client libraries warn at import about future Python support; noise here.
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        code = _compile_and_send(args)
+        terminal.say_log()
+    return code
+
+
+def _compile_and_send(args: argparse.Namespace) -> int:
     try:
         validate(args)
         config = config_from_args(args)
         schedule = schedule_from_args(args, config.pipeline_name) if args.schedule_cron is not None else None
         require_kfp()
     except (SettingsError, KfpMissingError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        say(f"error: {err}", err=True)
         return 2
     output_file = args.output_file or os.path.join(DEFAULT_OUTPUT_DIR, f"{config.pipeline_name}.json")
     compile_pipeline(config, args.image, output_file)
-    print(f"Compiled {config.pipeline_name} for Kubeflow Pipelines v2 / Vertex AI: {output_file}")
+    say(f"Compiled {config.pipeline_name} for Kubeflow Pipelines v2 / Vertex AI: {output_file}")
     if args.submit:
         send_to_vertex(args, config, output_file)
     elif schedule:

@@ -27,6 +27,7 @@ import time
 import tomllib
 
 from pipeline.rehearsal import podman
+from runtime.terminal import say
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_IMAGE = "localhost/pipeline:rehearsal"
@@ -58,7 +59,7 @@ class Build:
     layers_built: int  # steps podman ran rather than took from its cache
 
 
-def ensure_base(progress=print) -> None:
+def ensure_base(progress=say) -> None:
     """Makes ``BASE_IMAGE`` with debootstrap unless podman already has it (once per machine)."""
     if podman.image_exists(BASE_IMAGE):
         return
@@ -105,7 +106,7 @@ def build_command(image: str, context: str, gpu: bool, ca: str | None) -> list[s
     return podman.command(*args, context)
 
 
-def build(image: str = DEFAULT_IMAGE, context: str = REPO_ROOT, gpu: bool = False, log=None, progress=print) -> Build:
+def build(image: str = DEFAULT_IMAGE, context: str = REPO_ROOT, gpu: bool = False, log=None, progress=say) -> Build:
     """Builds ``image`` from ``context``; podman's output goes to ``log`` (a file; None: the terminal)."""
     if gpu and GPU_GROUP not in locked_groups(context):
         raise ImageError(
@@ -207,14 +208,14 @@ def main(argv: list[str] | None = None) -> int:
         groups = (GPU_GROUP,) if args.gpu else ()
         differences = differences_from_lock(args.tag, groups, args.context)
     except (ImageError, podman.PodmanError, subprocess.CalledProcessError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        say(f"error: {err}", err=True)
         return 1
     how = "from podman's cache" if result.layers_built == 0 else f"{result.layers_built} steps run"
-    print(f"Built {result.image} in {result.seconds:.1f} s ({how}); {result.size_bytes / 1e9:.2f} GB")
+    say(f"Built {result.image} in {result.seconds:.1f} s ({how}); {result.size_bytes / 1e9:.2f} GB")
     if differences:
-        print(f"error: {result.image} differs from uv.lock:\n  " + "\n  ".join(differences), file=sys.stderr)
+        say(f"error: {result.image} differs from uv.lock:\n  " + "\n  ".join(differences), err=True)
         return 1
-    print(f"Its Python packages are uv.lock's ({len(installed_distributions(args.tag))} distributions).")
+    say(f"Its Python packages are uv.lock's ({len(installed_distributions(args.tag))} distributions).")
     return 0
 
 

@@ -23,6 +23,7 @@ from pipeline.rehearsal import filters, podman
 from pipeline.rehearsal.containers import Containers, ImageMissingError, check_image
 from pipeline.rehearsal.job import CompiledJob, GcsFolder, JobError, Task
 from pipeline.rehearsal.store import ArtifactStore
+from runtime.terminal import say
 
 # The executor that deploys to a Vertex AI endpoint: its stand-in serves from TensorFlow 2.15.
 VERTEX_PUSHER = "tfx.extensions.google_cloud_ai_platform.pusher.executor.Executor"
@@ -42,7 +43,7 @@ class Settings:
     # aiplatform.PipelineJob(enable_caching=...) does.
     enable_caching: bool | None = None
     job_id: str | None = None
-    progress: Callable[[str], None] = print
+    progress: Callable[[str], None] = say
     # The TensorFlow 2.15 environment an endpoint's model is served from (None: endpoints refused).
     serving_python: str | None = None
 

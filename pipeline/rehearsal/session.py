@@ -15,10 +15,10 @@ import argparse
 import dataclasses
 import glob
 import os
-import sys
 from typing import TYPE_CHECKING
 
 from pipeline.rehearsal.serving import SERVING_TF_VERSION
+from runtime.terminal import say
 
 if TYPE_CHECKING:
     from pipeline.config import PipelineConfig
@@ -117,7 +117,7 @@ def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job
             "wait for it to finish, or give this one another --rehearsal-root",
         )
     except (JobError, LockedError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        say(f"error: {err}", err=True)
         return 2
     with lock:
         return _rehearse_holding_the_root(options, settings, config, job_file)
@@ -146,38 +146,38 @@ def _rehearse_holding_the_root(
                 f"--rehearse-gcs {config.data_root}=DIR"
             )
         for prefix, local in settings.gcs.uploads:
-            print(f"Uploaded {local} to {prefix} (the stand-in Cloud Storage, {settings.gcs.local(prefix)})")
-        print(f"Rehearsing {job_file}: {config.output_root} is written to {settings.gcs.local(config.output_root)}")
+            say(f"Uploaded {local} to {prefix} (the stand-in Cloud Storage, {settings.gcs.local(prefix)})")
+        say(f"Rehearsing {job_file}: {config.output_root} is written to {settings.gcs.local(config.output_root)}")
         result = run_rehearsal(job_file, settings)
     except JobError as err:
-        print(f"error: {err}", file=sys.stderr)
+        say(f"error: {err}", err=True)
         return 2
     import tensorflow as tf
 
     tf.get_logger().setLevel("ERROR")  # TFMA's deprecation notices while reading the evaluation
     summary = summarize(result)
-    print("\n" + format_summary(summary, config.blessing, config.schema_path or NO_CONTRACT))
+    say("\n" + format_summary(summary, config.blessing, config.schema_path or NO_CONTRACT))
     # Beside the job's outputs, as a local run keeps it beside its own (pipeline/history.py).
     stopped = result.failed.name if result.failed else None
     output_root = settings.gcs.local(config.output_root)
     runs = history.record(output_root, config.pipeline_name, summary, config.blessing.metric, stopped)
-    print(history.format_recent(runs))
+    say(history.format_recent(runs))
     for line in describe_stand_ins(result):
-        print(line)
-    print(f"Task logs: {result.logs_dir}")
+        say(line)
+    say(f"Task logs: {result.logs_dir}")
     try:
         if options.report:
-            print(f"Run report: {write_report(summary, config, root=settings.root, history=runs)}")
+            say(f"Run report: {write_report(summary, config, root=settings.root, history=runs)}")
     except Exception as err:  # noqa: BLE001 - the report must never hide the rehearsal's own outcome
-        print(f"(no run report: {type(err).__name__}: {err})")
+        say(f"(no run report: {type(err).__name__}: {err})")
     if failed := result.failed:
-        print(
+        say(
             f"\nThe rehearsal FAILED at task {failed.name} (exit code {failed.exit_code}); nothing downstream ran. "
             f"Last lines of its log ({failed.log}):\n{log_tail(failed.log)}",
-            file=sys.stderr,
+            err=True,
         )
         if hint := _lost_files_hint(result, failed):
-            print(hint, file=sys.stderr)
+            say(hint, err=True)
         return 1
     if summary.pushed_to:
         pushed = result.local(result.task("Pusher").outputs["pushed_model"][0]["uri"])
@@ -211,7 +211,7 @@ def rehearse_serving(serving_python: str, pushed_to: str, transform_graph: str, 
     from pipeline.rehearsal.serving import ServingError, check_served_model
 
     if not os.path.exists(serving_python):
-        print(
+        say(
             f"Served model: NOT rehearsed: no TensorFlow {SERVING_TF_VERSION} environment at {serving_python} "
             "(make serving-env installs one; --serving-python points elsewhere)."
         )
@@ -219,10 +219,10 @@ def rehearse_serving(serving_python: str, pushed_to: str, transform_graph: str, 
     try:
         check = check_served_model(pushed_to, transform_graph, data_file, serving_python, problem)
     except ServingError as err:
-        print(f"\nThe served model FAILED its rehearsal: {err}", file=sys.stderr)
+        say(f"\nThe served model FAILED its rehearsal: {err}", err=True)
         return 1
     rows = len(check.request["instances"])
-    print(
+    say(
         f'Served model: answered {{"instances": [...{rows} CSV rows...]}} through serving_raw in TensorFlow '
         f"{check.tensorflow}, as serving_default does (largest difference {check.largest_difference:.1e})."
     )
