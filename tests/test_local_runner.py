@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -14,11 +15,13 @@ import pytest
 
 import local_runner
 from models.problem import Blessing
+from pipeline import history
 from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR, PipelineConfig
 from pipeline.run_lock import hold_run_lock
 from pipeline.run_summary import format_summary, summarize_run
 from tests.support.runs import EXECUTED_COMPONENTS, SMALL_RUN
 from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
+from tests.support.terminal import library_lines
 
 UPSTREAM_OF_EVALUATOR = [c for c in EXECUTED_COMPONENTS if c not in ("Evaluator", "Pusher")]
 
@@ -361,21 +364,33 @@ def _transformed_schema(transform_graph_uri: str) -> str:
         return f.read()
 
 
-@pytest.mark.slow
-def test_without_the_speedups_the_pipeline_computes_the_same_outputs(full_local_run, tmp_path):
-    """``--no-speedups`` (every library as shipped) on the embedded data against the default
-    run with them: the same rows per split, statistics, vocabularies and transformed schema,
-    and metrics within training's run-to-run noise."""
+PLAIN_RUN_FLAGS = ["--no-speedups", "--no-report"]
+
+
+@pytest.fixture(scope="module")
+def plain_run(tmp_path_factory):
+    """``local_runner.py --no-speedups`` on the embedded data in a process of its own, as a
+    person runs it: its completed process (what reached the terminal) and output root."""
+    output_root = str(tmp_path_factory.mktemp("plain"))
     result = subprocess.run(
-        [sys.executable, "local_runner.py", "--no-speedups", "--output-root", str(tmp_path), "--no-report"],
+        [sys.executable, "local_runner.py", *PLAIN_RUN_FLAGS, "--output-root", output_root],
         capture_output=True,
         text=True,
         cwd=os.path.dirname(os.path.abspath(local_runner.__file__)),
         timeout=900,
     )
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result, output_root
+
+
+@pytest.mark.slow
+def test_without_the_speedups_the_pipeline_computes_the_same_outputs(full_local_run, plain_run):
+    """``--no-speedups`` (every library as shipped) on the embedded data against the default
+    run with them: the same rows per split, statistics, vocabularies and transformed schema,
+    and metrics within training's run-to-run noise."""
+    result, output_root = plain_run
     assert "Speedups off (PIPELINE_SPEEDUPS=0)" in result.stdout
-    plain, sped_up = _summary(str(tmp_path)), full_local_run
+    plain, sped_up = _summary(output_root), full_local_run
     assert all(c.state == "complete" for c in plain.components)
     plain_counts = _statistics_counts(plain.outputs["StatisticsGen.statistics"])
     assert plain_counts == _statistics_counts(sped_up.outputs["StatisticsGen.statistics"])
@@ -387,6 +402,42 @@ def test_without_the_speedups_the_pipeline_computes_the_same_outputs(full_local_
     # Training is not seeded: runs of the same code differ by a few thousandths of AUC.
     assert abs(plain.metrics["auc"] - sped_up.metrics["auc"]) < 0.01, (plain.metrics, sped_up.metrics)
     assert abs(plain.metrics["binary_accuracy"] - sped_up.metrics["binary_accuracy"]) < 0.015
+
+
+# A progress line: a component starting, ending, or how far it has got (runtime/terminal.py).
+PROGRESS_LINE = re.compile(r"^\S+ +(running|done +\d+\.\d s|epoch \d+/\d+ \[[#.]+\]( +\d+\.\d s)?)$")
+
+
+@pytest.mark.slow
+def test_a_runs_default_output_holds_only_the_projects_own_lines(plain_run):
+    """No line of TensorFlow, absl, TFX, Beam or a Python warning reaches the terminal: every
+    line is a progress line, the summary and history (as computed from the run's store), or
+    one of the runner's own lines; the libraries' lines are in the log it names."""
+    result, output_root = plain_run
+    assert result.stderr == ""
+    assert library_lines(result.stdout) == []
+    config = local_runner.config_from_args(local_runner.parse_args([*PLAIN_RUN_FLAGS, "--output-root", output_root]))
+    summary = _summary(output_root)
+    ours = set(format_summary(summary, config.blessing, local_runner.contract_line(config)).splitlines())
+    ours |= set(
+        history.format_recent(history.read(history.history_path(output_root, config.pipeline_name))).splitlines()
+    )
+    lines = result.stdout.splitlines()
+    progress = [line for line in lines if PROGRESS_LINE.match(line)]
+    executed = [c.node_id for c in summary.components]
+    assert sorted(line.split()[0] for line in progress if line.split()[1] == "done") == sorted(executed)
+    assert any(line.startswith("Trainer") and " epoch " in line for line in progress)
+    log = lines[-1].removeprefix("Library output (TensorFlow, TFX, Beam): ")
+    assert log != lines[-1] and log.startswith(os.path.join(output_root, local_runner.LOG_DIR, config.pipeline_name))
+    rest = [line for line in lines[:-1] if line not in ours and line not in progress and line]
+    assert rest == [
+        "Speedups off (PIPELINE_SPEEDUPS=0): every library runs as shipped.",
+        f"Problem: {config.problem.name} ({config.problem.task.value}; {config.problem.label.describe()})",
+        f"Data contract: {config.schema_path}",
+    ]
+    with open(log) as f:
+        logged = f.read()
+    assert "Component Trainer is running." in logged and library_lines(logged)
 
 
 def test_the_speedups_flag_lists_and_switches(monkeypatch, capsys):

@@ -16,7 +16,7 @@ from models import problem as problem_lib
 from models.hparams import HParams
 from models.problem import CONTRACT_FILE, PROBLEM_FILE, Task
 from pipeline import scaffold
-from pipeline.config import PipelineConfig
+from pipeline.config import REPO_ROOT, PipelineConfig
 from pipeline.scaffold import ScaffoldError
 
 
@@ -471,3 +471,32 @@ def test_a_public_csv_scaffolded_runs_to_a_blessed_pushed_model(tmp_path, write,
     assert os.path.exists(os.path.join(summary.pushed_to, "saved_model.pb"))
     value = summary.metrics[problem.blessing.metric]
     assert value >= problem.blessing.threshold if problem.higher_is_better else value <= problem.blessing.threshold
+
+
+@pytest.mark.slow
+def test_the_commands_default_output_holds_no_library_line(tmp_path):
+    """In a process of its own, as a person runs it: TensorFlow's, absl's and the Google
+    clients' lines at import and while drafting the contract go to the log it names."""
+    import subprocess
+    import sys
+
+    from tests.support.terminal import library_lines
+
+    folder = tmp_path / "species"
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline.scaffold", "--csv", str(REPO_ROOT / "data" / "penguins" / "penguins.csv")]
+        + ["--label", "species"]
+        + ["--output", str(folder), "--name", "species"],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=600,
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]
+    assert library_lines(done.stdout) == []
+    first, *review = done.stdout.splitlines()
+    log = first.removeprefix("Library output (TensorFlow, TFX, Beam): ")
+    assert log != first and os.path.isfile(log)
+    with open(log) as f:
+        assert library_lines(f.read())  # the libraries did speak: to the log
+    assert review[-1].strip() == f"python local_runner.py --problem {folder}"
