@@ -220,6 +220,9 @@ def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
         run(config)
     except Exception as err:  # noqa: BLE001 - reported below with the summary, exit code 1
         failure = err
+    log = None
+    if failure is not None:  # kept before the report is written, which points to it
+        log = failures.write_traceback(failure, os.path.join(config.output_root, LOG_DIR, config.pipeline_name))
     try:
         summary = summarize_run(metadata_config(config), config.pipeline_name)
     except LookupError as err:
@@ -232,7 +235,8 @@ def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
         report = None
         try:
             if args.report:
-                report = write_report(summary, config, history=runs)
+                described = failures.describe(failure) if failure else None
+                report = write_report(summary, config, history=runs, failure=described, failure_log=log)
                 print(f"Run report: {report}")
         except Exception as err:  # noqa: BLE001 - the report must never hide the run's own outcome
             print(f"(no run report: {type(err).__name__}: {err}; python -m pipeline.report writes it again)")
@@ -246,7 +250,6 @@ def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace) -> int:
     if failure is not None:
         if args.verbose:
             traceback.print_exception(failure, file=sys.stderr)
-        log = failures.write_traceback(failure, os.path.join(config.output_root, LOG_DIR, config.pipeline_name))
         print(f"\nThe run FAILED: {failures.describe(failure)}", file=sys.stderr)
         print(f"The whole traceback: {log}", file=sys.stderr)
         print(
