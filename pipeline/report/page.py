@@ -24,7 +24,7 @@ code { background: #f3f3f3; padding: 0 .25em; }
 #verdict-facts th { background: none; white-space: nowrap; } #verdict-facts code { overflow-wrap: anywhere; }
 #settings tr.group td { font-weight: bold; color: #444; }
 """
-# Component states (pipeline/run_summary.py) that mean it ran and let the run go on.
+# Component states (pipeline/run_summary.py): the one that stopped the run, those that let it go on.
 FAILED = "FAILED"
 PASSED = ("complete", "cached")
 # The data checks the verdict reports, by the pipeline's component ids (pipeline/pipeline.py).
