@@ -343,10 +343,7 @@ def _against_threshold(report: Report, metric: str | None) -> tuple[str, str]:
     if metric is None:
         return "not known (no problem spec and no single bounded metric)", ""
     words = describe_metric(metric)
-    bounds = dict(report.bounds.get(metric, {}))
-    if not bounds and report.problem is not None:
-        side = AT_LEAST if report.problem.higher_is_better else AT_MOST
-        bounds[side] = report.problem.blessing.threshold
+    bounds = _bounds(report, metric)
     required = " and ".join(f"{side} {value:g}" for side, value in sorted(bounds.items()) if side != CHANGE)
     value = report.summary.metrics.get(metric)
     if value is None:
@@ -357,6 +354,16 @@ def _against_threshold(report: Report, metric: str | None) -> tuple[str, str]:
     if not required:
         return said, ""
     return f"{said}, required {_e(required)}: {'met' if met else 'missed'}", "good" if met else "bad"
+
+
+def _bounds(report: Report, metric: str) -> dict[str, float]:
+    """``metric``'s floor or ceiling (and change allowed) as the run's evaluation was configured
+    (a --blessing-threshold included), else as the problem's spec sets them."""
+    bounds = dict(report.bounds.get(metric, {}))
+    if not {AT_LEAST, AT_MOST} & set(bounds) and report.problem is not None:
+        side = AT_LEAST if report.problem.higher_is_better else AT_MOST
+        bounds[side] = report.problem.blessing.threshold
+    return bounds
 
 
 def _against_champion(report: Report, metric: str | None) -> tuple[str, str]:
@@ -615,7 +622,8 @@ def _history(report: Report) -> str:
     if any(entry.value is not None for entry in entries) and report.problem is not None:
         values = [entry.value for entry in entries]
         champion = [by_id.get(run_id) for run_id in champion_ids]
-        threshold = report.problem.blessing.threshold
+        bounds = _bounds(report, report.problem.blessing.metric)
+        threshold = bounds.get(AT_LEAST, bounds.get(AT_MOST))
         caption = f"{metric} of each run's candidate, of the champion after each run, and the blessing threshold"
         parts.append(_figure("history", plots.over_runs(values, champion, metric, threshold), caption))
     head = "".join(f"<th>{_e(h)}</th>" for h in ("run", "span", "window", metric, "outcome", "champion", "drift"))

@@ -226,6 +226,10 @@ def test_the_history_shows_the_metric_over_runs_and_the_champion_after_each():
     assert [row.split("<td>")[1].split("<")[0] for row in rows] == ["r1", "r2", "r3", "r4"]
     assert ["this run" in rows[0], "kept" in rows[1], "kept" in rows[2], "this run" in rows[3]] == [True] * 4
     assert "blessed, pushed" in rows[3] and "failed: DriftGate" in rows[1]
+    # The threshold line is the evaluation's own when it has one (a --blessing-threshold), not the spec's.
+    image = page.split('data-plot="history" src="')[1].split('"')[0]
+    report.bounds = {TAXI.blessing.metric: {"at least": TAXI.blessing.threshold + 0.05}}
+    assert render(report).split('data-plot="history" src="')[1].split('"')[0] != image
 
 
 def test_no_history_no_section():
