@@ -222,6 +222,9 @@ def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace, termina
     except Exception as err:  # noqa: BLE001 - reported below with the summary, exit code 1
         failure = err
         terminal.fail_running()
+    log = None
+    if failure is not None:  # kept before the report is written, which points to it
+        log = failures.write_traceback(failure, os.path.join(config.output_root, LOG_DIR, config.pipeline_name))
     try:
         summary = summarize_run(metadata_config(config), config.pipeline_name)
     except LookupError as err:
@@ -234,7 +237,8 @@ def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace, termina
         report = None
         try:
             if args.report:
-                report = write_report(summary, config, history=runs)
+                described = failures.describe(failure) if failure else None
+                report = write_report(summary, config, history=runs, failure=described, failure_log=log)
                 say(f"Run report: {report}")
         except Exception as err:  # noqa: BLE001 - the report must never hide the run's own outcome
             say(f"(no run report: {type(err).__name__}: {err}; python -m pipeline.report writes it again)")
@@ -248,7 +252,6 @@ def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace, termina
     if failure is not None:
         if args.verbose:
             traceback.print_exception(failure, file=sys.stderr)
-        log = failures.write_traceback(failure, os.path.join(config.output_root, LOG_DIR, config.pipeline_name))
         say(f"\nThe run FAILED: {failures.describe(failure)}", err=True)
         say(f"The whole traceback: {log}", err=True)
         say(

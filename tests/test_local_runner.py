@@ -457,9 +457,10 @@ def test_the_speedups_flag_lists_and_switches(monkeypatch, capsys):
 def test_an_error_in_the_users_code_ends_the_run_naming_where_it_was_raised(sample_dir, tmp_path, monkeypatch, capsys):
     """User code raising inside tf.Transform's trace of preprocessing_fn, under TFX's
     Transform and LocalDagRunner: the last line names its file, line and function, and the
-    whole traceback is kept in a file. (Planted in what preprocessing_fn calls: TFX reloads
-    the preprocessing module itself before using it, which binds the planted function there
-    too; that binding is undone afterwards, or the tests after this one would get it.)"""
+    whole traceback is kept in a file, which the run report points to. (Planted in what
+    preprocessing_fn calls: TFX reloads the preprocessing module itself before using it,
+    which binds the planted function there too; that binding is undone afterwards, or the
+    tests after this one would get it.)"""
     import inspect
 
     from models import preprocessing, problem
@@ -469,7 +470,7 @@ def test_an_error_in_the_users_code_ends_the_run_naming_where_it_was_raised(samp
 
     monkeypatch.setattr(problem, "evaluate_expression", evaluate_expression)
     monkeypatch.setattr(preprocessing, "evaluate_expression", preprocessing.evaluate_expression)
-    argv = ["--data-root", str(sample_dir), "--output-root", str(tmp_path), *SMALL_RUN]
+    argv = ["--data-root", str(sample_dir), "--output-root", str(tmp_path), *SMALL_RUN, "--report"]
     assert local_runner.main(argv) == 1
     err = capsys.readouterr().err
     _, first = inspect.getsourcelines(evaluate_expression)
@@ -480,8 +481,14 @@ def test_an_error_in_the_users_code_ends_the_run_naming_where_it_was_raised(samp
     assert f"The whole traceback: {log}" in err
     kept = open(log).read()
     assert "Traceback (most recent call last)" in kept and "preprocessing_fn" in kept and "no_such_column" in kept
-    states = {c.node_id: c.state for c in _summary(str(tmp_path)).components}
+    summary = _summary(str(tmp_path))
+    states = {c.node_id: c.state for c in summary.components}
     assert states["Transform"] == "FAILED" and "Trainer" not in states
+    # The run report's verdict names the failed component, the error and the kept traceback.
+    (page,) = glob.glob(os.path.join(tmp_path, "report", "taxi-big-tipper", summary.run_id, "index.html"))
+    verdict = open(page, encoding="utf-8").read().split("<section id='verdict'>")[1].split("</section>")[0]
+    assert "The run FAILED at Transform" in verdict and "KeyError: &#x27;no_such_column&#x27;" in verdict
+    assert f"its whole log: <code>{log}</code>" in verdict
 
 
 @pytest.mark.slow

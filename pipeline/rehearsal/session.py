@@ -167,7 +167,11 @@ def _rehearse_holding_the_root(
     say(f"Task logs: {result.logs_dir}")
     try:
         if options.report:
-            say(f"Run report: {write_report(summary, config, root=settings.root, history=runs)}")
+            failed = result.failed
+            why = f"task {failed.name} exited with code {failed.exit_code}" if failed else None
+            log = failed.log if failed else None
+            written = write_report(summary, config, root=settings.root, history=runs, failure=why, failure_log=log)
+            say(f"Run report: {written}")
     except Exception as err:  # noqa: BLE001 - the report must never hide the rehearsal's own outcome
         say(f"(no run report: {type(err).__name__}: {err})")
     if failed := result.failed:

@@ -3,11 +3,13 @@ and no request to any other host, so it opens from disk in any browser."""
 
 from __future__ import annotations
 
+import enum
 import html
 import math
+from collections.abc import Mapping
 
 from pipeline.report import plots
-from pipeline.report.read import Report, describe_metric
+from pipeline.report.read import AT_LEAST, AT_MOST, CHANGE, Report, describe_metric
 from pipeline.run_summary import format_drift
 
 STYLE = """
@@ -18,7 +20,43 @@ text-align: left; vertical-align: top; } th { background: #f6f6f6; } .num { text
 .verdict { font-size: 1.2em; font-weight: bold; } .bad { color: #b00020; } .good { color: #1b7a1b; }
 .grid { display: flex; flex-wrap: wrap; gap: 1em; } figure { margin: 0; } figcaption { font-size: .85em; color: #555; }
 code { background: #f3f3f3; padding: 0 .25em; }
+#verdict { border: 1px solid #ddd; border-radius: 4px; padding: .2em 1em .5em; margin: 1em 0 2em; }
+#verdict-facts th { background: none; white-space: nowrap; } #verdict-facts code { overflow-wrap: anywhere; }
+#settings tr.group td { font-weight: bold; color: #444; }
 """
+# Component states (pipeline/run_summary.py): the one that stopped the run, those that let it go on.
+FAILED = "FAILED"
+PASSED = ("complete", "cached")
+# The data checks the verdict reports, by the pipeline's component ids (pipeline/pipeline.py).
+EXAMPLE_VALIDATOR, ANOMALY_GATE, DRIFT_GATE = "ExampleValidator", "AnomalyGate", "DriftGate"
+# Where the page shows what each component produced: a failed one's pointer (else the run's table).
+SECTION_OF = {
+    "CsvExampleGen": "data",
+    "ServingExampleGen": "data",
+    "StatisticsGen": "data",
+    "ServingStatisticsGen": "data",
+    "ImportSchemaGen": "data",
+    "SchemaGen": "data",
+    EXAMPLE_VALIDATOR: "anomalies",
+    ANOMALY_GATE: "anomalies",
+    DRIFT_GATE: "drift",
+    "Transform": "transform",
+    "Tuner": "training",
+    "Trainer": "training",
+    "latest_blessed_model_resolver": "evaluation",
+    "Evaluator": "evaluation",
+    "Pusher": "model",
+}
+SECTION_TITLES = {
+    "run": "The run",
+    "data": "The data",
+    "anomalies": "The data: anomalies",
+    "drift": "The data: drift",
+    "transform": "Transform",
+    "training": "Training",
+    "evaluation": "Evaluation",
+    "model": "The model",
+}
 
 
 def _e(value) -> str:
@@ -30,24 +68,69 @@ def _figure(name: str, uri: str, caption: str) -> str:
     return f"<figure>{image}<figcaption>{_e(caption)}</figcaption></figure>"
 
 
-def _run(report: Report, config: dict) -> str:
+def _run(report: Report) -> str:
     s = report.summary
     rows = "".join(
-        f"<tr><td>{_e(c.node_id)}</td><td>{_e(c.state)}</td><td class='num'>{c.seconds:.1f}</td></tr>"
+        f"<tr data-component='{_e(c.node_id)}'><td>{_e(c.node_id)}</td>"
+        f"<td class='{'bad' if c.state == FAILED else ''}'>{_e(c.state)}</td><td class='num'>{c.seconds:.1f}</td></tr>"
         for c in s.components
     )
-    settings = "".join(f"<tr><td>{_e(k)}</td><td><code>{_e(v)}</code></td></tr>" for k, v in sorted(config.items()))
     parts = [
         "<section id='run'><h2>The run</h2>",
         f"<table><tr><th>component</th><th>status</th><th>seconds</th></tr>{rows}</table>",
     ]
     if any(c.started for c in s.components):
         parts.append(_figure("timeline", plots.timeline(s.components), "when each component ran"))
-    if settings:
-        parts.append(f"<h3>Configuration</h3><table>{settings}</table>")
-    else:
-        parts.append("<p>Configuration: not recorded with this run (the report was written afterwards).</p>")
     return "".join(parts) + "</section>"
+
+
+def _configuration(config: dict) -> str:
+    """Every setting the run ran with, one row each; nested settings (the problem spec, the
+    hyperparameters) as indented rows under their key, so nothing is shown as a Python repr."""
+    if not config:
+        return (
+            "<section id='configuration'><h2>Configuration</h2><p>Not recorded with this run "
+            "(the report was written afterwards).</p></section>"
+        )
+    rows = "".join(row for key, value in sorted(config.items()) for row in _setting_rows(key, value, key, 0))
+    return (
+        "<section id='configuration'><h2>Configuration</h2>"
+        f"<table id='settings'><tr><th>setting</th><th>value</th></tr>{rows}</table></section>"
+    )
+
+
+def _nested(value) -> bool:
+    """Whether a setting opens rows of its own: a non-empty mapping, or a list holding mappings or lists."""
+    if isinstance(value, Mapping):
+        return bool(value)
+    return isinstance(value, (list, tuple)) and any(isinstance(v, (Mapping, list, tuple)) for v in value)
+
+
+def _setting_rows(key: str, value, path: str, depth: int) -> list[str]:
+    """A setting's row, and below it, one level deeper, a row per entry of a nested one (a
+    list's entries numbered from 1)."""
+    indent = f" style='padding-left: {0.7 + 1.5 * depth:g}em'"
+    attributes = f"data-setting='{_e(path)}' data-depth='{depth}'"
+    if not _nested(value):
+        return [f"<tr {attributes}><td{indent}>{_e(key)}</td><td><code>{_e(_setting_text(value))}</code></td></tr>"]
+    entries = value.items() if isinstance(value, Mapping) else enumerate(value, 1)
+    rows = [f"<tr class='group' {attributes}><td{indent}>{_e(key)}</td><td></td></tr>"]
+    for name, entry in entries:
+        rows += _setting_rows(str(name), entry, f"{path}.{name}", depth + 1)
+    return rows
+
+
+def _setting_text(value) -> str:
+    """A setting's value as a person writes it: "true", "not set", "a, b", "none" for an empty list."""
+    if value is None:
+        return "not set"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, enum.Enum):
+        return _setting_text(value.value)
+    if isinstance(value, (list, tuple, set, frozenset, Mapping)):
+        return ", ".join(_setting_text(v) for v in value) if value else "none"
+    return str(value)
 
 
 def _data(report: Report) -> str:
@@ -92,7 +175,8 @@ def _data(report: Report) -> str:
         )
     return (
         f"<section id='data'><h2>The data</h2><p>{_e(rows_line)}</p>"
-        f"<h3>Anomalies</h3>{anomalies}<h3>Drift</h3>{drift or '<p>Not checked in this run.</p>'}"
+        f"<h3 id='anomalies'>Anomalies</h3>{anomalies}"
+        f"<h3 id='drift'>Drift</h3>{drift or '<p>Not checked in this run.</p>'}"
         f"<h3>Columns</h3><table><tr><th>column</th><th>type</th>{header}</tr>{table}</table>"
         f"<div class='grid'>{figures}</div></section>"
     )
@@ -208,18 +292,169 @@ def _metrics_table(report: Report) -> str:
     return f"<table id='metrics'><tr><th>slice</th>{header}</tr>{rows}</table>"
 
 
-def _verdict(report: Report) -> str:
+def _verdict(report: Report, body: str) -> str:
+    """The page's first section: the outcome and why, so nobody has to scroll for it. Blessed
+    or not, the blessing metric against its threshold and against the champion, where the
+    model went, the data checks, and what to read first when something failed (links into
+    ``body``, the sections below)."""
+    s = report.summary
+    failed = [c.node_id for c in s.components if c.state == FAILED]
+    if s.blessed is None:
+        blessing = "Not evaluated in this run"
+    elif s.blessed:
+        blessing = "BLESSED"
+    else:
+        blessing = "NOT blessed: " + ("; ".join(s.validation_failures) or "thresholds not met")
+    good = bool(s.blessed) and not failed
+    headline = blessing
+    if failed:  # a failure after the Evaluator (the Pusher's) leaves a verdict to say too
+        headline = f"The run FAILED at {', '.join(failed)}" + (f"; {blessing}" if s.blessed is not None else "")
+    metric = _blessing_metric(report)
+    facts = [
+        ("metric", "blessing metric", _against_threshold(report, metric)),
+        ("champion", "against the champion", _against_champion(report, metric)),
+        ("pushed", "pushed", _pushed(report)),
+        *_data_checks(report),
+    ]
+    look = _look_at(report, failed, body)
+    if look:
+        facts.append(("look", "look at", (look, "bad")))
+    rows = "".join(
+        f"<tr data-fact='{key}'><th>{_e(name)}</th><td class='{kind}'>{text}</td></tr>"
+        for key, name, (text, kind) in facts
+    )
+    return (
+        f"<section id='verdict'><p class='verdict {'good' if good else 'bad'}'>{_e(headline)}</p>"
+        f"<table id='verdict-facts'>{rows}</table></section>"
+    )
+
+
+def _blessing_metric(report: Report) -> str | None:
+    """The metric that blesses a model: the problem's, else the one the evaluation bounds."""
+    if report.problem is not None:
+        return report.problem.blessing.metric
+    bounded = [name for name, bounds in report.bounds.items() if {AT_LEAST, AT_MOST} & set(bounds)]
+    return bounded[0] if len(bounded) == 1 else None
+
+
+def _against_threshold(report: Report, metric: str | None) -> tuple[str, str]:
+    """The candidate's blessing metric against its floor or ceiling (the evaluation's own, else
+    the problem's), as HTML and a class ("good", "bad" or "")."""
+    if metric is None:
+        return "not known (no problem spec and no single bounded metric)", ""
+    words = describe_metric(metric)
+    bounds = _bounds(report, metric)
+    required = " and ".join(f"{side} {value:g}" for side, value in sorted(bounds.items()) if side != CHANGE)
+    value = report.summary.metrics.get(metric)
+    if value is None:
+        when = f"its {words} is {required}" if required else "its thresholds are met"
+        return _e(f"{words}: not evaluated in this run (a model is blessed when {when})"), ""
+    met = all(value >= v if side == AT_LEAST else value <= v for side, v in bounds.items() if side != CHANGE)
+    said = f"{words} <b data-value='{value!r}'>{value:.4f}</b>"
+    if not required:
+        return said, ""
+    return f"{said}, required {_e(required)}: {'met' if met else 'missed'}", "good" if met else "bad"
+
+
+def _bounds(report: Report, metric: str) -> dict[str, float]:
+    """``metric``'s floor or ceiling (and change allowed) as the run's evaluation was configured
+    (a --blessing-threshold included), else as the problem's spec sets them."""
+    bounds = dict(report.bounds.get(metric, {}))
+    if not {AT_LEAST, AT_MOST} & set(bounds) and report.problem is not None:
+        side = AT_LEAST if report.problem.higher_is_better else AT_MOST
+        bounds[side] = report.problem.blessing.threshold
+    return bounds
+
+
+def _against_champion(report: Report, metric: str | None) -> tuple[str, str]:
+    """The candidate against the last blessed model (the champion, the Evaluator's baseline)."""
     s = report.summary
     if s.blessed is None:
-        return "<p class='verdict'>Not evaluated in this run.</p>"
-    if s.blessed:
-        against = "and no worse than the last blessed model" if s.had_baseline else "(no blessed baseline yet)"
-        if s.ignored_baseline:
-            against = f"(no baseline of this pipeline: another pipeline's model was ignored, {s.ignored_baseline})"
-        return f"<p class='verdict good'>BLESSED {_e(against)}</p>"
-    return (
-        "<p class='verdict bad'>NOT blessed: " + _e("; ".join(s.validation_failures) or "thresholds not met") + "</p>"
-    )
+        return "not compared (not evaluated in this run)", ""
+    if s.baseline_is_candidate:
+        return "the champion itself (a cached rerun): evaluated once", ""
+    if s.ignored_baseline:
+        return _e(f"none of this pipeline's (another pipeline's model was ignored: {s.ignored_baseline})"), ""
+    if not s.had_baseline:
+        return "none yet: the first model is judged against the threshold alone", ""
+    compared = report.baseline.get(metric or "", {})
+    if "baseline" not in compared:
+        return "compared (see <a href='#evaluation'>Evaluation</a>)", ""
+    words = describe_metric(metric)
+    change = compared.get("change", math.nan)
+    said = f"champion's {_e(words)} {compared['baseline']:.4f}, this model <span data-change>{change:+.4f}</span>"
+    allowed = report.bounds.get(metric, {}).get(CHANGE)
+    if allowed is not None:
+        said += f" (allowed to be worse by {allowed:.4g})"
+    return said, ""
+
+
+def _pushed(report: Report) -> tuple[str, str]:
+    s = report.summary
+    if s.pushed_to:
+        return f"<code>{_e(s.pushed_to)}</code>", "good"
+    why = " (the model was not blessed)" if s.blessed is False else ""
+    return f"nothing pushed in this run{why}", ""
+
+
+def _data_checks(report: Report) -> list[tuple[str, str, tuple[str, str]]]:
+    """What the three data checks found: ExampleValidator's anomalies against the contract,
+    AnomalyGate's verdict on them, DriftGate's against the champion's data."""
+    s = report.summary
+    anomalies = report.anomalies
+    validator = s.component(EXAMPLE_VALIDATOR)
+    if anomalies is not None:
+        found = ("no anomaly: the data meets its contract", "good")
+        if anomalies:
+            count = f"{len(anomalies)} {'anomaly' if len(anomalies) == 1 else 'anomalies'}"
+            found = (f"{count} (see <a href='#anomalies'>the data's anomalies</a>)", "bad")
+    else:
+        found = _state(validator)
+    gate = s.component(ANOMALY_GATE)
+    if gate is not None and gate.state == FAILED:
+        gated = ("stopped the run: the data breaks its contract (see <a href='#anomalies'>anomalies</a>)", "bad")
+    else:
+        gated = _state(gate)
+    drift = s.component(DRIFT_GATE)
+    if drift is not None and drift.state == FAILED:
+        drifted = ("stopped the run (see <a href='#drift'>drift</a>)", "bad")
+    elif s.drift is not None:
+        line = format_drift(s.drift).removeprefix("Drift: ")
+        drifted = (_e(line), "bad" if line.startswith("ACCEPTED") else "good" if line.startswith("within") else "")
+    else:
+        drifted = _state(drift)
+    return [
+        ("validator", f"data checks: {EXAMPLE_VALIDATOR}", found),
+        ("anomaly-gate", f"data checks: {ANOMALY_GATE}", gated),
+        ("drift-gate", f"data checks: {DRIFT_GATE}", drifted),
+    ]
+
+
+def _state(component) -> tuple[str, str]:
+    """A component's state in words, when nothing more specific is known."""
+    if component is None:
+        return "did not run", ""
+    if component.state in PASSED:
+        return f"passed ({_e(component.state)})", "good"
+    return _e(component.state), "bad" if component.state == FAILED else ""
+
+
+def _look_at(report: Report, failed: list[str], body: str) -> str:
+    """Where to read first: each failed component's section (its row in the run's table when
+    the run stopped before that section had anything to show), the error and its log."""
+    said = []
+    for node_id in failed:
+        target = SECTION_OF.get(node_id, "run")
+        if f"id='{target}'" not in body:
+            target = "run"
+        said.append(f"{_e(node_id)}: <a href='#{target}'>{_e(SECTION_TITLES[target])}</a>")
+    if report.failure:
+        said.append(f"the error: <code>{_e(report.failure)}</code>")
+    if report.failure_log:
+        said.append(f"its whole log: <code>{_e(report.failure_log)}</code>")
+    if not failed and report.summary.blessed is False:
+        said.append("why it was not blessed: <a href='#evaluation'>Evaluation</a>")
+    return "; ".join(said)
 
 
 def _gate(report: Report) -> str:
@@ -356,7 +591,7 @@ def _evaluation(report: Report) -> str:
     else:
         plotted = f"<div class='grid'>{''.join(_binary_figures(report))}</div>"
     return (
-        f"<section id='evaluation'><h2>Evaluation</h2>{_verdict(report)}{_gate(report)}{against}"
+        f"<section id='evaluation'><h2>Evaluation</h2>{_gate(report)}{against}"
         f"{_metrics_table(report)}{plotted}</section>"
     )
 
@@ -387,7 +622,8 @@ def _history(report: Report) -> str:
     if any(entry.value is not None for entry in entries) and report.problem is not None:
         values = [entry.value for entry in entries]
         champion = [by_id.get(run_id) for run_id in champion_ids]
-        threshold = report.problem.blessing.threshold
+        bounds = _bounds(report, report.problem.blessing.metric)
+        threshold = bounds.get(AT_LEAST, bounds.get(AT_MOST))
         caption = f"{metric} of each run's candidate, of the champion after each run, and the blessing threshold"
         parts.append(_figure("history", plots.over_runs(values, champion, metric, threshold), caption))
     head = "".join(f"<th>{_e(h)}</th>" for h in ("run", "span", "window", metric, "outcome", "champion", "drift"))
@@ -410,21 +646,23 @@ def _history(report: Report) -> str:
 
 
 def render(report: Report, config: dict | None = None) -> str:
-    """The whole page."""
+    """The whole page: the verdict first, then each stage in the order it ran, the
+    configuration last (reference, not news)."""
     title = f"Run {report.summary.run_id}"
     body = "".join(
         (
-            _run(report, config or {}),
+            _run(report),
             _data(report),
             _transform(report),
             _training(report),
             _evaluation(report),
             _model(report),
             _history(report),
+            _configuration(config or {}),
         )
     )
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{_e(title)}</title><style>{STYLE}</style></head>"
-        f"<body><h1>{_e(title)}</h1>{body}</body></html>"
+        f"<body><h1>{_e(title)}</h1>{_verdict(report, body)}{body}</body></html>"
     )

@@ -373,39 +373,74 @@ def metric_name(metric) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", metric.class_name).lower()
 
 
-def thresholds(evaluation_uri: str) -> list[str]:
-    """The blessing's thresholds, in words, from the evaluation's own configuration: the
-    gated metric under its reported name ("AUC at least 0.9", "RMSE at most 450")."""
+# A threshold's side: a floor, a ceiling, or the change allowed against the baseline model.
+AT_LEAST, AT_MOST, CHANGE = "at least", "at most", "change"
+
+
+@dataclasses.dataclass(frozen=True)
+class Threshold:
+    """One of the blessing's thresholds: ``metric`` (under its reported name) ``side``
+    ``value``; for ``CHANGE``, no worse than the baseline model's by more than ``value``
+    (``relative``: a share of its value)."""
+
+    metric: str
+    side: str
+    value: float
+    relative: bool = False
+
+    def words(self) -> str:
+        """In words: "AUC at least 0.9", "RMSE no worse than the baseline model's by more than 5"."""
+        name = describe_metric(self.metric)
+        if self.side == CHANGE:
+            allowed = f"{self.value:.4g}" + (" of its value" if self.relative else "")
+            return f"{name} no worse than the baseline model's by more than {allowed}"
+        return f"{name} {self.side} {self.value:g}"
+
+
+def read_thresholds(evaluation_uri: str) -> list[Threshold]:
+    """The blessing's thresholds, from the evaluation's own configuration (what the run was
+    judged by, whatever flags it ran with): each gated metric under its reported name."""
     import tensorflow_model_analysis as tfma
 
     from models import batched_metrics
 
     config = tfma.load_eval_result(evaluation_uri).config
-    lines = []
+    found = []
     for spec in config.metrics_specs:
         for metric in spec.metrics:
             if batched_metrics.is_batched(metric):  # named as TFMA names it (AUC, not BatchedAUC)
                 metric = batched_metrics.tfma_metric_config(metric)
-            words = describe_metric(metric_name(metric))
-            found = [metric.threshold] if metric.HasField("threshold") else []
-            found += [t.threshold for t in metric.per_slice_thresholds]
-            for threshold in found:
+            name = metric_name(metric)
+            given = [metric.threshold] if metric.HasField("threshold") else []
+            given += [t.threshold for t in metric.per_slice_thresholds]
+            for threshold in given:
                 if threshold.HasField("value_threshold"):
                     bounds = threshold.value_threshold
                     if bounds.HasField("lower_bound"):
-                        lines.append(f"{words} at least {bounds.lower_bound.value:g}")
+                        found.append(Threshold(name, AT_LEAST, bounds.lower_bound.value))
                     if bounds.HasField("upper_bound"):
-                        lines.append(f"{words} at most {bounds.upper_bound.value:g}")
+                        found.append(Threshold(name, AT_MOST, bounds.upper_bound.value))
                 if threshold.HasField("change_threshold"):
                     change = threshold.change_threshold
                     if change.HasField("absolute"):
-                        allowed = f"{abs(change.absolute.value):.4g}"
+                        found.append(Threshold(name, CHANGE, abs(change.absolute.value)))
                     elif change.HasField("relative"):
-                        allowed = f"{abs(change.relative.value):.4g} of its value"
-                    else:
-                        continue
-                    lines.append(f"{words} no worse than the baseline model's by more than {allowed}")
-    return lines
+                        found.append(Threshold(name, CHANGE, abs(change.relative.value), relative=True))
+    return found
+
+
+def thresholds(evaluation_uri: str) -> list[str]:
+    """The blessing's thresholds in words ("AUC at least 0.9", "RMSE at most 450")."""
+    return [threshold.words() for threshold in read_thresholds(evaluation_uri)]
+
+
+def bounds_by_metric(found: Sequence[Threshold]) -> dict[str, dict[str, float]]:
+    """metric -> {side: value}: its floor, ceiling and the absolute change allowed."""
+    bounds: dict[str, dict[str, float]] = {}
+    for threshold in found:
+        if not threshold.relative:
+            bounds.setdefault(threshold.metric, {})[threshold.side] = threshold.value
+    return bounds
 
 
 def signatures(saved_model_dir: str) -> list[Signature]:
@@ -530,12 +565,18 @@ class Report:
     baseline: dict = dataclasses.field(default_factory=dict)
     plots: dict = dataclasses.field(default_factory=dict)
     thresholds: list[str] = dataclasses.field(default_factory=list)
+    # The same thresholds by metric: {"auc": {"at least": 0.9, "change": 0.002}} (``bounds_by_metric``).
+    bounds: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     signatures: list[Signature] = dataclasses.field(default_factory=list)
     residuals: Residuals | None = None
     # What could not be read, and why: plot name -> reason (the page says it in their place).
     unavailable: dict[str, str] = dataclasses.field(default_factory=dict)
     # The pipeline's runs up to this one (``pipeline.history.Entry``, oldest first).
     history: list = dataclasses.field(default_factory=list)
+    # Why the run stopped, when it failed (``pipeline.failures.describe``), and where its
+    # whole log or traceback is kept: the verdict points there.
+    failure: str | None = None
+    failure_log: str | None = None
 
 
 def read_report(summary: RunSummary, problem) -> Report:
@@ -560,7 +601,9 @@ def read_report(summary: RunSummary, problem) -> Report:
         report.slices = evaluation_slices(out[EVALUATION])
         report.plots = evaluation_plots(out[EVALUATION], problem.label.classes)
         report.baseline = baseline_comparison(out[EVALUATION])
-        report.thresholds = thresholds(out[EVALUATION])
+        found = read_thresholds(out[EVALUATION])
+        report.thresholds = [threshold.words() for threshold in found]
+        report.bounds = bounds_by_metric(found)
         if problem.task == Task.REGRESSION:
             try:
                 report.residuals = residuals(summary, problem)

@@ -28,11 +28,19 @@ def settings(config: PipelineConfig) -> dict:
 
 
 def write_report(
-    summary, config: PipelineConfig, with_settings: bool = True, root: str | None = None, history: list = ()
+    summary,
+    config: PipelineConfig,
+    with_settings: bool = True,
+    root: str | None = None,
+    history: list = (),
+    failure: str | None = None,
+    failure_log: str | None = None,
 ) -> str:
     """Reads the run's artifacts, renders the page, writes it; returns its path. The
     configuration is shown only when ``config`` is the one the run ran with; ``history``:
-    the pipeline's runs up to this one (``pipeline.history``), shown with the metric over runs."""
+    the pipeline's runs up to this one (``pipeline.history``), shown with the metric over runs;
+    ``failure`` and ``failure_log``: why a failed run stopped and where its log is, which
+    only the runner knows (the page's verdict points there)."""
     from pipeline.report.page import render
     from pipeline.report.read import read_report
 
@@ -40,6 +48,7 @@ def write_report(
     os.makedirs(os.path.dirname(path), exist_ok=True)
     report = read_report(summary, config.problem)
     report.history = list(history)
+    report.failure, report.failure_log = failure, failure_log
     page = render(report, settings(config) if with_settings else None)
     with open(path, "w", encoding="utf-8") as f:
         f.write(page)

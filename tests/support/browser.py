@@ -24,8 +24,8 @@ CHROMIUM_ARGS = [
 
 def open_page(path: str, screenshot: Path | None = None) -> dict:
     """Loads ``path``; its console messages, requests, plots ([name, complete, width,
-    height]), metric cells ([slice, metric, value, text]) and section ids. Skips the test
-    where Chromium is not installed."""
+    height]), metric cells ([slice, metric, value, text]), section ids and where each section
+    is drawn. Skips the test where Chromium is not installed."""
     if not os.path.exists(CHROMIUM):
         pytest.skip("Debian's chromium is not installed (make test installs it with apt-get where it can)")
     from playwright.sync_api import sync_playwright
@@ -53,6 +53,17 @@ def open_page(path: str, screenshot: Path | None = None) -> dict:
                 "e.textContent])",
             ),
             "sections": page.eval_on_selector_all("section", "els => els.map(e => e.id)"),
+            # Where each section is drawn: id -> [top, bottom] in CSS pixels from the page's top.
+            "boxes": dict(
+                page.eval_on_selector_all(
+                    "section",
+                    "els => els.map(e => { const r = e.getBoundingClientRect(); "
+                    "return [e.id, [r.top + window.scrollY, r.bottom + window.scrollY]]; })",
+                )
+            ),
+            "viewport": page.viewport_size,
+            # The verdict as the reader sees it (its headline, then each fact), or "" without one.
+            "verdict": page.eval_on_selector_all("#verdict", "els => els.map(e => e.innerText).join('')"),
             "screenshot": screenshot,
         }
         browser.close()

@@ -106,6 +106,18 @@ def test_a_failing_task_ends_it_with_its_exit_code_and_log_tail(failing_rehearsa
     assert "line 15\n" in err and "line 14\n" not in err  # the last 25 lines
 
 
+def test_a_failed_rehearsals_report_names_the_failed_task_and_its_log(failing_rehearsal, tmp_path, capsys):
+    import glob
+
+    job_file, mapping, log, _ = failing_rehearsal
+    assert rehearse_compiled_job(_options(tmp_path / "root", mapping, report=True), CONFIG, job_file) == 1
+    (page,) = glob.glob(str(tmp_path / "root" / "report" / "*" / "*" / "index.html"))
+    assert f"Run report: {page}" in capsys.readouterr().out
+    verdict = open(page, encoding="utf-8").read().split("<section id='verdict'>")[1].split("</section>")[0]
+    assert "The run FAILED at Trainer" in verdict and "task Trainer exited with code 3" in verdict
+    assert f"its whole log: <code>{log}</code>" in verdict
+
+
 def test_a_report_that_cannot_be_written_does_not_hide_the_outcome(failing_rehearsal, tmp_path, capsys, monkeypatch):
     from pipeline.report import write
 

@@ -4,7 +4,7 @@ produced, text escaped, the verdict and the drift said plainly."""
 from __future__ import annotations
 
 from pipeline.report.page import render
-from pipeline.report.read import ClassConfusion, Column, Report, Residuals, SliceMetrics
+from pipeline.report.read import ClassConfusion, Column, Report, Residuals, SliceMetrics, describe_metric
 from pipeline.run_summary import ComponentRun, RunSummary
 
 
@@ -22,7 +22,7 @@ def test_a_run_stopped_early_shows_what_it_got_to():
     assert "id='run'" in page and 'data-plot="timeline"' in page
     assert "id='evaluation'" not in page and "id='training'" not in page
     assert "Nothing pushed in this run." in page
-    assert "Configuration: not recorded" in page
+    assert "Configuration</h2><p>Not recorded with this run" in page
     assert "http://" not in page and "https://" not in page and "<script" not in page
 
 
@@ -226,7 +226,200 @@ def test_the_history_shows_the_metric_over_runs_and_the_champion_after_each():
     assert [row.split("<td>")[1].split("<")[0] for row in rows] == ["r1", "r2", "r3", "r4"]
     assert ["this run" in rows[0], "kept" in rows[1], "kept" in rows[2], "this run" in rows[3]] == [True] * 4
     assert "blessed, pushed" in rows[3] and "failed: DriftGate" in rows[1]
+    # The threshold line is the evaluation's own when it has one (a --blessing-threshold), not the spec's.
+    image = page.split('data-plot="history" src="')[1].split('"')[0]
+    report.bounds = {TAXI.blessing.metric: {"at least": TAXI.blessing.threshold + 0.05}}
+    assert render(report).split('data-plot="history" src="')[1].split('"')[0] != image
 
 
 def test_no_history_no_section():
     assert "id='history'" not in render(_report())
+
+
+# The run's components in the order the pipeline runs them (pipeline/pipeline.py).
+NODES = (
+    "CsvExampleGen",
+    "StatisticsGen",
+    "ImportSchemaGen",
+    "ExampleValidator",
+    "AnomalyGate",
+    "latest_blessed_model_resolver",
+    "DriftGate",
+    "Transform",
+    "Trainer",
+    "Evaluator",
+    "Pusher",
+)
+
+
+def _ran(until: str | None = None, failed: bool = False, **summary_fields) -> Report:
+    """A run of every component (up to ``until``, which ``failed`` or completed)."""
+    nodes = NODES if until is None else NODES[: NODES.index(until) + 1]
+    components = [
+        ComponentRun(node, "FAILED" if failed and node == until else "complete", 1.0, 100.0 + i, 101.0 + i)
+        for i, node in enumerate(nodes)
+    ]
+    return Report(RunSummary(run_id="r", components=components, **summary_fields))
+
+
+def _facts(page: str) -> dict[str, tuple[str, str]]:
+    """The verdict's rows: key -> (class, HTML)."""
+    import re
+
+    verdict = page.split("<section id='verdict'>")[1].split("</section>")[0]
+    rows = re.findall(r"<tr data-fact='([^']+)'><th>.*?</th><td class='([^']*)'>(.*?)</td></tr>", verdict)
+    return {key: (kind, text) for key, kind, text in rows}
+
+
+def _headline(page: str) -> str:
+    return page.split("<section id='verdict'><p class='verdict ")[1].split("</p>")[0]
+
+
+def test_the_verdict_comes_first_with_the_metric_against_threshold_and_champion():
+    from tests.support.problems import TAXI
+
+    metric, value, champion = TAXI.blessing.metric, 0.9412, 0.9390
+    floor, allowed = TAXI.blessing.threshold, TAXI.blessing.max_regression
+    drift = {"baseline": "/b", "serving": None, "accepted": False, "drift": []}
+    drift["drift"].append(dict(split="eval", feature="c", measure="JS", value=0.01, threshold=0.05, breached=False))
+    report = _ran(metrics={metric: value}, blessed=True, had_baseline=True, pushed_to="/serving/<7>", drift=drift)
+    report.problem, report.anomalies = TAXI, []
+    report.baseline = {metric: {"baseline": champion, "change": value - champion}}
+    report.bounds = {metric: {"at least": floor, "change": allowed}}
+    report.slices = [SliceMetrics("Overall", {metric: value})]
+    page = render(report, {"train_steps": 400})
+    body = page.split("<body>")[1]
+    assert body.index("<section") == body.index("<section id='verdict'>")  # the first section
+    assert body.index("id='verdict'") < body.index("id='run'") < body.index("id='configuration'")
+    assert _headline(page) == "good'>BLESSED"
+    facts = _facts(page)
+    assert facts["metric"][0] == "good" and f"{value:.4f}</b>, required at least {floor:g}: met" in facts["metric"][1]
+    words = describe_metric(metric)
+    shown = f"champion's {words} {champion:.4f}, this model <span data-change>{value - champion:+.4f}</span>"
+    assert facts["champion"][1].startswith(shown)
+    assert f"(allowed to be worse by {allowed:.4g})" in facts["champion"][1]
+    assert facts["pushed"] == ("good", "<code>/serving/&lt;7&gt;</code>")
+    assert facts["validator"] == ("good", "no anomaly: the data meets its contract")
+    assert facts["anomaly-gate"] == ("good", "passed (complete)")
+    assert facts["drift-gate"][0] == "good" and facts["drift-gate"][1].startswith("within the contract against")
+    assert "look" not in facts
+
+
+def test_a_model_under_its_floor_is_not_blessed_and_the_verdict_says_where_to_look():
+    from tests.support.problems import TAXI
+
+    metric, floor = TAXI.blessing.metric, 0.95
+    failure = f"{metric} 0.9000, under its floor {floor:g}"
+    report = _ran(metrics={metric: 0.9}, blessed=False, validation_failures=[failure])
+    report.problem, report.bounds = TAXI, {metric: {"at least": floor}}
+    report.anomalies = ["[train] column 'c': unexpected values", "[eval] column 'c': unexpected values"]
+    report.slices = [SliceMetrics("Overall", {metric: 0.9})]
+    page = render(report)
+    assert _headline(page) == f"bad'>NOT blessed: {failure}"
+    facts = _facts(page)
+    assert facts["metric"][0] == "bad" and facts["metric"][1].endswith(f"required at least {floor:g}: missed")
+    assert facts["champion"][1] == "none yet: the first model is judged against the threshold alone"
+    assert facts["pushed"] == ("", "nothing pushed in this run (the model was not blessed)")
+    assert facts["validator"] == ("bad", "2 anomalies (see <a href='#anomalies'>the data's anomalies</a>)")
+    assert facts["drift-gate"] == ("good", "passed (complete)")
+    assert facts["look"][1] == "why it was not blessed: <a href='#evaluation'>Evaluation</a>"
+
+
+def test_an_error_metric_is_judged_against_its_ceiling():
+    problem = _problem("penguin-body-mass")
+    metric, ceiling = problem.blessing.metric, problem.blessing.threshold
+    for value, outcome in ((ceiling * 0.9, "met"), (ceiling * 1.1, "missed")):
+        report = _ran(metrics={metric: value}, blessed=outcome == "met")
+        report.problem = problem  # no evaluation bounds: the problem's own ceiling
+        assert _facts(render(report))["metric"][1].endswith(f"required at most {ceiling:g}: {outcome}")
+
+
+def test_without_a_problem_the_one_bounded_metric_is_the_blessing_metric():
+    report = _ran(metrics={"rmse": 3.0, "mae": 2.0}, blessed=True)
+    report.bounds = {"rmse": {"at most": 4.0}}
+    assert _facts(render(report))["metric"] == ("good", "RMSE <b data-value='3.0'>3.0000</b>, required at most 4: met")
+
+
+def test_a_failed_run_names_the_component_its_section_the_error_and_the_log():
+    from tests.support.problems import TAXI
+
+    report = _ran("Trainer", failed=True)
+    report.problem, report.anomalies = TAXI, []
+    report.failure, report.failure_log = "KeyError: 'x' (models/model.py, line 3, in f)", "/logs/failure-<1>.txt"
+    page = render(report)
+    assert _headline(page) == "bad'>The run FAILED at Trainer"
+    facts = _facts(page)
+    # No training section: the run stopped before the Trainer had anything to show.
+    assert "id='training'" not in page
+    assert facts["look"][1].startswith("Trainer: <a href='#run'>The run</a>; the error: <code>KeyError: &#x27;x&#x27;")
+    assert facts["look"][1].endswith("its whole log: <code>/logs/failure-&lt;1&gt;.txt</code>")
+    assert f"{describe_metric(TAXI.blessing.metric)}: not evaluated in this run" in facts["metric"][1]
+    report.curves = {"loss": {"train": [(0, 1.0)], "validation": [(0, 1.1)]}}
+    assert _facts(render(report))["look"][1].startswith("Trainer: <a href='#training'>Training</a>")
+
+
+def test_a_gate_that_stopped_the_run_points_to_its_part_of_the_data_section():
+    for gate, anchor in (("AnomalyGate", "anomalies"), ("DriftGate", "drift")):
+        report = _ran(gate, failed=True)
+        report.columns = {"train": [Column("c", "number", 10, 0.0)]}
+        page = render(report)
+        facts = _facts(page)
+        key = {"AnomalyGate": "anomaly-gate", "DriftGate": "drift-gate"}[gate]
+        assert facts[key][0] == "bad" and "stopped the run" in facts[key][1] and f"href='#{anchor}'" in facts[key][1]
+        assert f"id='{anchor}'" in page and facts["look"][1].startswith(f"{gate}: <a href='#{anchor}'>")
+        assert facts["pushed"] == ("", "nothing pushed in this run")
+    assert facts["drift-gate"][1].startswith("stopped the run")
+    report = _ran("ExampleValidator")
+    assert _facts(render(report))["drift-gate"] == ("", "did not run")
+
+
+def test_a_failure_after_the_evaluator_still_says_the_verdict():
+    report = _ran("Pusher", failed=True, blessed=True)
+    assert _headline(render(report)) == "bad'>The run FAILED at Pusher; BLESSED"
+
+
+def test_the_configuration_is_a_table_of_settings_nested_settings_indented_under_their_key():
+    import re
+
+    from pipeline.config import PipelineConfig
+    from pipeline.report.write import settings
+
+    config = settings(PipelineConfig())
+    config["pools"] = [{"kind": "chief", "replicas": 1}, {"kind": "worker", "replicas": 3}]
+    page = render(_report(), config)
+    table = page.split("<table id='settings'>")[1].split("</table>")[0]
+    assert "{" not in table and "(" not in table.replace("padding-left", "") and "[" not in table  # no repr
+    rows = re.findall(r"<tr (?:class='group' )?data-setting='([^']+)' data-depth='(\d)'><td[^>]*>([^<]*)</td>", table)
+    depth = {path: int(level) for path, level, _ in rows}
+
+    def leaves(value, path):
+        if isinstance(value, dict) and value:
+            for key, entry in value.items():
+                yield from leaves(entry, f"{path}.{key}")
+        elif isinstance(value, list) and any(isinstance(v, dict) for v in value):
+            for index, entry in enumerate(value, 1):
+                yield from leaves(entry, f"{path}.{index}")
+        else:
+            yield path, value
+
+    shown = {path for path, _, _ in rows}
+    for key, value in config.items():
+        for path, _ in leaves(value, key):
+            assert path in shown and depth[path] == path.count("."), path
+    blessing = PipelineConfig().problem.blessing
+    assert (
+        "data-setting='problem.blessing.threshold' data-depth='2'><td style='padding-left: 3.7em'>threshold</td>"
+        f"<td><code>{blessing.threshold}</code>" in table
+    )
+    assert "<tr class='group' data-setting='pools.2' data-depth='1'>" in table
+    assert "data-setting='pools.2.replicas' data-depth='2'><td style='padding-left: 3.7em'>replicas</td>" in table
+    # Crosses: a list of lists, each entry a row of its own.
+    first_cross = ", ".join(PipelineConfig().problem.features.crosses[0])
+    assert (
+        "data-setting='problem.features.crosses.1' data-depth='3'" in table and f"<code>{first_cross}</code>" in table
+    )
+    assert (
+        "data-setting='blessing_threshold' data-depth='0'><td style='padding-left: 0.7em'>blessing_threshold</td>"
+        in table
+    )
+    assert "<td>extra_beam_args</td>" not in table and "<code>not set</code>" in table and "<code>false</code>" in table

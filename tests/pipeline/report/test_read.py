@@ -222,3 +222,14 @@ def test_thresholds_name_each_problems_blessing_metric_and_its_bound(problem_dir
         f"{words} {bound} {blessing.threshold:g}",
         f"{words} no worse than the baseline model's by more than {blessing.max_regression + 1e-10:.4g}",
     ]
+    # The same, by metric, for the report's verdict: what the evaluation itself was configured with.
+    side = read.AT_LEAST if config.problem.higher_is_better else read.AT_MOST
+    bounds = read.bounds_by_metric(read.read_thresholds(str(tmp_path)))
+    assert list(bounds) == [blessing.metric] and bounds[blessing.metric][side] == pytest.approx(blessing.threshold)
+    assert bounds[blessing.metric][read.CHANGE] == pytest.approx(blessing.max_regression, abs=1e-9)
+
+
+def test_a_relative_change_is_said_in_words_but_bounds_no_value():
+    found = [read.Threshold("auc", read.AT_LEAST, 0.9), read.Threshold("auc", read.CHANGE, 0.01, relative=True)]
+    assert found[1].words() == "AUC no worse than the baseline model's by more than 0.01 of its value"
+    assert read.bounds_by_metric(found) == {"auc": {read.AT_LEAST: 0.9}}
