@@ -16,3 +16,24 @@ TAXI = SHIPPED["taxi"]
 def with_problem(custom_config: dict | None = None, problem: problem_lib.Problem = TAXI) -> dict:
     """A component's custom_config with the problem spec the pipeline adds to it."""
     return {**(custom_config or {}), PROBLEM_KEY: problem.to_json()}
+
+
+def spreadsheet_headers(names: list[str]) -> list[str]:
+    """Each name as a spreadsheet or BI export might head its column, every one needing a
+    feature name of its own: words capitalised and spaced, and in turn a unit, a leading
+    year, a non-ASCII word or a leading '#'."""
+    headers = []
+    for index, name in enumerate(names):
+        words = " ".join(word.capitalize() for word in name.split("_"))
+        headers.append([f"{words} ($)", f"{2020 + index} {words}", f"{words} Größe", f"#{words}"][index % 4])
+    return headers
+
+
+def as_spreadsheet_export(source: Path, target: Path) -> dict[str, str]:
+    """Writes ``source`` (a CSV) to ``target`` under ``spreadsheet_headers``; returns each
+    original name's new header."""
+    lines = source.read_text(encoding="utf-8").splitlines()
+    names = lines[0].split(",")
+    headers = spreadsheet_headers(names)
+    target.write_text("\n".join([",".join(headers), *lines[1:]]) + "\n", encoding="utf-8")
+    return dict(zip(names, headers, strict=True))
