@@ -230,3 +230,31 @@ def test_the_history_shows_the_metric_over_runs_and_the_champion_after_each():
 
 def test_no_history_no_section():
     assert "id='history'" not in render(_report())
+
+
+def test_columns_renamed_from_their_header_are_shown_by_both_names():
+    from models.problem import Problem, feature_names
+
+    headers = ["Fare ($)", "Payment Type", "Big Tip?"]
+    features = feature_names(headers)
+    fare, payment, label = (features[h] for h in headers)
+    problem = Problem.from_dict(
+        {
+            "name": "tips",
+            "task": "binary",
+            "columns": {features[h]: h for h in headers},
+            "label": {"column": label, "positive": "yes"},
+            "features": {"numeric": [fare], "categorical": [payment]},
+            "evaluation": {"metric": "auc", "threshold": 0.6, "slices": [payment]},
+        }
+    )
+    report = _report(drift={"baseline": "/b", "serving": None, "accepted": False, "drift": []})
+    report.problem = problem
+    report.columns = {"train": [Column(fare, "number", 10, 0.0, quantiles=[(0.0, 5.0, 5.0)])]}
+    report.slices = [SliceMetrics("Overall", {"auc": 0.7}), SliceMetrics(f"{payment} = Cash", {"auc": 0.8})]
+    report.boundaries, report.vocabularies = {fare: [1.0, 2.0]}, {"vocabulary": 3}
+    page = render(report)
+    assert page.count(f"<td>Fare ($) ({fare})</td>") == 2  # the data's columns, the bucket boundaries
+    assert f"<figcaption>Fare ($) ({fare}): train</figcaption>" in page
+    assert f"<td>Payment Type ({payment}) = Cash</td>" in page and f"data-slice='{payment} = Cash'" in page
+    assert f"from the CSV&#x27;s Big Tip? ({label})" in page
