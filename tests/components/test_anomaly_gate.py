@@ -194,21 +194,10 @@ def test_the_labels_source_column_missing_is_named(small_config, tmp_path):
 
 
 def test_a_renamed_column_named_in_the_gates_lines_is_also_named_by_its_header():
-    from models.problem import Problem, feature_names
+    from tests.support.problems import binary_problem
 
-    headers = ["Monthly Charges", "Monthly Charges Total", "Churned?"]
-    features = feature_names(headers)
-    monthly, total, churned = (features[h] for h in headers)
-    problem = Problem.from_dict(
-        {
-            "name": "churn",
-            "task": "binary",
-            "columns": {features[h]: h for h in headers},
-            "label": {"column": churned, "positive": "yes"},
-            "features": {"numeric": [monthly, total]},
-            "evaluation": {"metric": "auc", "threshold": 0.6},
-        }
-    )
+    problem, features = binary_problem(["Monthly Charges", "Monthly Charges Total", "Churned?"])
+    total = features["Monthly Charges Total"]
     lines = [f"[train] {total}: out of range"]
     assert headers_named(lines, problem) == [
         f"Named in the CSV header (problem.toml [columns]): {total} is 'Monthly Charges Total'"

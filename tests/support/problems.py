@@ -37,3 +37,25 @@ def as_spreadsheet_export(source: Path, target: Path) -> dict[str, str]:
     headers = spreadsheet_headers(names)
     target.write_text("\n".join([",".join(headers), *lines[1:]]) + "\n", encoding="utf-8")
     return dict(zip(names, headers, strict=True))
+
+
+def binary_problem(headers: list[str], categorical: tuple[str, ...] = ()) -> tuple[problem_lib.Problem, dict[str, str]]:
+    """A binary problem on a CSV with these headers: the last is the label ("yes" positive),
+    the ``categorical`` ones are categories (and slices), the others numbers; each header
+    mapped to its feature name. Returns it and each header's feature name."""
+    features = problem_lib.feature_names(headers)
+    *inputs, label = headers
+    problem = problem_lib.Problem.from_dict(
+        {
+            "name": "from-headers",
+            "task": "binary",
+            "columns": {features[h]: h for h in headers if features[h] != h},
+            "label": {"column": features[label], "positive": "yes"},
+            "features": {
+                "numeric": [features[h] for h in inputs if h not in categorical],
+                "categorical": [features[h] for h in categorical],
+            },
+            "evaluation": {"metric": "auc", "threshold": 0.6, "slices": [features[h] for h in categorical]},
+        }
+    )
+    return problem, features

@@ -233,21 +233,10 @@ def test_no_history_no_section():
 
 
 def test_columns_renamed_from_their_header_are_shown_by_both_names():
-    from models.problem import Problem, feature_names
+    from tests.support.problems import binary_problem
 
-    headers = ["Fare ($)", "Payment Type", "Big Tip?"]
-    features = feature_names(headers)
-    fare, payment, label = (features[h] for h in headers)
-    problem = Problem.from_dict(
-        {
-            "name": "tips",
-            "task": "binary",
-            "columns": {features[h]: h for h in headers},
-            "label": {"column": label, "positive": "yes"},
-            "features": {"numeric": [fare], "categorical": [payment]},
-            "evaluation": {"metric": "auc", "threshold": 0.6, "slices": [payment]},
-        }
-    )
+    problem, features = binary_problem(["Fare ($)", "Payment Type", "Big Tip?"], categorical=("Payment Type",))
+    fare, payment, label = features.values()
     report = _report(drift={"baseline": "/b", "serving": None, "accepted": False, "drift": []})
     report.problem = problem
     report.columns = {"train": [Column(fare, "number", 10, 0.0, quantiles=[(0.0, 5.0, 5.0)])]}
