@@ -273,12 +273,13 @@ def _add_older_spans(
 
 
 def renamed(example: tf.train.Example, renames: Mapping[str, str]) -> tf.train.Example:
-    """``example`` with the features ``renames`` names (header -> feature name) renamed."""
-    features = example.features.feature
-    for header in [h for h in features if h in renames]:
-        features[renames[header]].CopyFrom(features[header])
-        del features[header]
-    return example
+    """A copy of ``example`` with the features ``renames`` names (header -> feature name)
+    renamed (Beam's elements are not to be changed in place)."""
+    copy = tf.train.Example()
+    features = copy.features.feature
+    for name, feature in example.features.feature.items():
+        features[renames.get(name, name)].CopyFrom(feature)
+    return copy
 
 
 @beam.typehints.with_input_types(beam.Pipeline)
