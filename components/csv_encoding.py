@@ -42,7 +42,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from pyarrow import csv as pa_csv
 from tfx_bsl.coders import example_coder
 
-from models.problem import FEATURE_NAME
+from models.problem import is_feature_name
 
 # CSV bytes pyarrow parses at a time: bounds memory whatever the file size, and is the
 # unit of work shared out between worker processes, so small enough that a file of a few
@@ -167,7 +167,7 @@ def feature_names(path: str, headers: Mapping[str, str] | None = None) -> list[s
             f"{path}: its header has {' and '.join(repr(n) for n in both)}, which the problem reads as one column, "
             f"the feature {feature}: remove one of them from the file."
         )
-    if unknown := [name for name in names if name not in renames and not FEATURE_NAME.fullmatch(name)]:
+    if unknown := [name for name in names if name not in renames and not is_feature_name(name)]:
         missing = [f for f in headers if f not in features]
         feature = missing[0] if len(missing) == 1 and len(unknown) == 1 else "<feature>"
         back = f" rename it back to {headers[feature]!r} in the header line, or" if feature in headers else ""

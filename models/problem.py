@@ -15,6 +15,7 @@ import ast
 import dataclasses
 import enum
 import json
+import keyword
 import operator
 import os
 import re
@@ -32,10 +33,11 @@ MISSING_TOKEN = "__MISSING__"
 # with a schema-level `annotation { tag: "min_label_class_fraction=0.05" }`.
 MIN_LABEL_CLASS_FRACTION = 0.01
 # A feature name: what TensorFlow keeps as a SavedModel signature's input name (``serving_raw``
-# takes one input per column). A name that is no graph node name (a space, '$', 'ö', a leading
-# '_') fails the export; one that is but is no identifier ('a.b', '2023_x') is renamed by
-# TensorFlow ('a_b', 'arg_2023_x'), so a request by the column's name would miss it.
-FEATURE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+# takes one input per column; ``is_feature_name``). A name that is no graph node name (a space,
+# '$', 'ö', a leading '_') fails the export; one that is but is no identifier ('a.b', '2023_x')
+# is renamed by TensorFlow ('a_b', 'arg_2023_x'), so a request by the column's name would miss
+# it; a Python keyword, or 'self', is no parameter name of the signature's function and fails.
+_FEATURE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 # Letters NFKD does not take apart into an ASCII letter and marks, as German, Danish, Polish,
 # Icelandic and Turkish headers write them.
 _TRANSLITERATION = {"ß": "ss", "æ": "ae", "œ": "oe", "ø": "o", "đ": "d", "ð": "d", "þ": "th", "ł": "l", "ı": "i"}
@@ -361,14 +363,22 @@ class Problem:
         return cls.from_dict(json.loads(text))
 
 
+def is_feature_name(name: str) -> bool:
+    """Whether ``name`` can name a feature, and so a serving signature's input, as it is."""
+    return bool(_FEATURE_NAME.fullmatch(name)) and not keyword.iskeyword(name) and name != "self"
+
+
 def safe_name(header: str) -> str:
     """A header's feature name by the rule (docs/problems.md, "Column names"): lower case,
     accents dropped (ß ss, æ ae, ...), every run of other characters one '_', none at
-    either end, ``col_`` before a leading digit; "" when nothing is left."""
+    either end, ``col_`` before a leading digit, '_' after a Python keyword or 'self'
+    (``class_``); "" when nothing is left."""
     text = "".join(_TRANSLITERATION.get(c, c) for c in header.lower())
     text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
     text = re.sub(r"[^a-z0-9]+", "_", text).strip("_")
-    return SAFE_PREFIX + text if text[:1].isdigit() else text
+    if text[:1].isdigit():
+        return SAFE_PREFIX + text
+    return text + "_" if text and not is_feature_name(text) else text
 
 
 def feature_names(headers: Sequence[str]) -> dict[str, str]:
@@ -378,9 +388,9 @@ def feature_names(headers: Sequence[str]) -> dict[str, str]:
     name taken before, in header order (compared ignoring case: Transform's files are
     named after features, and a file system may not tell case apart)."""
     names: dict[str, str] = {}
-    taken = {h.lower() for h in headers if FEATURE_NAME.fullmatch(h)}
+    taken = {h.lower() for h in headers if is_feature_name(h)}
     for position, header in enumerate(headers, start=1):
-        if FEATURE_NAME.fullmatch(header):
+        if is_feature_name(header):
             names[header] = header
             continue
         base = safe_name(header) or f"{SAFE_PREFIX}{position}"
@@ -466,13 +476,13 @@ def _validate(problem: Problem) -> None:
     if problem.task != Task.MULTICLASS and label.classes:
         raise ProblemError("label.classes applies to multi-class problems only")
     for key in features.inputs + tuple(features.unused) + problem.slices + label.sources:
-        if not FEATURE_NAME.fullmatch(key):
+        if not is_feature_name(key):
             suggested = feature_names([key])[key]
             raise ProblemError(
-                f"column {key!r} cannot be a feature name: those are letters, digits and '_', starting with a letter "
-                "(TensorFlow's rule for the serving signature's inputs). Keep the CSV's header and name the "
-                f'feature in the spec: add [columns] {suggested} = "{key}" and write {suggested} where the spec '
-                f"says {key!r}"
+                f"column {key!r} cannot be a feature name: those are letters, digits and '_', starting with a "
+                "letter, and no Python keyword (TensorFlow's rule for the serving signature's inputs). Keep the CSV's "
+                f'header and name the feature in the spec: add [columns] {suggested} = "{key}" and write '
+                f"{suggested} where the spec says {key!r}"
             )
     _validate_columns(problem)
     seen: dict[str, str] = {}
@@ -520,9 +530,10 @@ def _validate_columns(problem: Problem) -> None:
     headers: dict[str, str] = {}
     named = set(problem.raw_columns)
     for feature, header in problem.columns.items():
-        if not FEATURE_NAME.fullmatch(feature):
+        if not is_feature_name(feature):
             raise ProblemError(
-                f"columns.{feature}: a feature name is letters, digits and '_', starting with a letter; "
+                f"columns.{feature}: a feature name is letters, digits and '_', starting with a letter, and no "
+                "Python keyword; "
                 f"e.g. {feature_names([feature])[feature]}"
             )
         if not isinstance(header, str) or not header or "," in header or "\n" in header:

@@ -27,7 +27,7 @@ import tensorflow_transform as tft
 import tf_keras as keras
 
 from models import preprocessing
-from models.problem import FEATURE_NAME, Problem, Task
+from models.problem import Problem, Task, is_feature_name
 
 SERVING_SIGNATURE = "serving_default"
 RAW_SIGNATURE = "serving_raw"
@@ -69,14 +69,14 @@ def check_input_names(columns: list[str], problem: Problem) -> None:
     """Refuses raw columns TensorFlow cannot keep as signature input names (a name that is
     no graph node name fails the export after training; 'a.b' would silently become
     'a_b'), naming the ``[columns]`` entries that fix it."""
-    if bad := [c for c in columns if not FEATURE_NAME.fullmatch(c)]:
+    if bad := [c for c in columns if not is_feature_name(c)]:
         from models.problem import feature_names
 
         fixes = ", ".join(f"{name} = {column!r}" for column, name in feature_names(bad).items())
         raise ValueError(
             f"column(s) {', '.join(repr(c) for c in bad)} of problem '{problem.name}' cannot name the serving "
-            "signature's inputs (letters, digits and '_', starting with a letter). Map them to feature names in "
-            f"problem.toml's [columns] table ({fixes}), or drop them from the data and its contract."
+            "signature's inputs (letters, digits and '_', starting with a letter; no Python keyword). Map them to "
+            f"feature names in problem.toml's [columns] table ({fixes}), or drop them from the data and its contract."
         )
 
 

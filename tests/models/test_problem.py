@@ -11,12 +11,12 @@ import tensorflow as tf
 
 from models import preprocessing
 from models.problem import (
-    FEATURE_NAME,
     Problem,
     ProblemError,
     Task,
     evaluate_expression,
     feature_names,
+    is_feature_name,
     load,
     safe_name,
 )
@@ -135,6 +135,8 @@ def test_a_regression_target_is_the_number():
         ("od280/od315", "od280_od315"),
         ("_id", "id"),
         ("a.b-c", "a_b_c"),
+        ("class", "class_"),
+        ("self", "self_"),
     ],
 )
 def test_a_header_gets_a_feature_name_by_the_rule(header, feature):
@@ -151,7 +153,7 @@ def test_feature_names_keep_valid_names_and_are_unique_ignoring_case():
     assert names["x?"] == "x_3" and names["X."] == "x_4"  # x and x_2 are taken by headers kept as they are
     assert names["€"] == "col_5" and names["价格"] == "col_10"  # nothing left: the column's position
     assert len({n.lower() for n in names.values()}) == len(headers)
-    assert all(FEATURE_NAME.fullmatch(n) for n in names.values())
+    assert all(is_feature_name(n) for n in names.values())
 
 
 def test_a_spec_maps_header_names_to_feature_names_both_ways():
@@ -169,6 +171,7 @@ def test_a_spec_maps_header_names_to_feature_names_both_ways():
         # A header written where the spec wants a feature name: the fix is the mapping, spelled out.
         ({"features__numeric": ["Monthly Charges"]}, '\\[columns\\] monthly_charges = "Monthly Charges"'),
         ({"features__numeric": ["a.b"]}, '\\[columns\\] a_b = "a.b"'),
+        ({"features__numeric": ["class"]}, '\\[columns\\] class_ = "class"'),
         ({"columns": {"Monthly Charges": "x"}}, "columns.Monthly Charges: a feature name is letters"),
         ({"columns": {"x": "a,b"}}, "as the CSV header has it"),
         ({"columns": {"x": "X", "kind": "X"}}, "x and kind both name the header 'X'"),

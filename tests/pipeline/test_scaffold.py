@@ -497,7 +497,7 @@ def exported(tmp_path_factory) -> tuple[dict[str, str], tuple]:
 def test_a_csv_of_spreadsheet_headers_scaffolds_a_spec_naming_both(exported):
     renamed, (planned, folder, _) = exported
     headers = list(renamed.values())
-    assert all(not problem_lib.FEATURE_NAME.fullmatch(h) for h in headers)  # every one needs a feature name
+    assert all(not problem_lib.is_feature_name(h) for h in headers)  # every one needs a feature name
     features = problem_lib.feature_names(headers)
     problem = problem_lib.load(folder)
     assert problem.columns == {features[h]: h for h in headers} == planned.renamed
