@@ -426,6 +426,23 @@ def test_headers_as_people_write_them_make_the_examples_their_feature_names_make
     assert node(create_pipeline(small_config), "CsvExampleGen").exec_properties.get("column_names") is None
 
 
+def test_worker_processes_rename_the_headers_too(small_config, tmp_path):
+    data, headers = _as_people_write_them(small_config, tmp_path)
+    original = [str(tmp_path / "original" / s) for s in ("train", "eval")]
+    renamed = [str(tmp_path / "renamed" / s) for s in ("train", "eval")]
+    paths = [str(Path(small_config.data_root, "data.csv"))]
+    counts = csv_example_gen.convert(paths, original, [2, 3], workers=2, block_bytes=8 << 10)
+    assert (
+        csv_example_gen.convert(
+            [str(data / "data.csv")], renamed, [2, 3], workers=2, block_bytes=8 << 10, headers=headers
+        )
+        == counts
+    )
+    for one, two in zip(original, renamed, strict=True):
+        read = lambda d: sorted(tf.data.TFRecordDataset(glob.glob(d + "/*"), "GZIP").as_numpy_iterator())  # noqa: E731
+        assert read(one) == read(two)
+
+
 def test_tfx_executor_renames_the_headers_too(small_config, tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the fast path must not run")
