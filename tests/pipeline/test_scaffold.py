@@ -569,8 +569,9 @@ def test_a_csv_of_spreadsheet_headers_runs_to_a_pushed_model_answering_by_featur
     serving = tmp_path / "serving"
     serving.mkdir()
     label = problem.header_of(problem.label.column)
-    with open(csv_path, newline="", encoding="utf-8") as source, open(serving / "data.csv", "w", newline="") as out:
+    with open(csv_path, newline="", encoding="utf-8") as source:
         rows = list(csv.DictReader(source))
+    with open(serving / "data.csv", "w", newline="", encoding="utf-8") as out:
         writer = csv.DictWriter(out, [h for h in rows[0] if h != label], extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
