@@ -7,6 +7,7 @@ import csv
 import glob
 import json
 import os
+import re
 import statistics
 from collections.abc import Sequence
 
@@ -546,6 +547,15 @@ def test_new_data_with_a_header_changed_is_refused_naming_the_column_and_the_fix
     message = str(raised.value)
     assert f"{changed!r}" in message and f"rename it back to {header!r}" in message
     assert f"[columns] {feature} = {changed!r}" in message
+    # Changed to a name that can be a feature's, the file reads; the contract then misses the
+    # column and finds a new one.
+    from components.anomaly_gate import describe_anomalies
+
+    valid = "Renamed" + re.sub(r"\W", "", header)
+    (tmp_path / "span-3.csv").write_text(text.replace(header, valid, 1), encoding="utf-8")
+    data = contract.csv_statistics([str(tmp_path / "span-3.csv")], problem)
+    lines = describe_anomalies({"all": tfdv.validate_statistics(data, tfdv.load_schema_text(problem.contract_path))})
+    assert any(feature in line for line in lines) and any(valid in line for line in lines), lines
     # The header's feature name instead of its own name is the same column: the file reads as it did.
     (tmp_path / "features.csv").write_text(text.replace(header, feature, 1), encoding="utf-8")
     assert contract.csv_statistics([str(tmp_path / "features.csv")], problem) == contract.csv_statistics(
