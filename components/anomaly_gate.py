@@ -12,6 +12,7 @@ keeps the lineage in ML Metadata, rather than a bare ordering edge).
 
 # No `from __future__ import annotations`: TFX reads the component's type hints at runtime.
 import os
+import re
 
 from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2, statistics_pb2
 from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
@@ -229,6 +230,18 @@ def describe_label(
     return lines
 
 
+def headers_named(lines: list[str], problem) -> list[str]:
+    """A line naming the CSV header of each renamed column ``lines`` name by feature name
+    (the contract's names), so a person finds the column in their file; none otherwise."""
+    named = [f for f in problem.columns if any(re.search(rf"\b{re.escape(f)}\b", line) for line in lines)]
+    if not named:
+        return []
+    return [
+        "Named in the CSV header (problem.toml [columns]): "
+        + ", ".join(f"{feature} is {problem.columns[feature]!r}" for feature in named)
+    ]
+
+
 def check_data(
     anomalies: standard_artifacts.ExampleAnomalies,
     examples: standard_artifacts.Examples,
@@ -245,6 +258,7 @@ def check_data(
     if not lines:
         lines = describe_label(examples, schema, problem, statistics_by_split)
     if lines:
+        lines += headers_named(lines, problem)
         raise DataAnomaliesError(
             "The data breaks its contract, so Transform and training did not run on it:\n  "
             + "\n  ".join(lines)

@@ -31,7 +31,7 @@ import random
 import struct
 import sys
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import google_crc32c
@@ -41,6 +41,8 @@ import pyarrow.compute as pc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from pyarrow import csv as pa_csv
 from tfx_bsl.coders import example_coder
+
+from models.problem import is_feature_name
 
 # CSV bytes pyarrow parses at a time: bounds memory whatever the file size, and is the
 # unit of work shared out between worker processes, so small enough that a file of a few
@@ -148,6 +150,41 @@ def column_names(path: str) -> list[str]:
     return names
 
 
+def feature_names(path: str, headers: Mapping[str, str] | None = None) -> list[str]:
+    """The header's names as the features' names: a header the problem maps (``headers``:
+    feature name -> header name, ``models.problem.Problem.header_names``) takes its feature
+    name, any other stays (a file whose header already has the feature names reads the
+    same). Without ``headers``, the header as it is. A header no feature can be named
+    after, or two that become one feature, is named with the fix."""
+    names = column_names(path)
+    if not headers:
+        return names
+    renames = {header: feature for feature, header in headers.items()}
+    features = [renames.get(name, name) for name in names]
+    for feature in dict.fromkeys(f for f in features if features.count(f) > 1):
+        both = [name for name, f in zip(names, features, strict=True) if f == feature]
+        raise CsvFileError(
+            f"{path}: its header has {' and '.join(repr(n) for n in both)}, which the problem reads as one column, "
+            f"the feature {feature}: remove one of them from the file."
+        )
+    if unknown := [name for name in names if name not in renames and not is_feature_name(name)]:
+        missing = [f for f in headers if f not in features]
+        feature = missing[0] if len(missing) == 1 and len(unknown) == 1 else "<feature>"
+        back = f" rename it back to {headers[feature]!r} in the header line, or" if feature in headers else ""
+        raise CsvFileError(
+            f"{path}: column(s) {', '.join(repr(n) for n in unknown)} of its header are not in the problem's "
+            "[columns] table (problem.toml), and cannot name a feature as they are"
+            + (
+                f"; the problem's column(s) {', '.join(repr(headers[f]) for f in missing)} are not in it"
+                if missing
+                else ""
+            )
+            + f". If a column was renamed in the file,{back} map its new name to the feature in problem.toml: "
+            f"[columns] {feature} = {unknown[0]!r}."
+        )
+    return features
+
+
 def _repeated_header(path: str, block: pa.RecordBatch, names: Sequence[str], rows_before: int) -> None:
     """Stops at a row that repeats the header (two exports pasted into one file), naming it."""
     candidates = pc.equal(block.column(0), names[0])
@@ -161,9 +198,13 @@ def _repeated_header(path: str, block: pa.RecordBatch, names: Sequence[str], row
             )
 
 
-def read_blocks(path: str, block_bytes: int = BLOCK_BYTES) -> Iterator[pa.RecordBatch]:
-    """The CSV at ``path`` as record batches of text columns (null = empty), streamed."""
-    names = column_names(path)
+def read_blocks(
+    path: str, block_bytes: int = BLOCK_BYTES, headers: Mapping[str, str] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """The CSV at ``path`` as record batches of text columns (null = empty), streamed;
+    columns named by ``feature_names(path, headers)``."""
+    header = column_names(path)
+    names = feature_names(path, headers)
     read = pa_csv.ReadOptions(column_names=names, skip_rows=1, block_size=block_bytes)
     # Quoted cells may span lines, as CsvExampleGen allows.
     parse = pa_csv.ParseOptions(newlines_in_values=True)
@@ -189,7 +230,7 @@ def read_blocks(path: str, block_bytes: int = BLOCK_BYTES) -> Iterator[pa.Record
             try:
                 for block in reader:
                     if block.num_rows:
-                        _repeated_header(path, block, names, rows_before)
+                        _repeated_header(path, block, header, rows_before)
                         rows_before += block.num_rows
                         yield block
                 finished = True
@@ -262,12 +303,13 @@ def block_column_type(cells: pa.Array) -> ColumnType:
     return ColumnType.FLOAT
 
 
-def infer_column_types(paths: Sequence[str]) -> dict[str, ColumnType]:
-    """Column types over every row of every file, as CsvExampleGen infers them."""
-    names = column_names(paths[0])
+def infer_column_types(paths: Sequence[str], headers: Mapping[str, str] | None = None) -> dict[str, ColumnType]:
+    """Column types over every row of every file, as CsvExampleGen infers them, by feature
+    name (``feature_names``)."""
+    names = feature_names(paths[0], headers)
     types = {name: ColumnType.UNKNOWN for name in names}
     for path in paths:
-        for block in read_blocks(path):
+        for block in read_blocks(path, headers=headers):
             for name in names:
                 if types[name] != ColumnType.STRING:
                     types[name] = max(types[name], block_column_type(block.column(name)))
@@ -412,6 +454,7 @@ def write_shard(
     shards: int = 1,
     block_bytes: int = BLOCK_BYTES,
     prefix: str = FILE_PREFIX,
+    headers: Mapping[str, str] | None = None,
 ) -> list[int]:
     """Encodes every ``shards``-th block of the files, from block ``shard`` on, into this
     shard's file of each split; returns rows per split (written or, where the split's
@@ -419,14 +462,15 @@ def write_shard(
 
     ``buckets``: cumulative hash buckets of the output splits; None writes everything to
     the one split (input-defined splits). ``prefix`` names the files (several conversions
-    may write into one split directory).
+    may write into one split directory). ``headers``: the problem's header names by feature
+    name (``feature_names``), None when the header names the features.
     """
     writers = [None if d is None else GzipTFRecordWriter(shard_path(d, shard, shards, prefix)) for d in split_dirs]
     counts = [0] * len(split_dirs)
     try:
         block_index = 0
         for path in paths:
-            for block in read_blocks(path, block_bytes):
+            for block in read_blocks(path, block_bytes, headers):
                 mine = block_index % shards == shard
                 block_index += 1
                 if not mine:

@@ -20,6 +20,11 @@ Data in spans: TFX's driver resolves the span to ingest (the newest, or ``range_
 with ``window_spans`` > 1 this executor also reads the spans before it (``components.spans``)
 into the training split, the other splits keeping the newest span only (docs/pipeline.md,
 "Data in spans"). TFX's own executor reads one span, so a window is refused there.
+
+Headers as people write them: with ``column_names`` (the problem's feature name -> header
+name, ``Problem.header_names``), a header such as "Monthly Charges" becomes its feature's
+name (``monthly_charges``) in the tf.Examples, on either path, before a row's split is
+chosen (docs/problems.md, "Column names").
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import apache_beam as beam
 import numpy as np
 import tensorflow as tf
 from absl import logging
@@ -60,13 +66,17 @@ SPAN_PATTERN_KEY = "span_pattern"
 WINDOW_SPLITS_KEY = "window_splits"
 # On the Examples artifact: the spans it holds ("13-16"), beside TFX's `span` (the newest).
 WINDOW_PROPERTY = "span_window"
+# The problem's header names by feature name, as JSON ({} or absent: the header names the features).
+COLUMN_NAMES_KEY = "column_names"
 
 
-def check_canonical(paths: Sequence[str], types: dict[str, csv_encoding.ColumnType]) -> None:
+def check_canonical(
+    paths: Sequence[str], types: dict[str, csv_encoding.ColumnType], headers: Mapping[str, str] | None = None
+) -> None:
     """Fails loudly unless the encoded bytes of the first ``CHECKED_ROWS`` rows are
     TensorFlow's deterministic serialisation (otherwise rows would not land in the splits
     CsvExampleGen puts them in). Nothing to check when the files have no rows."""
-    first = next((block for path in paths for block in csv_encoding.read_blocks(path)), None)
+    first = next((block for path in paths for block in csv_encoding.read_blocks(path, headers=headers)), None)
     if first is None:
         return
     records = csv_encoding.encode_block(first.slice(0, CHECKED_ROWS), types)
@@ -126,6 +136,7 @@ def convert(
     block_bytes: int = csv_encoding.BLOCK_BYTES,
     types: dict[str, csv_encoding.ColumnType] | None = None,
     prefix: str = csv_encoding.FILE_PREFIX,
+    headers: Mapping[str, str] | None = None,
 ) -> list[int]:
     """CSV files -> gzipped tf.Example TFRecords in ``split_dirs`` (None: the split's rows
     are counted, not written); rows per split.
@@ -133,18 +144,21 @@ def convert(
     Blocks of ``block_bytes`` are shared out between the workers. Inputs of one block are
     converted in this process: a worker's start-up would cost more than it saves. ``types``
     are inferred from ``paths`` unless given (one window of spans shares one inference).
+    ``headers``: the problem's header names by feature name (``csv_encoding.feature_names``).
     """
     if types is None:
-        types = csv_encoding.infer_column_types(paths)
+        types = csv_encoding.infer_column_types(paths, headers)
         logging.info("Column types: %s", {n: t.name for n, t in types.items()})
-    check_canonical(paths, types)
+    check_canonical(paths, types, headers)
     for split_dir in split_dirs:
         if split_dir is not None:
             fileio.makedirs(split_dir)
     size = sum(fileio.stat(p).length for p in paths)
     workers = max(1, min(workers, -(-size // block_bytes)))
     if workers == 1:
-        return csv_encoding.write_shard(paths, types, split_dirs, buckets, block_bytes=block_bytes, prefix=prefix)
+        return csv_encoding.write_shard(
+            paths, types, split_dirs, buckets, block_bytes=block_bytes, prefix=prefix, headers=headers
+        )
     jobs = [
         dict(
             paths=list(paths),
@@ -155,6 +169,7 @@ def convert(
             shards=workers,
             block_bytes=block_bytes,
             prefix=prefix,
+            headers=dict(headers) if headers else None,
         )
         for shard in range(workers)
     ]
@@ -165,22 +180,23 @@ class NoDataError(ValueError):
     """No data rows reached a split; the message says where they were looked for and why."""
 
 
-def _glob_csv(pattern: str) -> list[str]:
+def _glob_csv(pattern: str, headers: Mapping[str, str] | None = None) -> list[str]:
     """The files of one input split; a missing file or a differing header is named."""
     paths = sorted(fileio.glob(pattern))
     if not paths:
         raise NoDataError(
             f"No file matches {pattern}: put the CSV file(s) in {os.path.dirname(pattern)}, or set --data-pattern."
         )
-    _check_headers(paths)
+    _check_headers(paths, headers)
     return paths
 
 
-def _check_headers(paths: Sequence[str]) -> None:
-    """Every file has the first one's header (one split, or one window of spans)."""
-    names = csv_encoding.column_names(paths[0])
+def _check_headers(paths: Sequence[str], headers: Mapping[str, str] | None = None) -> None:
+    """Every file has the first one's columns (one split, or one window of spans), by
+    feature name: one file may have the header's names, another the features'."""
+    names = csv_encoding.feature_names(paths[0], headers)
     for path in paths[1:]:
-        other = csv_encoding.column_names(path)
+        other = csv_encoding.feature_names(path, headers)
         if other != names:
             differ = sorted(set(names) ^ set(other)) or ["the same columns in another order"]
             raise csv_encoding.CsvFileError(
@@ -202,6 +218,11 @@ def check_rows(paths: Sequence[str], split_names: Sequence[str], counts: Sequenc
             )
 
 
+def _headers(exec_properties: dict[str, Any]) -> dict[str, str] | None:
+    """The problem's header names by feature name (``COLUMN_NAMES_KEY``), None for none."""
+    return json.loads(exec_properties.get(COLUMN_NAMES_KEY) or "{}") or None
+
+
 def _older_spans(exec_properties: dict[str, Any], input_base: str) -> list[spans.Span]:
     """The spans of the window before the one the driver resolved (none without a window)."""
     size = exec_properties.get(WINDOW_SPANS_KEY) or 1
@@ -212,7 +233,7 @@ def _older_spans(exec_properties: dict[str, Any], input_base: str) -> list[spans
     found = spans.window(spans.list_spans(input_base, pattern), newest, size)[:-1]
     logging.info("Window: span %s and the %d before it (%s)", newest, len(found), spans.describe(found))
     for span in found:
-        _check_headers([*span.paths])
+        _check_headers([*span.paths], _headers(exec_properties))
     return found
 
 
@@ -234,7 +255,13 @@ def _add_older_spans(
     for span in older:
         dirs = [uri if keep else None for uri, keep in zip(split_uris, kept, strict=True)]
         span_counts = convert(
-            span.paths, dirs, buckets, default_workers(), types=types, prefix=f"span-{span.number}-data_tfrecord"
+            span.paths,
+            dirs,
+            buckets,
+            default_workers(),
+            types=types,
+            prefix=f"span-{span.number}-data_tfrecord",
+            headers=_headers(exec_properties),
         )
         check_rows(
             span.paths,
@@ -245,8 +272,47 @@ def _add_older_spans(
     return counts
 
 
+def renamed(example: tf.train.Example, renames: Mapping[str, str]) -> tf.train.Example:
+    """A copy of ``example`` with the features ``renames`` names (header -> feature name)
+    renamed (Beam's elements are not to be changed in place)."""
+    copy = tf.train.Example()
+    features = copy.features.feature
+    for name, feature in example.features.feature.items():
+        features[renames.get(name, name)].CopyFrom(feature)
+    return copy
+
+
+@beam.typehints.with_input_types(beam.Pipeline)
+@beam.typehints.with_output_types(tf.train.Example)
+class _RenamedCsvToExample(beam.PTransform):
+    """TFX's CSV reading, then each header the problem maps renamed to its feature's name
+    (TFX splits the examples afterwards, so a row lands where the fast path puts it)."""
+
+    def __init__(self, exec_properties: dict[str, Any], split_pattern: str) -> None:
+        super().__init__()
+        self._read = tfx_csv_executor._CsvToExample(exec_properties, split_pattern)
+        self._pattern = os.path.join(exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern)
+        self._headers = _headers(exec_properties) or {}
+
+    def expand(self, pipeline: beam.Pipeline) -> beam.pvalue.PCollection:
+        files = fileio.glob(self._pattern)
+        if files:  # TFX's transform names a pattern matching nothing
+            _check_headers(files, self._headers)
+        renames = {header: feature for feature, header in self._headers.items() if header != feature}
+        return pipeline | "Read" >> self._read | "RenameColumns" >> beam.Map(renamed, renames)
+
+
 class Executor(tfx_csv_executor.Executor):
     """TFX's CSV executor, with the local case done without Beam (see the module doc)."""
+
+    # Whether TFX's Beam path renames headers (the problem maps some; set by ``Do``).
+    _renaming = False
+
+    def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
+        """TFX's CSV reading, with the problem's headers renamed when it maps any."""
+        if self._renaming:
+            return _RenamedCsvToExample
+        return super().GetInputSourceToExamplePTransform()
 
     def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
         input_config = example_gen_pb2.Input()
@@ -272,6 +338,7 @@ class Executor(tfx_csv_executor.Executor):
                     "(Dataflow, or an output option the fast path lacks): train on one span (--window-spans 1)."
                 )
             logging.info("Using TFX's Beam executor (non-local runner or an option the fast path lacks).")
+            self._renaming = bool(_headers(exec_properties))
             super().Do(input_dict, output_dict, exec_properties)
             return
 
@@ -282,16 +349,17 @@ class Executor(tfx_csv_executor.Executor):
         artifact.split_names = artifact_utils.encode_split_names(split_names)
         input_base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
         workers = default_workers()
+        headers = _headers(exec_properties)
         if output_config.split_config.splits:
             buckets = list(np.cumsum([s.hash_buckets for s in output_config.split_config.splits]))
-            paths = _glob_csv(os.path.join(input_base, input_config.splits[0].pattern))
+            paths = _glob_csv(os.path.join(input_base, input_config.splits[0].pattern), headers)
             split_uris = [artifact_utils.get_split_uri(examples, n) for n in split_names]
             older = _older_spans(exec_properties, input_base)
             if older:
-                _check_headers([paths[0], *(span.paths[0] for span in older)])
-            types = csv_encoding.infer_column_types([*paths, *(p for span in older for p in span.paths)])
+                _check_headers([paths[0], *(span.paths[0] for span in older)], headers)
+            types = csv_encoding.infer_column_types([*paths, *(p for span in older for p in span.paths)], headers)
             logging.info("Column types: %s", {n: t.name for n, t in types.items()})
-            counts = convert(paths, split_uris, buckets, workers, types=types)
+            counts = convert(paths, split_uris, buckets, workers, types=types, headers=headers)
             check_rows(paths, split_names, counts)
             if older:
                 counts = _add_older_spans(older, exec_properties, split_names, split_uris, buckets, types, counts)
@@ -301,8 +369,8 @@ class Executor(tfx_csv_executor.Executor):
         else:
             counts = []
             for split, name in zip(input_config.splits, split_names, strict=True):
-                paths = _glob_csv(os.path.join(input_base, split.pattern))
-                counts += convert(paths, [artifact_utils.get_split_uri(examples, name)], None, workers)
+                paths = _glob_csv(os.path.join(input_base, split.pattern), headers)
+                counts += convert(paths, [artifact_utils.get_split_uri(examples, name)], None, workers, headers=headers)
                 check_rows(paths, [name], counts[-1:])
         logging.info("Examples per split: %s", dict(zip(split_names, counts, strict=True)))
         # As TFX's executor records them (file format only when one was asked for).
@@ -320,13 +388,16 @@ class CsvExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
         WINDOW_SPANS_KEY: ExecutionParameter(type=int, optional=True),
         SPAN_PATTERN_KEY: ExecutionParameter(type=str, optional=True),
         WINDOW_SPLITS_KEY: ExecutionParameter(type=str, optional=True),
+        COLUMN_NAMES_KEY: ExecutionParameter(type=str, optional=True),
     }
 
 
 class CsvExampleGen(FileBasedExampleGen):
     """Drop-in for ``tfx.components.CsvExampleGen`` (same spec and outputs, faster locally),
     which can also read a rolling window of spans: with ``window_spans`` > 1 and a span
-    pattern, the ``window_splits`` also hold the rows of the spans before the one ingested."""
+    pattern, the ``window_splits`` also hold the rows of the spans before the one ingested.
+    ``column_names``: the problem's header names by feature name (``Problem.header_names``),
+    for the headers CsvExampleGen renames; none when every header is its feature's name."""
 
     SPEC_CLASS = CsvExampleGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
@@ -339,6 +410,7 @@ class CsvExampleGen(FileBasedExampleGen):
         range_config: range_config_pb2.RangeConfig | None = None,
         window_spans: int = 1,
         window_splits: Sequence[str] = (),
+        column_names: Mapping[str, str] | None = None,
     ) -> None:
         if window_spans < 1:
             raise ValueError(f"window_spans must be at least 1, got {window_spans}")
@@ -354,6 +426,7 @@ class CsvExampleGen(FileBasedExampleGen):
             window_spans=window_spans,
             span_pattern=input_config.splits[0].pattern,
             window_splits=",".join(window_splits),
+            column_names=json.dumps(dict(column_names), sort_keys=True) if column_names else None,
             examples=Channel(type=standard_artifacts.Examples),
         )
         # FileBasedExampleGen's own __init__ builds TFX's spec, without the window.

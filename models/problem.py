@@ -15,10 +15,12 @@ import ast
 import dataclasses
 import enum
 import json
+import keyword
 import operator
 import os
 import re
-from collections.abc import Callable, Mapping
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 PROBLEM_FILE = "problem.toml"
@@ -30,7 +32,18 @@ MISSING_TOKEN = "__MISSING__"
 # is nothing to learn (AnomalyGate checks it before Transform); a contract may set its own
 # with a schema-level `annotation { tag: "min_label_class_fraction=0.05" }`.
 MIN_LABEL_CLASS_FRACTION = 0.01
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+# A feature name: what TensorFlow keeps as a SavedModel signature's input name (``serving_raw``
+# takes one input per column; ``is_feature_name``). A name that is no graph node name (a space,
+# '$', 'ö', a leading '_') fails the export; one that is but is no identifier ('a.b', '2023_x')
+# is renamed by TensorFlow ('a_b', 'arg_2023_x'), so a request by the column's name would miss
+# it; a Python keyword, or 'self', is no parameter name of the signature's function and fails.
+_FEATURE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+# Letters NFKD does not take apart into an ASCII letter and marks, as German, Danish, Polish,
+# Icelandic and Turkish headers write them.
+_TRANSLITERATION = {"ß": "ss", "æ": "ae", "œ": "oe", "ø": "o", "đ": "d", "ð": "d", "þ": "th", "ł": "l", "ı": "i"}
+# Before a name that would start with a digit ("2023 Revenue" -> col_2023_revenue), and the
+# name of a header with no letter or digit left ("€" in column 3 -> col_3).
+SAFE_PREFIX = "col_"
 
 
 class ProblemError(ValueError):
@@ -210,6 +223,11 @@ class Problem:
     # The column that orders the rows in time, if any: `python -m pipeline.replay` cuts the
     # data into spans by it (docs/pipeline.md, "Spans and the rolling window").
     time_column: str | None = None
+    # The CSV header's names that are no feature names, by feature name (the spec's
+    # ``[columns]`` table, e.g. ``monthly_charges = "Monthly Charges"``): CsvExampleGen
+    # renames those columns, everything after it (contract, Transform, signatures) reads
+    # the feature names. Empty: every header is its feature's name.
+    columns: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # The folder the spec was read from (None for a spec built in code or read from JSON).
     directory: str | None = dataclasses.field(default=None, compare=False)
 
@@ -247,6 +265,25 @@ class Problem:
         """Every column the spec names: inputs, unused ones and the label's sources."""
         return tuple(dict.fromkeys(self.features.inputs + tuple(self.features.unused) + self.label.sources))
 
+    def header_of(self, column: str) -> str:
+        """The column's name in the CSV header (what a person calls it): the feature name
+        unless ``columns`` maps it."""
+        return self.columns.get(column, column)
+
+    def shown(self, column: str) -> str:
+        """The column as a person knows it: the header's name, then the feature's where the
+        two differ ("Monthly Charges (monthly_charges)")."""
+        header = self.header_of(column)
+        return column if header == column else f"{header} ({column})"
+
+    @property
+    def header_names(self) -> dict[str, str]:
+        """Feature name -> header name for every column the spec names or maps; empty when
+        no header is renamed (what CsvExampleGen's ``column_names`` takes)."""
+        if not self.columns:
+            return {}
+        return {column: self.header_of(column) for column in dict.fromkeys((*self.raw_columns, *self.columns))}
+
     @property
     def data_root(self) -> str | None:
         """The problem's folder holds its data (the CSV files) beside the spec and contract."""
@@ -262,6 +299,8 @@ class Problem:
         """The spec as plain JSON types (what the components receive)."""
         spec = dataclasses.asdict(self)
         spec.pop("directory")
+        if not self.columns:  # as before the table existed: the same JSON, the same cache keys
+            spec.pop("columns")
         spec["task"] = self.task.value
         return spec
 
@@ -273,7 +312,9 @@ class Problem:
         """A ``Problem`` from a spec's tables; raises ``ProblemError`` naming a wrong key."""
         spec = dict(spec)
         _no_unknown_keys(
-            spec, {"name", "task", "label", "features", "evaluation", "blessing", "slices", "time_column"}, ""
+            spec,
+            {"name", "task", "label", "features", "evaluation", "blessing", "slices", "time_column", "columns"},
+            "",
         )
         try:
             task = Task(spec.get("task", ""))
@@ -313,12 +354,53 @@ class Problem:
             blessing=Blessing(**blessing),
             slices=tuple(evaluation.get("slices", spec.get("slices", ()))),
             time_column=spec.get("time_column"),
+            columns=dict(spec.get("columns") or {}),
             directory=directory,
         )
 
     @classmethod
     def from_json(cls, text: str) -> Problem:
         return cls.from_dict(json.loads(text))
+
+
+def is_feature_name(name: str) -> bool:
+    """Whether ``name`` can name a feature, and so a serving signature's input, as it is."""
+    return bool(_FEATURE_NAME.fullmatch(name)) and not keyword.iskeyword(name) and name != "self"
+
+
+def safe_name(header: str) -> str:
+    """A header's feature name by the rule (docs/problems.md, "Column names"): lower case,
+    accents dropped (ß ss, æ ae, ...), every run of other characters one '_', none at
+    either end, ``col_`` before a leading digit, '_' after a Python keyword or 'self'
+    (``class_``); "" when nothing is left."""
+    text = "".join(_TRANSLITERATION.get(c, c) for c in header.lower())
+    text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    text = re.sub(r"[^a-z0-9]+", "_", text).strip("_")
+    if text[:1].isdigit():
+        return SAFE_PREFIX + text
+    return text + "_" if text and not is_feature_name(text) else text
+
+
+def feature_names(headers: Sequence[str]) -> dict[str, str]:
+    """Each header's feature name, deterministic and unique: a header that already is a
+    feature name keeps it (so a CSV that needed no mapping still needs none); every other
+    takes ``safe_name`` (``col_<position>`` when empty), with ``_2``, ``_3``... after a
+    name taken before, in header order (compared ignoring case: Transform's files are
+    named after features, and a file system may not tell case apart)."""
+    names: dict[str, str] = {}
+    taken = {h.lower() for h in headers if is_feature_name(h)}
+    for position, header in enumerate(headers, start=1):
+        if is_feature_name(header):
+            names[header] = header
+            continue
+        base = safe_name(header) or f"{SAFE_PREFIX}{position}"
+        name, suffix = base, 1
+        while name.lower() in taken:
+            suffix += 1
+            name = f"{base}_{suffix}"
+        taken.add(name.lower())
+        names[header] = name
+    return names
 
 
 def transformed_name(key: str) -> str:
@@ -394,8 +476,15 @@ def _validate(problem: Problem) -> None:
     if problem.task != Task.MULTICLASS and label.classes:
         raise ProblemError("label.classes applies to multi-class problems only")
     for key in features.inputs + tuple(features.unused) + problem.slices + label.sources:
-        if not _NAME.fullmatch(key):
-            raise ProblemError(f"column {key!r}: column names must be letters, digits, '_', '.', '-'")
+        if not is_feature_name(key):
+            suggested = feature_names([key])[key]
+            raise ProblemError(
+                f"column {key!r} cannot be a feature name: those are letters, digits and '_', starting with a "
+                "letter, and no Python keyword (TensorFlow's rule for the serving signature's inputs). Keep the CSV's "
+                f'header and name the feature in the spec: add [columns] {suggested} = "{key}" and write '
+                f"{suggested} where the spec says {key!r}"
+            )
+    _validate_columns(problem)
     seen: dict[str, str] = {}
     for kind in ("log_numeric", "numeric", "categorical", "integer_categorical", "bucketized", "unused"):
         for key in getattr(features, kind):
@@ -434,3 +523,28 @@ def _validate(problem: Problem) -> None:
     for key in problem.slices:
         if key not in problem.raw_columns:
             raise ProblemError(f"evaluation.slices: '{key}' is not a column the spec names")
+
+
+def _validate_columns(problem: Problem) -> None:
+    """``columns``: feature names to distinct headers, none of them another column's name."""
+    headers: dict[str, str] = {}
+    named = set(problem.raw_columns)
+    for feature, header in problem.columns.items():
+        if not is_feature_name(feature):
+            raise ProblemError(
+                f"columns.{feature}: a feature name is letters, digits and '_', starting with a letter, and no "
+                "Python keyword; "
+                f"e.g. {feature_names([feature])[feature]}"
+            )
+        if not isinstance(header, str) or not header or "," in header or "\n" in header:
+            raise ProblemError(
+                f"columns.{feature} = {header!r}: give the column's name as the CSV header has it (text, no comma)"
+            )
+        if header in headers:
+            raise ProblemError(f"columns: {headers[header]} and {feature} both name the header {header!r}")
+        if header != feature and header in named:
+            raise ProblemError(
+                f"columns.{feature} = {header!r}: '{header}' is also a column the spec names, so the header "
+                "would be read as two columns; rename one"
+            )
+        headers[header] = feature

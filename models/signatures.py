@@ -11,6 +11,9 @@
   client needs no protobuf library. Strings, because a JSON request cannot leave out a
   named input nor say "missing" for a number; numbers are parsed inside the graph.
   Same Transform graph and model as ``serving_default``, so the same probabilities.
+  Its input names are the columns' feature names: TensorFlow names a signature's inputs
+  after graph nodes, and a CSV header such as "Monthly Charges" cannot name one (the
+  problem's ``[columns]`` table maps it to ``monthly_charges``; docs/problems.md).
 - ``label``: serialized raw examples in, the label out, from ``preprocessing.label``
   (the function ``preprocessing_fn`` uses) without the rest of the Transform graph. The
   Evaluator gets its labels from it: through ``transform_features`` it would run the
@@ -24,7 +27,7 @@ import tensorflow_transform as tft
 import tf_keras as keras
 
 from models import preprocessing
-from models.problem import Problem, Task
+from models.problem import Problem, Task, is_feature_name
 
 SERVING_SIGNATURE = "serving_default"
 RAW_SIGNATURE = "serving_raw"
@@ -62,6 +65,21 @@ def _outputs(problem: Problem, prediction: tf.Tensor) -> dict[str, tf.Tensor]:
     return {problem.label.name: prediction}
 
 
+def check_input_names(columns: list[str], problem: Problem) -> None:
+    """Refuses raw columns TensorFlow cannot keep as signature input names (a name that is
+    no graph node name fails the export after training; 'a.b' would silently become
+    'a_b'), naming the ``[columns]`` entries that fix it."""
+    if bad := [c for c in columns if not is_feature_name(c)]:
+        from models.problem import feature_names
+
+        fixes = ", ".join(f"{name} = {column!r}" for column, name in feature_names(bad).items())
+        raise ValueError(
+            f"column(s) {', '.join(repr(c) for c in bad)} of problem '{problem.name}' cannot name the serving "
+            "signature's inputs (letters, digits and '_', starting with a letter; no Python keyword). Map them to "
+            f"feature names in problem.toml's [columns] table ({fixes}), or drop them from the data and its contract."
+        )
+
+
 def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutput, problem: Problem) -> dict:
     """Builds the exported signatures; the Transform layer is tracked on the model."""
     model.tft_layer = tf_transform_output.transform_features_layer()
@@ -88,6 +106,7 @@ def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutp
         return predict({k: transformed[k] for k in model_inputs})
 
     raw_columns = sorted(serving_spec)
+    check_input_names(raw_columns, problem)
 
     @tf.function(
         input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name=key) for key in raw_columns], autograph=False

@@ -51,7 +51,7 @@ import re
 import sys
 import tempfile
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -138,22 +138,25 @@ def label_classes(block, types: dict, problem: Problem) -> np.ndarray:
     return np.array([index.get(v, -1) for v in values], np.int64)
 
 
-def _write_examples(files: Sequence[str], records: str, problem: Problem | None = None) -> dict[str, list[int]]:
+def _write_examples(
+    files: Sequence[str], records: str, problem: Problem | None = None, headers: Mapping[str, str] | None = None
+) -> dict[str, list[int]]:
     """Writes the rows of ``files`` as CsvExampleGen encodes them to ``records`` (a TFRecord
-    file); for a classification problem, returns rows per class of each split (as in
-    ``Draft.label_counts``), each row put in the split CsvExampleGen puts it in."""
+    file; ``headers``: the problem's header names by feature name); for a classification
+    ``problem``, returns rows per class of each split (as in ``Draft.label_counts``), each
+    row put in the split CsvExampleGen puts it in."""
     import tensorflow as tf
 
     from components import csv_encoding
 
-    types = csv_encoding.infer_column_types(files)
+    types = csv_encoding.infer_column_types(files, headers)
     counting = problem is not None and problem.task != Task.REGRESSION
     names = list(SPLIT_BUCKETS)
     buckets = list(np.cumsum(list(SPLIT_BUCKETS.values())))
     counts = {name: [0] * (problem.num_classes + 1) for name in names} if counting else {}
     with tf.io.TFRecordWriter(records) as writer:
         for path in files:
-            for block in csv_encoding.read_blocks(path):
+            for block in csv_encoding.read_blocks(path, headers=headers):
                 encoded = csv_encoding.encode_block(block, types)
                 for record in encoded:
                     writer.write(record)
@@ -163,20 +166,21 @@ def _write_examples(files: Sequence[str], records: str, problem: Problem | None 
     return counts
 
 
-def _statistics(files: Sequence[str], problem: Problem | None = None):
+def _statistics(files: Sequence[str], problem: Problem | None = None, headers: Mapping[str, str] | None = None):
     import tensorflow_data_validation as tfdv
 
     with tempfile.TemporaryDirectory(prefix="contract-") as scratch:
         records = os.path.join(scratch, "examples.tfrecord")
-        counts = _write_examples(files, records, problem)
+        counts = _write_examples(files, records, problem, headers)
         return tfdv.generate_statistics_from_tfrecord(records), counts
 
 
-def csv_statistics(files: Sequence[str]):
+def csv_statistics(files: Sequence[str], problem: Problem | None = None):
     """TFDV statistics of the rows as CsvExampleGen encodes them (an empty cell is a feature
-    with no value, not an absent one), so a contract drafted or checked with them means what
-    it will mean in the pipeline."""
-    return _statistics(files)[0]
+    with no value, not an absent one; with a ``problem``, its headers renamed to its feature
+    names), so a contract drafted or checked with them means what it will mean in the
+    pipeline."""
+    return _statistics(files, headers=problem.header_names if problem is not None else None)[0]
 
 
 def _round_down(value: float, digits: int = 2) -> float:
@@ -235,12 +239,17 @@ def _apply_problem(found: Draft, statistics, problem: Problem, counts: dict[str,
     schema, dataset = found.schema, statistics.datasets[0]
     by_name = {".".join(f.path.step): f for f in dataset.features}
     label_only = set(problem.label_only_columns)
+    for key, header in problem.columns.items():
+        if key in by_name:
+            found.feature_comments.setdefault(key, []).append(
+                f"Named {header!r} in the CSV header (problem.toml [columns])."
+            )
     for key in problem.features.unused:
         if key in by_name and key not in problem.label.sources:
             _loosen(schema, tfdv.get_feature(schema, key))
-            found.feature_comments[key] = [
+            found.feature_comments.setdefault(key, []).append(
                 f"Not a model input (features.unused: {problem.features.unused[key]}): only its type and presence."
-            ]
+            )
     for key in problem.label.sources:
         feature = tfdv.get_feature(schema, key)
         missing = missing_share(by_name[key], dataset.num_examples)
@@ -268,7 +277,7 @@ def _apply_problem(found: Draft, statistics, problem: Problem, counts: dict[str,
                 "drift_comparator: the label moving is what retraining is for (its class balance is "
                 "min_label_class_fraction's check)."
             )
-        found.feature_comments[key] = comment
+        found.feature_comments.setdefault(key, []).extend(comment)
     if label_only:
         del schema.default_environment[:]
         schema.default_environment.extend([TRAINING, SERVING])
@@ -313,15 +322,16 @@ def draft_contract(data_root: str, data_pattern: str = "*.csv", problem: Problem
     if not files:
         raise FileNotFoundError(f"No file matches {data_pattern} in {data_root}")
     if problem is not None:
-        from components.csv_encoding import column_names
+        from components.csv_encoding import column_names, feature_names
 
-        header = column_names(files[0])
+        header = feature_names(files[0], problem.header_names)
         if missing := [key for key in problem.raw_columns if key not in header]:
             raise DraftError(
-                f"The problem '{problem.name}' names column(s) {', '.join(missing)} that {files[0]} does not have "
-                f"(its columns: {', '.join(header)}). Is --problem the folder of this data's problem?"
+                f"The problem '{problem.name}' names column(s) {', '.join(map(problem.shown, missing))} that "
+                f"{files[0]} does not have (its columns: {', '.join(column_names(files[0]))}). Is --problem the "
+                "folder of this data's problem?"
             )
-    statistics, counts = _statistics(files, problem)
+    statistics, counts = _statistics(files, problem, problem.header_names if problem is not None else None)
     schema = tfdv.infer_schema(statistics)
     dataset = statistics.datasets[0]
     rows = dataset.num_examples

@@ -207,10 +207,13 @@ def _pusher(config: PipelineConfig, **inputs):
     )
 
 
-def _csv_example_gen(input_base: str, pattern: str, buckets_by_split: dict[str, int], **window) -> CsvExampleGen:
+def _csv_example_gen(
+    input_base: str, pattern: str, buckets_by_split: dict[str, int], problem: Problem, **window
+) -> CsvExampleGen:
     """TFX's CsvExampleGen with a faster local executor (same splits and outputs): the files
-    matching ``pattern``, rows split by hash into these splits and numbers of hash buckets;
-    ``window``: the span and the rolling window (``CsvExampleGen``'s arguments)."""
+    matching ``pattern``, rows split by hash into these splits and numbers of hash buckets,
+    headers renamed to the ``problem``'s feature names; ``window``: the span and the rolling
+    window (``CsvExampleGen``'s arguments)."""
     return CsvExampleGen(
         input_base=input_base,
         input_config=example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="single_split", pattern=pattern)]),
@@ -222,6 +225,7 @@ def _csv_example_gen(input_base: str, pattern: str, buckets_by_split: dict[str, 
                 ]
             )
         ),
+        column_names=problem.header_names,
         **window,
     )
 
@@ -244,9 +248,9 @@ def _serving_statistics(config: PipelineConfig) -> tuple[list, dict]:
     if not config.serving_data_root:
         return [], {}
     # One split holding every row (TFX's default would split them 2:1 into train/eval).
-    serving_example_gen = _csv_example_gen(config.serving_data_root, config.data_pattern, {SERVING_SPLIT: 1}).with_id(
-        "ServingExampleGen"
-    )
+    serving_example_gen = _csv_example_gen(
+        config.serving_data_root, config.data_pattern, {SERVING_SPLIT: 1}, config.problem
+    ).with_id("ServingExampleGen")
     serving_statistics_gen = StatisticsGen(examples=serving_example_gen.outputs["examples"]).with_id(
         "ServingStatisticsGen"
     )
@@ -264,6 +268,7 @@ def create_pipeline(
         config.data_root,
         config.data_pattern,
         {TRAIN_SPLIT: config.train_buckets, EVAL_SPLIT: config.eval_buckets},
+        config.problem,
         **_span_window(config),
     )
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])

@@ -158,8 +158,8 @@ def _replay(
     spans_dir, data_root = os.path.join(args.output_root, "spans"), os.path.join(args.output_root, "data")
     csvs = sorted(os.path.join(problem.directory, f) for f in os.listdir(problem.directory) if f.endswith(".csv"))
     if not os.path.isdir(spans_dir):
-        cut = cut_into_spans(csvs, problem.time_column, args.months_per_span, spans_dir)
-        say(f"{len(cut)} spans of {args.months_per_span} month(s) by {problem.time_column}:")
+        cut = cut_into_spans(csvs, problem.header_of(problem.time_column), args.months_per_span, spans_dir)
+        say(f"{len(cut)} spans of {args.months_per_span} month(s) by {problem.shown(problem.time_column)}:")
         say("  " + ", ".join(f"{n}: {label} ({rows} rows)" for n, label, rows in cut))
     spans = sorted(int(name.removeprefix("span-")) for name in os.listdir(spans_dir))
     path = history.history_path(args.output_root, problem.name)

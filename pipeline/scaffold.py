@@ -44,6 +44,11 @@ the same type inference, BOMs, CRLF and separator errors), so types match the pi
 - Training: no step count; the Trainer trains until the validation metric stops improving,
   within a budget its training split's size sets (``models/budget.py``). The scaffold says
   what that budget is for this CSV (its rows in the train split, the default batch).
+- Column names: a header that cannot name a feature ("Monthly Charges", "Sale Price ($)",
+  "2023 Revenue", "Größe") gets a feature name by ``models.problem.feature_names``
+  (monthly_charges, sale_price, col_2023_revenue, grosse); the spec uses the feature names
+  and maps each to its header (``[columns]``), so the CSV keeps its header. ``--label``
+  takes either name.
 """
 
 from __future__ import annotations
@@ -110,6 +115,12 @@ class Column:
     type: str  # INT, FLOAT, STRING or UNKNOWN, as CsvExampleGen reads it
     distinct: int
     missing: float
+    header: str = ""  # the CSV header's name, where it is not ``name``
+
+    @property
+    def shown(self) -> str:
+        """The column as a person knows it, and its feature name where that differs."""
+        return f"{self.header} ({self.name})" if self.header else self.name
 
 
 @dataclasses.dataclass
@@ -136,6 +147,11 @@ class Plan:
     def of_kind(self, kind: str) -> list[Column]:
         return [c for c in self.columns if c.kind == kind]
 
+    @property
+    def renamed(self) -> dict[str, str]:
+        """Header names by feature name, for the columns whose header is no feature name."""
+        return {c.name: c.header for c in self.columns if c.header}
+
 
 # ---------------------------------------------------------------- reading
 
@@ -150,29 +166,22 @@ def derive_name(csv_path: str) -> str:
 
 def read_csv(csv_path: str):
     """The CSV as CsvExampleGen reads it: a pandas frame of text cells (None where empty)
-    and each column's type (``components.csv_encoding``)."""
+    and each column's type (``components.csv_encoding``), both by feature name, and the
+    header names by feature name (``models.problem.feature_names``) where they differ."""
     import pyarrow as pa
 
     from components import csv_encoding
 
     names = csv_encoding.column_names(csv_path)
-    if bad := [n for n in names if not problem_lib._NAME.fullmatch(n)]:
-        suggestions = ", ".join(
-            f"{n!r} -> {re.sub(r'[^A-Za-z0-9_.-]+', '_', n).strip('_') or 'column'!r}" for n in bad[:3]
-        )
-        raise ScaffoldError(
-            f"{csv_path}: column name(s) {', '.join(repr(n) for n in bad)} cannot name a feature: column names "
-            f"must be letters, digits, '_', '.' and '-', starting with a letter or '_'. Rename them in the CSV's "
-            f"header line (e.g. {suggestions}) and scaffold again."
-        )
     if duplicates := sorted({n for n in names if names.count(n) > 1}):
         raise ScaffoldError(f"{csv_path}: column(s) {', '.join(duplicates)} appear twice in the header: rename one.")
-    types = {name: t.name for name, t in csv_encoding.infer_column_types([csv_path]).items()}
-    blocks = list(csv_encoding.read_blocks(csv_path))
+    headers = {feature: header for header, feature in problem_lib.feature_names(names).items() if feature != header}
+    types = {name: t.name for name, t in csv_encoding.infer_column_types([csv_path], headers).items()}
+    blocks = list(csv_encoding.read_blocks(csv_path, headers=headers))
     if not blocks:
         raise ScaffoldError(f"{csv_path} has a header but no rows.")
     frame = pa.Table.from_batches(blocks).to_pandas()
-    return frame, types
+    return frame, types, headers
 
 
 def _numbers(cells):
@@ -257,50 +266,55 @@ def _too_rare(label: str, counts, advice: str) -> None:
         )
 
 
-def plan_label(frame, types: dict[str, str], label: str, task: Task | None) -> tuple[Task, str, dict, str]:
-    """The task and its reason, the spec's [label] table and the label's description."""
+def plan_label(
+    frame, types: dict[str, str], label: str, task: Task | None, headers: dict[str, str] | None = None
+) -> tuple[Task, str, dict, str]:
+    """The task and its reason, the spec's [label] table and the label's description
+    (``headers``: the header names by feature name, for messages)."""
+    headers = headers or {}
     if label not in frame.columns:
-        raise ScaffoldError(f"--label {label!r} is not a column of the CSV; its columns: {', '.join(frame.columns)}")
+        raise ScaffoldError(
+            f"--label {label!r} is not a column of the CSV; its columns: "
+            + ", ".join(headers.get(c, c) for c in frame.columns)
+        )
+    named = headers.get(label, label)
     cells = frame[label]
     rows = len(cells)
     if empty := int(cells.isna().sum()):
         raise ScaffoldError(
-            f"the label '{label}' is empty in {_share(empty, rows)}: a row without a label teaches nothing (and "
+            f"the label '{named}' is empty in {_share(empty, rows)}: a row without a label teaches nothing (and "
             "counts as 0 or 'no class' in the pipeline). Remove those rows from the CSV and scaffold again."
         )
     column_type = types[label]
     distinct = cells.nunique()
     if distinct < 2:
-        raise ScaffoldError(f"the label '{label}' has one value only ({cells.iloc[0]!r}): there is nothing to learn.")
+        raise ScaffoldError(f"the label '{named}' has one value only ({cells.iloc[0]!r}): there is nothing to learn.")
     if task is None:
         task, task_reason = infer_task(cells, column_type, rows)
     else:
         task_reason = "given (--task)"
     spec: dict = {"column": label}
-    name = re.sub(r"\W", "_", label, flags=re.ASCII)
-    if name != label:
-        spec["name"] = name
     if task == Task.BINARY:
         if distinct != 2:
             raise ScaffoldError(
-                f"the label '{label}' has {distinct} distinct values; a binary label has 2. Use --task multiclass "
+                f"the label '{named}' has {distinct} distinct values; a binary label has 2. Use --task multiclass "
                 "(or regression for a quantity), or reduce the column to two values."
             )
-        _too_rare(label, cells.value_counts(), "collect more rows of it.")
+        _too_rare(named, cells.value_counts(), "collect more rows of it.")
         spec["positive"], reason = choose_positive(cells, column_type)
         return task, task_reason, spec, f"positive class {spec['positive']!r}: {reason}"
     if task == Task.MULTICLASS:
         if distinct == 2:
-            raise ScaffoldError(f"the label '{label}' has 2 distinct values: use --task binary.")
+            raise ScaffoldError(f"the label '{named}' has 2 distinct values: use --task binary.")
         if distinct > MAX_CLASSES:
             raise ScaffoldError(
-                f"the label '{label}' has {distinct} distinct values, more than the {MAX_CLASSES} classes a "
+                f"the label '{named}' has {distinct} distinct values, more than the {MAX_CLASSES} classes a "
                 "classifier here takes: if it is a quantity use --task regression, else group the values."
             )
         spec["classes"] = _classes(cells, column_type)
         counts = _class_keys(cells, column_type).value_counts()
         _too_rare(
-            label,
+            named,
             counts,
             "remove those rows or merge them into another class (say 'other'); if the label is a quantity, use "
             "--task regression.",
@@ -316,7 +330,7 @@ def plan_label(frame, types: dict[str, str], label: str, task: Task | None) -> t
     if column_type == "STRING":
         texts = [v for v in cells.unique() if not _is_number(v)][:3]
         raise ScaffoldError(
-            f"the label '{label}' holds text (such as {', '.join(repr(v) for v in texts)}): regression needs "
+            f"the label '{named}' holds text (such as {', '.join(repr(v) for v in texts)}): regression needs "
             "numbers. Fix those cells, or use --task binary or multiclass for a label of categories."
         )
     numbers = _numbers(cells)
@@ -455,19 +469,23 @@ def plan(csv_path: str, label: str, task: Task | str | None = None, name: str | 
     if not PIPELINE_NAME_PATTERN.fullmatch(name):
         raise ScaffoldError(f"--name {name!r} must match [a-z0-9][a-z0-9-]{{0,127}} (lower case, digits, dashes).")
     task = Task(task) if task else None
-    frame, types = read_csv(csv_path)
+    frame, types, headers = read_csv(csv_path)
+    label = {header: feature for feature, header in headers.items()}.get(label, label)
     rows = len(frame)
-    task, task_reason, label_spec, label_reason = plan_label(frame, types, label, task)
+    task, task_reason, label_spec, label_reason = plan_label(frame, types, label, task, headers)
     notes: list[str] = []
     columns = []
     for column in frame.columns:
         if column == label:
-            columns.append(Column(column, "label", "the label: not a model input", types[column], 0, 0.0))
+            columns.append(
+                Column(column, "label", "the label: not a model input", types[column], 0, 0.0, headers.get(column, ""))
+            )
             continue
         cells = frame[column]
         kind, reason, distinct = column_treatment(column, cells, types[column])
-        columns.append(Column(column, kind, reason, types[column], distinct, float(cells.isna().mean())))
-        if types[column] == "STRING" and (note := _text_that_is_numbers(column, cells)):
+        missing = float(cells.isna().mean())
+        columns.append(Column(column, kind, reason, types[column], distinct, missing, headers.get(column, "")))
+        if types[column] == "STRING" and (note := _text_that_is_numbers(columns[-1].shown, cells)):
             notes.append(note)
     inputs = [c for c in columns if c.kind not in ("unused", "label")]
     if not inputs:
@@ -530,6 +548,17 @@ def problem_toml(p: Plan, source: str) -> str:
         f"name = {_toml(p.name)}",
         f"# {p.task_reason if p.task_reason.startswith('given') else 'inferred: ' + p.task_reason}",
         f"task = {_toml(p.task.value)}",
+    ]
+    if p.renamed:
+        lines += [
+            "",
+            "[columns]",
+            "# Headers that cannot name a feature, by the feature name the spec uses for each (lower case, '_' for",
+            '# anything else; docs/problems.md, "Column names"). The CSV keeps its header; CsvExampleGen renames',
+            "# these columns, and the model's serving inputs (serving_raw) take the feature names.",
+            *(f"{feature} = {_toml(header)}" for feature, header in p.renamed.items()),
+        ]
+    lines += [
         "",
         "[label]",
         f"# {p.label_reason}",
@@ -663,23 +692,30 @@ def review(p: Plan, folder: str, drafted) -> str:
     """What a person should review, then the command to run."""
     relative = os.path.relpath(folder)
     shown = folder if relative.startswith("..") else relative
-    width = max(len(c.name) for c in p.columns)
+    width = max(len(c.shown) for c in p.columns)
+    known_as = {c.name: c.shown for c in p.columns}
     lines = [
         f"Problem '{p.name}' drafted in {shown}: {PROBLEM_FILE}, {CONTRACT_FILE} (a DRAFT contract) and the data "
         f"({p.rows} rows, {len(p.columns)} columns).",
         "",
         "Review (each is a guess; edit problem.toml and schema.pbtxt where it is wrong):",
         f"  Task: {p.task.value}, because {p.task_reason}. Another: --task binary|multiclass|regression.",
-        f"  Label: '{p.label['column']}': {p.label_reason}.",
+        f"  Label: '{next(c.shown for c in p.columns if c.kind == 'label')}': {p.label_reason}.",
         "  Columns:",
     ]
-    lines += [f"    {c.name:<{width}}  {c.kind:<11}  {c.reason}" for c in p.columns]
+    lines += [f"    {c.shown:<{width}}  {c.kind:<11}  {c.reason}" for c in p.columns]
+    if p.renamed:
+        lines.append(
+            f"  Column names: {len(p.renamed)} header(s) cannot name a feature, so the spec names them as shown in "
+            "parentheses ([columns] in problem.toml maps each to its header). The CSV files keep their header; "
+            "requests to the served model (serving_raw) use the feature names."
+        )
     sense = "at least" if p.metric in ("auc", "accuracy") else "at most"
     lines += [
         f"  Blessing: {p.metric} {sense} {p.threshold:g} on the eval split: {p.threshold_reason}.",
         f"  A new model may be at most {p.max_regression:g} worse than the last blessed one: "
         f"{p.max_regression_reason}.",
-        f"  Slices: {', '.join(p.slices) if p.slices else 'none (no categorical input with 2-20 values)'}.",
+        f"  Slices: {', '.join(known_as[s] for s in p.slices) or 'none (no categorical input with 2-20 values)'}.",
         f"  Training: {p.budget.reason} (--train-steps N overrides).",
     ]
     if observed := _observed(drafted.schema):

@@ -35,11 +35,16 @@ class ServingCheck:
     largest_difference: float
 
 
-def instances_from_csv(path: str, count: int, drop: tuple[str, ...]) -> list[dict[str, str]]:
-    """The first ``count`` rows as JSON instances: every column by name, as text."""
-    with open(path, newline="") as f:
+def instances_from_csv(
+    path: str, count: int, drop: tuple[str, ...], headers: Mapping[str, str] | None = None
+) -> list[dict[str, str]]:
+    """The first ``count`` rows as JSON instances: every column by its feature name (the
+    signature's input names; ``headers``: the problem's header names by feature name), as
+    text, without the ``drop`` ones."""
+    features = {header: feature for feature, header in (headers or {}).items()}
+    with open(path, newline="", encoding="utf-8-sig") as f:
         rows = [row for _, row in zip(range(count), csv.DictReader(f), strict=False)]
-    return [{k: v for k, v in row.items() if k not in drop} for row in rows]
+    return [{features.get(k, k): v for k, v in row.items() if features.get(k, k) not in drop} for row in rows]
 
 
 def tf_example(row: Mapping[str, str], raw_spec: Mapping) -> bytes:
@@ -77,7 +82,7 @@ def check_served_model(
     from models import signatures
 
     raw_spec = tft.TFTransformOutput(transform_graph_dir).raw_feature_spec()
-    instances = instances_from_csv(csv_path, rows, drop=problem.not_served_columns)
+    instances = instances_from_csv(csv_path, rows, drop=problem.not_served_columns, headers=problem.header_names)
     request = {"instances": instances}
     given = {
         "model_dir": model_dir,

@@ -63,6 +63,17 @@ def _e(value) -> str:
     return html.escape(str(value))
 
 
+def _column(report: Report, name: str) -> str:
+    """A column as the person knows it: its CSV header's name too where the problem renamed it."""
+    return report.problem.shown(name) if report.problem is not None else name
+
+
+def _slice(report: Report, name: str) -> str:
+    """A slice ("<column> = <value> & ...") with each column named as ``_column`` does."""
+    parts = (part.partition(" = ") for part in name.split(" & "))
+    return " & ".join(f"{_column(report, column)}{equals}{value}" for column, equals, value in parts)
+
+
 def _figure(name: str, uri: str, caption: str) -> str:
     image = f'<img class="plot" data-plot="{_e(name)}" src="{uri}" alt="{_e(caption)}">'
     return f"<figure>{image}<figcaption>{_e(caption)}</figcaption></figure>"
@@ -146,13 +157,15 @@ def _data(report: Report) -> str:
             by_name.setdefault(column.name, {})[split] = column
     header = "".join(f"<th>missing ({_e(split)})</th>" for split in splits)
     table = "".join(
-        f"<tr><td>{_e(name)}</td><td>{_e(next(iter(cols.values())).kind)}</td>"
+        f"<tr><td>{_e(_column(report, name))}</td><td>{_e(next(iter(cols.values())).kind)}</td>"
         + "".join(f"<td class='num'>{cols[s].missing:.1%}</td>" if s in cols else "<td></td>" for s in splits)
         + "</tr>"
         for name, cols in sorted(by_name.items())
     )
     figures = "".join(
-        _figure(f"column:{name}", plots.distribution(cols), f"{name}: {' against '.join(sorted(cols))}")
+        _figure(
+            f"column:{name}", plots.distribution(cols), f"{_column(report, name)}: {' against '.join(sorted(cols))}"
+        )
         for name, cols in sorted(by_name.items())
     )
     if report.anomalies is None:
@@ -163,7 +176,7 @@ def _data(report: Report) -> str:
         anomalies = "<p class='good'>No anomalies: the data meets its contract.</p>"
     drift = f"<p>{_e(format_drift(report.summary.drift))}</p>" if report.summary.drift is not None else ""
     drift_rows = "".join(
-        f"<tr><td>{_e(d['split'])}</td><td>{_e(d['feature'])}</td><td>{_e(d['measure'])}</td>"
+        f"<tr><td>{_e(d['split'])}</td><td>{_e(_column(report, d['feature']))}</td><td>{_e(d['measure'])}</td>"
         f"<td class='num'>{d['value']:.4f}</td><td class='num'>{d['threshold']:g}</td>"
         f"<td class='{'bad' if d['breached'] else 'good'}'>{'over' if d['breached'] else 'within'}</td></tr>"
         for d in (report.summary.drift or {}).get("drift", [])
@@ -187,7 +200,7 @@ def _transform(report: Report) -> str:
         return ""
     rows = "".join(f"<tr><td>{_e(k)}</td><td class='num'>{v}</td></tr>" for k, v in sorted(report.vocabularies.items()))
     bounds = "".join(
-        f"<tr><td>{_e(k)}</td><td>{_e(', '.join(f'{b:.5f}' for b in v))}</td></tr>"
+        f"<tr><td>{_e(_column(report, k))}</td><td>{_e(', '.join(f'{b:.5f}' for b in v))}</td></tr>"
         for k, v in sorted(report.boundaries.items())
     )
     if bounds:
@@ -277,7 +290,7 @@ def _metrics_table(report: Report) -> str:
     names = sorted({name for slice_ in report.slices for name in slice_.metrics})
     header = "".join(f"<th>{_e(n)}</th>" for n in names)
     rows = "".join(
-        f"<tr data-slice='{_e(slice_.name)}'><td>{_e(slice_.name)}</td>"
+        f"<tr data-slice='{_e(slice_.name)}'><td>{_e(_slice(report, slice_.name))}</td>"
         + "".join(
             f"<td class='num' data-metric='{_e(n)}' data-value='{slice_.metrics[n]!r}'>"
             + (f"{int(slice_.metrics[n])}" if n == "example_count" else f"{slice_.metrics[n]:.4f}")
@@ -462,8 +475,10 @@ def _gate(report: Report) -> str:
     said = ""
     if report.problem is not None:
         blessing = report.problem.blessing
+        headers = [report.problem.shown(c) for c in report.problem.label.sources if report.problem.header_of(c) != c]
+        from_headers = f", from the CSV's {', '.join(headers)}" if headers else ""
         said = (
-            f"<p>The model predicts {_e(report.problem.label.describe())}. It is blessed on its "
+            f"<p>The model predicts {_e(report.problem.label.describe() + from_headers)}. It is blessed on its "
             f"{_e(describe_metric(blessing.metric))} over the whole eval split:</p>"
         )
     thresholds = "".join(f"<li>{_e(t)}</li>" for t in report.thresholds)

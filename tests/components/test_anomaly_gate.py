@@ -14,6 +14,7 @@ from components.anomaly_gate import (
     DataAnomaliesError,
     describe_anomalies,
     describe_label,
+    headers_named,
     label_counts,
     min_label_class_fraction,
     missing_tolerances,
@@ -190,3 +191,15 @@ def test_the_labels_source_column_missing_is_named(small_config, tmp_path):
     """With an inferred schema nothing else notices: Transform used to fail with KeyError: 'tips'."""
     (line,) = _gate_lines(small_config, tmp_path, drop="tips")
     assert line.startswith("[all] label 'big_tipper'") and "column(s) tips not in the data" in line
+
+
+def test_a_renamed_column_named_in_the_gates_lines_is_also_named_by_its_header():
+    from tests.support.problems import binary_problem
+
+    problem, features = binary_problem(["Monthly Charges", "Monthly Charges Total", "Churned?"])
+    total = features["Monthly Charges Total"]
+    lines = [f"[train] {total}: out of range"]
+    assert headers_named(lines, problem) == [
+        f"Named in the CSV header (problem.toml [columns]): {total} is 'Monthly Charges Total'"
+    ]  # monthly_charges is part of monthly_charges_total's name, not named by the line
+    assert headers_named(lines, TAXI) == []

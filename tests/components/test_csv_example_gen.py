@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from tfx import v1 as tfx
 from tfx.types import artifact_utils
 
 from components import csv_encoding, csv_example_gen
+from models import problem as problem_lib
 from pipeline.pipeline import create_pipeline
 from tests.support.harness import node, run_component
 
@@ -384,3 +386,86 @@ def test_spans_with_different_headers_are_refused(small_config, tmp_path):
     first.write_text("\n".join([lines[0] + ",extra", *(line + ",1" for line in lines[1:])]) + "\n")
     with pytest.raises(csv_encoding.CsvFileError, match="different headers"):
         run_component(_driven(_windowed(small_config, data, 2), data), {}, str(tmp_path / "out"))
+
+
+# ---------------------------------------------------------------- header names
+
+
+def _as_people_write_them(small_config, tmp_path) -> tuple[Path, dict[str, str]]:
+    """The sample with every header as a spreadsheet would write it ("Trip Miles ($)" for
+    trip_miles), and those header names by feature name, from the scaffold's rule."""
+    lines = Path(small_config.data_root, "data.csv").read_text().splitlines()
+    names = lines[0].split(",")
+    people = [name.replace("_", " ").title() + " ($)" for name in names]
+    features = problem_lib.feature_names(people)
+    assert [features[p] for p in people] == names  # the rule takes each back to its feature name
+    data = tmp_path / "people"
+    data.mkdir()
+    (data / "data.csv").write_text("\n".join([",".join(people), *lines[1:]]) + "\n")
+    return data, {features[p]: p for p in people}
+
+
+def _split_config():
+    return tfx.proto.Output(
+        split_config=tfx.proto.SplitConfig(
+            splits=[
+                tfx.proto.SplitConfig.Split(name="train", hash_buckets=2),
+                tfx.proto.SplitConfig.Split(name="eval", hash_buckets=1),
+            ]
+        )
+    )
+
+
+def test_headers_as_people_write_them_make_the_examples_their_feature_names_make(small_config, tmp_path):
+    data, headers = _as_people_write_them(small_config, tmp_path)
+    theirs = tfx.components.CsvExampleGen(input_base=small_config.data_root, output_config=_split_config())
+    ours = csv_example_gen.CsvExampleGen(input_base=str(data), output_config=_split_config(), column_names=headers)
+    expected = _split_records(run_component(theirs, {}, str(tmp_path / "tfx"))["examples"][0])
+    assert _split_records(run_component(ours, {}, str(tmp_path / "ours"))["examples"][0]) == expected
+    # Without a mapping, nothing is renamed and nothing is passed (the shipped problems' components as before).
+    assert node(create_pipeline(small_config), "CsvExampleGen").exec_properties.get("column_names") is None
+
+
+def test_worker_processes_rename_the_headers_too(small_config, tmp_path):
+    data, headers = _as_people_write_them(small_config, tmp_path)
+    original = [str(tmp_path / "original" / s) for s in ("train", "eval")]
+    renamed = [str(tmp_path / "renamed" / s) for s in ("train", "eval")]
+    paths = [str(Path(small_config.data_root, "data.csv"))]
+    counts = csv_example_gen.convert(paths, original, [2, 3], workers=2, block_bytes=8 << 10)
+    assert (
+        csv_example_gen.convert(
+            [str(data / "data.csv")], renamed, [2, 3], workers=2, block_bytes=8 << 10, headers=headers
+        )
+        == counts
+    )
+    for one, two in zip(original, renamed, strict=True):
+        read = lambda d: sorted(tf.data.TFRecordDataset(glob.glob(d + "/*"), "GZIP").as_numpy_iterator())  # noqa: E731
+        assert read(one) == read(two)
+
+
+def test_tfx_executor_renames_the_headers_too(small_config, tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the fast path must not run")
+
+    data, headers = _as_people_write_them(small_config, tmp_path)
+    expected = _split_records(
+        run_component(
+            tfx.components.CsvExampleGen(input_base=small_config.data_root, output_config=_split_config()),
+            {},
+            str(tmp_path / "tfx"),
+        )["examples"][0]
+    )
+    monkeypatch.setattr(csv_example_gen.beam_args, "runs_locally", lambda args: False)
+    monkeypatch.setattr(csv_example_gen, "convert", refuse)
+    ours = csv_example_gen.CsvExampleGen(input_base=str(data), output_config=_split_config(), column_names=headers)
+    assert _split_records(run_component(ours, {}, str(tmp_path / "ours"))["examples"][0]) == expected
+
+
+def test_a_header_renamed_in_new_data_stops_example_gen_naming_the_column(small_config, tmp_path):
+    data, headers = _as_people_write_them(small_config, tmp_path)
+    feature, header = next(iter(headers.items()))
+    text = (data / "data.csv").read_text()
+    (data / "data.csv").write_text(text.replace(header, header.lower().replace(" ", ""), 1))
+    ours = csv_example_gen.CsvExampleGen(input_base=str(data), output_config=_split_config(), column_names=headers)
+    with pytest.raises(csv_encoding.CsvFileError, match=f"rename it back to '{re.escape(header)}'.*{feature} ="):
+        run_component(ours, {}, str(tmp_path / "ours"))

@@ -10,7 +10,16 @@ import pytest
 import tensorflow as tf
 
 from models import preprocessing
-from models.problem import Problem, ProblemError, Task, evaluate_expression, load
+from models.problem import (
+    Problem,
+    ProblemError,
+    Task,
+    evaluate_expression,
+    feature_names,
+    is_feature_name,
+    load,
+    safe_name,
+)
 from tests.support.problems import SHIPPED, SHIPPED_DIRS
 
 BASE = {
@@ -39,6 +48,9 @@ def test_every_shipped_spec_loads_and_round_trips_through_json(name):
     assert Problem.from_json(problem.to_json()) == problem
     assert problem.label_only_columns and set(problem.label_only_columns).isdisjoint(problem.features.inputs)
     assert problem.contract_path.startswith(str(SHIPPED_DIRS[name]))
+    # Their headers are their feature names: nothing renamed, and the JSON the components get has no mapping.
+    assert problem.columns == {} and problem.header_names == {} and "columns" not in problem.to_dict()
+    assert all(problem.header_of(c) == problem.shown(c) == c for c in problem.raw_columns)
 
 
 @pytest.mark.parametrize(
@@ -107,3 +119,65 @@ def test_a_regression_target_is_the_number():
     mass = SHIPPED["penguin-body-mass"]
     assert mass.task == Task.REGRESSION
     assert _label(mass, {"body_mass_g": tf.constant([3750, 4200], tf.int64)}) == [3750.0, 4200.0]
+
+
+# ---------------------------------------------------------------- column names
+
+
+@pytest.mark.parametrize(
+    ("header", "feature"),
+    [
+        ("Monthly Charges", "monthly_charges"),
+        ("Sale Price ($)", "sale_price"),
+        ("2023 Revenue", "col_2023_revenue"),
+        ("Größe", "grosse"),
+        ("  Ærø / Łódź  ", "aero_lodz"),
+        ("od280/od315", "od280_od315"),
+        ("_id", "id"),
+        ("a.b-c", "a_b_c"),
+        ("class", "class_"),
+        ("self", "self_"),
+    ],
+)
+def test_a_header_gets_a_feature_name_by_the_rule(header, feature):
+    assert safe_name(header) == feature
+    assert feature_names([header]) == {header: feature}
+
+
+def test_feature_names_keep_valid_names_and_are_unique_ignoring_case():
+    headers = ["Age", "age ", "AGE!", "Name", "€", "x_2", "x", "x?", "X.", "价格"]
+    names = feature_names(headers)
+    assert names == feature_names(list(headers))  # deterministic
+    assert names["Age"] == "Age" and names["Name"] == "Name" and names["x_2"] == "x_2" and names["x"] == "x"
+    assert names["age "] == "age_2" and names["AGE!"] == "age_3"  # "age" is Age's, ignoring case
+    assert names["x?"] == "x_3" and names["X."] == "x_4"  # x and x_2 are taken by headers kept as they are
+    assert names["€"] == "col_5" and names["价格"] == "col_10"  # nothing left: the column's position
+    assert len({n.lower() for n in names.values()}) == len(headers)
+    assert all(is_feature_name(n) for n in names.values())
+
+
+def test_a_spec_maps_header_names_to_feature_names_both_ways():
+    spec = _spec(columns={"x": "X (cm)", "answer": "Answer?"}, features__unused={"row_id": "an id"})
+    problem = Problem.from_dict(spec)
+    assert problem.header_of("x") == "X (cm)" and problem.header_of("kind") == "kind"
+    assert problem.shown("answer") == "Answer? (answer)" and problem.shown("kind") == "kind"
+    assert problem.header_names == {"x": "X (cm)", "kind": "kind", "row_id": "row_id", "answer": "Answer?"}
+    assert Problem.from_json(problem.to_json()) == problem and problem.to_dict()["columns"] == spec["columns"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        # A header written where the spec wants a feature name: the fix is the mapping, spelled out.
+        ({"features__numeric": ["Monthly Charges"]}, '\\[columns\\] monthly_charges = "Monthly Charges"'),
+        ({"features__numeric": ["a.b"]}, '\\[columns\\] a_b = "a.b"'),
+        ({"features__numeric": ["class"]}, '\\[columns\\] class_ = "class"'),
+        ({"columns": {"Monthly Charges": "x"}}, "columns.Monthly Charges: a feature name is letters"),
+        ({"columns": {"x": "a,b"}}, "as the CSV header has it"),
+        ({"columns": {"x": "X", "kind": "X"}}, "x and kind both name the header 'X'"),
+        ({"columns": {"x": "kind"}}, "'kind' is also a column the spec names"),
+    ],
+)
+def test_a_column_mapping_that_cannot_work_is_refused_with_the_fix(changes, match):
+    with pytest.raises(ProblemError, match=match):
+        Problem.from_dict(_spec(**changes))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from components import spans
+from models import problem as problem_lib
 from pipeline import history, replay
 
 
@@ -62,6 +63,40 @@ def test_a_problem_without_a_time_column_is_refused(tmp_path, capsys):
     without = next(SHIPPED_DIRS[name] for name, problem in SHIPPED.items() if problem.time_column is None)
     assert replay.main(["--problem", str(without), "--output-root", str(tmp_path)]) == 2
     assert "names no time_column" in capsys.readouterr().err
+
+
+def test_a_time_column_under_a_spreadsheet_header_cuts_the_spans(tmp_path, capsys):
+    folder = tmp_path / "problem"
+    folder.mkdir()
+    header = ["Created At", "Amount ($)", "Churned?"]
+    when, amount, churned = (problem_lib.feature_names(header)[h] for h in header)
+    rows = [[f"2024-{1 + i % 6:02d}-01", str(i), "yes" if i % 3 else "no"] for i in range(60)]
+    (folder / "data.csv").write_text("\n".join(",".join(r) for r in [header, *rows]) + "\n")
+    (folder / "problem.toml").write_text(
+        f"""name = "churn"
+task = "binary"
+time_column = "{when}"
+[columns]
+{when} = "Created At"
+{amount} = "Amount ($)"
+{churned} = "Churned?"
+[label]
+column = "{churned}"
+positive = "yes"
+[features]
+numeric = ["{amount}"]
+[features.unused]
+{when} = "the time"
+[evaluation]
+metric = "auc"
+threshold = 0.6
+"""
+    )
+    runs = []
+    args = ["--problem", str(folder), "--output-root", str(tmp_path / "out"), "--months-per-span", "3"]
+    assert replay.main(args, run=lambda flags: runs.append(flags) or 0) == 0
+    assert len(runs) == 2 and "2 spans of 3 month(s) by" in capsys.readouterr().out
+    assert (tmp_path / "out" / "spans" / "span-1" / "data.csv").read_text().splitlines()[0] == ",".join(header)
 
 
 # What the policy keeps for every push (pipeline/prune.py): the model, its blessing, the copy pushed.

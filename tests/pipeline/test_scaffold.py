@@ -4,20 +4,25 @@ public data sets nobody here wrote scaffolded and run end to end to a pushed mod
 from __future__ import annotations
 
 import csv
+import glob
+import json
 import os
+import re
 import statistics
 from collections.abc import Sequence
 
 import pytest
+import tensorflow as tf
 import tensorflow_data_validation as tfdv
 
 from models import budget
 from models import problem as problem_lib
 from models.hparams import HParams
-from models.problem import CONTRACT_FILE, PROBLEM_FILE, Task
+from models.problem import CONTRACT_FILE, PROBLEM_FILE, Problem, Task
 from pipeline import scaffold
 from pipeline.config import REPO_ROOT, PipelineConfig
 from pipeline.scaffold import ScaffoldError
+from tests.support.problems import SHIPPED, SHIPPED_DIRS, as_spreadsheet_export
 
 
 def _write(path, header: Sequence[str], rows: Sequence[Sequence], newline: str = "\n", bom: bool = False) -> str:
@@ -61,13 +66,17 @@ def test_a_bad_name_is_refused(tmp_path):
         scaffold.plan(_labelled(tmp_path, ["a", "b"] * 10), "y", name="My_Problem")
 
 
-def test_column_names_the_spec_rejects_are_named(tmp_path):
-    path = _write(tmp_path / "d.csv", ["mean radius", "ok", "od280/od315", "y"], [[1, 2, 3, "a"], [2, 3, 4, "b"]])
-    with pytest.raises(ScaffoldError) as raised:
-        scaffold.plan(path, "y")
-    message = str(raised.value)
-    assert "'mean radius'" in message and "'od280/od315'" in message and "'ok'" not in message
-    assert "'mean radius' -> 'mean_radius'" in message
+def test_headers_that_cannot_name_a_feature_get_one_and_keep_their_own(tmp_path):
+    header = ["mean radius", "ok", "od280/od315", "2023 Revenue", "Größe", "Is Spam?"]
+    rows = [[i % 5, i % 7, i % 3, i * 1.5, i % 4, "yes" if i % 3 else "no"] for i in range(30)]
+    planned = scaffold.plan(_write(tmp_path / "d.csv", header, rows), "Is Spam?")
+    expected = problem_lib.feature_names(header)
+    assert [c.name for c in planned.columns] == [expected[h] for h in header]
+    assert planned.renamed == {expected[h]: h for h in header if h != "ok"}
+    assert next(c for c in planned.columns if c.name == "ok").header == ""  # a feature name already: kept
+    assert planned.label["column"] == expected["Is Spam?"] and "name" not in planned.label
+    # --label takes the feature name too, with the same plan.
+    assert scaffold.plan(str(tmp_path / "d.csv"), expected["Is Spam?"]).label == planned.label
 
 
 def test_the_label_must_be_a_column_with_a_value_in_every_row(tmp_path):
@@ -159,10 +168,11 @@ def test_rare_classes_and_too_many_classes_are_refused(tmp_path):
         _plan(tmp_path, many, task="multiclass")
 
 
-def test_a_label_name_that_is_no_identifier_gets_one(tmp_path):
+def test_a_label_named_no_identifier_is_its_feature_name_in_the_spec(tmp_path):
     path = _write(tmp_path / "d.csv", ["x", "is-spam"], [[i % 9, "yes" if i % 3 else "no"] for i in range(30)])
     planned = scaffold.plan(path, "is-spam")
-    assert planned.label == {"column": "is-spam", "name": "is_spam", "positive": "yes"}
+    feature = problem_lib.feature_names(["x", "is-spam"])["is-spam"]
+    assert planned.label == {"column": feature, "positive": "yes"} and planned.renamed == {feature: "is-spam"}
 
 
 # ---------------------------------------------------------------- the columns
@@ -414,8 +424,8 @@ def test_the_command_prints_what_to_review_and_what_to_run(mixed, tmp_path, caps
 
 def _breast_cancer(path) -> str:
     """scikit-learn's copy of the UCI Wisconsin diagnostic breast cancer data, its target
-    as text. Its feature names have spaces, which the scaffold refuses (see above): they
-    are renamed as a user would after reading that error."""
+    as text. Its feature names have spaces: '_' in their place keeps these three runs on
+    headers that are feature names already (a run on headers that are not: below)."""
     from sklearn.datasets import load_breast_cancer
 
     frame = load_breast_cancer(as_frame=True).frame
@@ -500,3 +510,121 @@ def test_the_commands_default_output_holds_no_library_line(tmp_path):
     with open(log) as f:
         assert library_lines(f.read())  # the libraries did speak: to the log
     assert review[-1].strip() == f"python local_runner.py --problem {folder}"
+
+
+# ---------------------------------------------------------------- headers as people write them
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> tuple[dict[str, str], tuple]:
+    """The penguins' CSV with every header as a spreadsheet might write it, scaffolded."""
+    folder = tmp_path_factory.mktemp("exported")
+    renamed = as_spreadsheet_export(SHIPPED_DIRS["penguins"] / "penguins.csv", folder / "Penguins Export.csv")
+    label = renamed[SHIPPED["penguins"].label.column]
+    return renamed, scaffold.scaffold(str(folder / "Penguins Export.csv"), label, output=str(folder / "problem"))
+
+
+def test_a_csv_of_spreadsheet_headers_scaffolds_a_spec_naming_both(exported):
+    renamed, (planned, folder, _) = exported
+    headers = list(renamed.values())
+    assert all(not problem_lib.is_feature_name(h) for h in headers)  # every one needs a feature name
+    features = problem_lib.feature_names(headers)
+    problem = problem_lib.load(folder)
+    assert problem.columns == {features[h]: h for h in headers} == planned.renamed
+    assert set(problem.raw_columns) == set(features.values())
+    assert problem.header_of(problem.label.column) == renamed[SHIPPED["penguins"].label.column]
+    text = open(os.path.join(folder, PROBLEM_FILE)).read()
+    assert all(f"{features[h]} = {json.dumps(h, ensure_ascii=False)}" in text for h in headers)
+    assert Problem.from_json(problem.to_json()).columns == problem.columns
+
+
+def test_the_exports_rows_read_by_feature_name_and_meet_the_drafted_contract(exported, tmp_path):
+    from components import csv_example_gen
+    from components.anomaly_gate import describe_anomalies, describe_missing
+    from pipeline import contract
+
+    _, (_, folder, _) = exported
+    problem = problem_lib.load(folder)
+    csv_path = glob.glob(os.path.join(folder, "*.csv"))[0]
+    rows = csv_example_gen.convert([csv_path], [str(tmp_path)], None, 1, headers=problem.header_names)
+    records = tf.data.TFRecordDataset(glob.glob(str(tmp_path / "*.gz")), compression_type="GZIP")
+    keys = {
+        key for record in records.as_numpy_iterator() for key in tf.train.Example.FromString(record).features.feature
+    }
+    assert rows == [sum(1 for _ in open(csv_path)) - 1] and keys == set(problem.header_names)
+    schema = tfdv.load_schema_text(problem.contract_path)
+    assert {f.name for f in schema.feature} == set(problem.header_names)
+    data = contract.csv_statistics([csv_path], problem)
+    assert describe_anomalies({"all": tfdv.validate_statistics(data, schema)}) == []
+    assert describe_missing({"all": data}, schema) == []
+
+
+def test_new_data_with_a_header_changed_is_refused_naming_the_column_and_the_fix(exported, tmp_path):
+    from components.csv_encoding import CsvFileError
+    from pipeline import contract
+
+    renamed, (_, folder, _) = exported
+    problem = problem_lib.load(folder)
+    csv_path = glob.glob(os.path.join(folder, "*.csv"))[0]
+    feature, header = next((f, h) for f, h in problem.columns.items() if f != problem.label.column)
+    changed = header.upper()  # another export of the same data
+    with open(csv_path, encoding="utf-8") as f:
+        text = f.read()
+    (tmp_path / "span-2.csv").write_text(text.replace(header, changed, 1), encoding="utf-8")
+    with pytest.raises(CsvFileError) as raised:
+        contract.csv_statistics([str(tmp_path / "span-2.csv")], problem)
+    message = str(raised.value)
+    assert f"{changed!r}" in message and f"rename it back to {header!r}" in message
+    assert f"[columns] {feature} = {changed!r}" in message
+    # Changed to a name that can be a feature's, the file reads; the contract then misses the
+    # column and finds a new one.
+    from components.anomaly_gate import describe_anomalies
+
+    valid = "Renamed" + re.sub(r"\W", "", header)
+    (tmp_path / "span-3.csv").write_text(text.replace(header, valid, 1), encoding="utf-8")
+    data = contract.csv_statistics([str(tmp_path / "span-3.csv")], problem)
+    lines = describe_anomalies({"all": tfdv.validate_statistics(data, tfdv.load_schema_text(problem.contract_path))})
+    assert any(feature in line for line in lines) and any(valid in line for line in lines), lines
+    # The header's feature name instead of its own name is the same column: the file reads as it did.
+    (tmp_path / "features.csv").write_text(text.replace(header, feature, 1), encoding="utf-8")
+    assert contract.csv_statistics([str(tmp_path / "features.csv")], problem) == contract.csv_statistics(
+        [csv_path], problem
+    )
+
+
+@pytest.mark.slow
+def test_a_csv_of_spreadsheet_headers_runs_to_a_pushed_model_answering_by_feature_name(exported, tmp_path):
+    """The scaffolded export run end to end, with serving data under the same headers (for
+    skew): the pushed model's serving_raw takes the feature names, and a request built from
+    the export's rows gets an answer."""
+    import local_runner
+    from pipeline.rehearsal.serving import instances_from_csv
+    from pipeline.run_summary import summarize_run
+    from tests.support.runs import SMALL_RUN
+
+    _, (_, folder, _) = exported
+    problem = problem_lib.load(folder)
+    csv_path = glob.glob(os.path.join(folder, "*.csv"))[0]
+    serving = tmp_path / "serving"
+    serving.mkdir()
+    label = problem.header_of(problem.label.column)
+    with open(csv_path, newline="", encoding="utf-8") as source:
+        rows = list(csv.DictReader(source))
+    with open(serving / "data.csv", "w", newline="", encoding="utf-8") as out:
+        writer = csv.DictWriter(out, [h for h in rows[0] if h != label], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    output_root = str(tmp_path / "outputs")
+    argv = ["--problem", folder, "--output-root", output_root, "--serving-data-root", str(serving), *SMALL_RUN]
+    assert local_runner.main(argv) == 0
+    config = PipelineConfig(problem=problem, output_root=output_root, serving_data_root=str(serving))
+    summary = summarize_run(local_runner.metadata_config(config), config.pipeline_name)
+    states = {c.node_id: c.state for c in summary.components}
+    assert all(state == "complete" for state in states.values()) and "ServingExampleGen" in states, states
+    assert summary.drift is not None and summary.drift.get("serving"), summary.drift
+    served = tf.saved_model.load(summary.pushed_to).signatures["serving_raw"]
+    inputs = set(served.structured_input_signature[1])
+    assert inputs == set(problem.raw_columns) - set(problem.not_served_columns)
+    instances = instances_from_csv(csv_path, 5, drop=problem.not_served_columns, headers=problem.header_names)
+    answer = served(**{key: tf.constant([row[key] for row in instances]) for key in inputs})
+    assert answer[problem.label.name].shape[0] == 5

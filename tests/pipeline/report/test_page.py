@@ -423,3 +423,20 @@ def test_the_configuration_is_a_table_of_settings_nested_settings_indented_under
         in table
     )
     assert "<td>extra_beam_args</td>" not in table and "<code>not set</code>" in table and "<code>false</code>" in table
+
+
+def test_columns_renamed_from_their_header_are_shown_by_both_names():
+    from tests.support.problems import binary_problem
+
+    problem, features = binary_problem(["Fare ($)", "Payment Type", "Big Tip?"], categorical=("Payment Type",))
+    fare, payment, label = features.values()
+    report = _report(drift={"baseline": "/b", "serving": None, "accepted": False, "drift": []})
+    report.problem = problem
+    report.columns = {"train": [Column(fare, "number", 10, 0.0, quantiles=[(0.0, 5.0, 5.0)])]}
+    report.slices = [SliceMetrics("Overall", {"auc": 0.7}), SliceMetrics(f"{payment} = Cash", {"auc": 0.8})]
+    report.boundaries, report.vocabularies = {fare: [1.0, 2.0]}, {"vocabulary": 3}
+    page = render(report)
+    assert page.count(f"<td>Fare ($) ({fare})</td>") == 2  # the data's columns, the bucket boundaries
+    assert f"<figcaption>Fare ($) ({fare}): train</figcaption>" in page
+    assert f"<td>Payment Type ({payment}) = Cash</td>" in page and f"data-slice='{payment} = Cash'" in page
+    assert f"from the CSV&#x27;s Big Tip? ({label})" in page
