@@ -291,12 +291,12 @@ def test_a_run_killed_in_the_middle_of_a_component_completes_when_run_again(samp
     process = subprocess.Popen(
         [sys.executable, "local_runner.py", *argv],
         cwd=os.path.dirname(os.path.abspath(local_runner.__file__)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         text=True,
     )
-    for line in process.stderr:
-        if "Component Transform is running" in line:
+    for line in process.stdout:  # the progress line a person sees as Transform starts
+        if line.split() == ["Transform", "running"]:
             break
     # Killed once ML Metadata records Transform's execution as running: mid-component.
     deadline = time.monotonic() + 120
@@ -433,8 +433,8 @@ def test_a_runs_default_output_holds_only_the_projects_own_lines(plain_run):
     assert rest == [
         "Speedups off (PIPELINE_SPEEDUPS=0): every library runs as shipped.",
         f"Problem: {config.problem.name} ({config.problem.task.value}; {config.problem.label.describe()})",
-        f"Data contract: {config.schema_path}",
     ]
+    assert lines[2] == f"Data contract: {config.schema_path}"  # before the run, and again in the summary
     with open(log) as f:
         logged = f.read()
     assert "Component Trainer is running." in logged and library_lines(logged)
