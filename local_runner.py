@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import logging
 import os
 import sys
 import time
@@ -117,15 +116,6 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     )
 
 
-def _configure_verbose_logging() -> None:
-    """--verbose: every library's log lines on the terminal, as absl formats them."""
-    from absl import logging as absl_logging
-
-    absl_logging.set_verbosity(absl_logging.INFO)
-    logging.root.handlers = [absl_logging.get_absl_handler()]
-    logging.root.setLevel(logging.INFO)
-
-
 def metadata_config(config: PipelineConfig):
     from tfx.orchestration import metadata
 
@@ -211,10 +201,7 @@ def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace, termina
         from pipeline.report.write import write_report
         from pipeline.run_summary import format_summary, summarize_run
 
-        if args.verbose:
-            _configure_verbose_logging()
-        else:
-            terminal.keep_handlers()
+        terminal.keep_handlers()
     unchanged.forget(config)
     failure = None
     try:

@@ -220,17 +220,23 @@ class Terminal:
         return self
 
     def keep_handlers(self) -> None:
-        """(Re)installs the context's logging handlers: call it after imports that install
-        their own (absl's, TensorFlow's) on the root logger."""
-        if not self.verbose and self._to_log is not None:
-            root = logging.getLogger()
-            root.handlers = [self._to_log, self._progress]
-            root.setLevel(logging.INFO)
-            # absl's own verbosity (WARNING unless set) is applied again to its logger whenever
-            # absl's flags are parsed, as a library does mid-run: INFO keeps the components' lines.
-            from absl import logging as absl_logging
+        """(Re)installs the context's logging handlers at INFO, after the heavy imports that
+        install their own (absl's, TensorFlow's) on the root logger: the log file and the
+        progress, or with ``verbose`` absl's handler, every line on the terminal as absl
+        formats it."""
+        from absl import logging as absl_logging
 
-            absl_logging.set_verbosity(absl_logging.INFO)
+        root = logging.getLogger()
+        if self.verbose:
+            root.handlers = [absl_logging.get_absl_handler()]
+        elif self._to_log is not None:
+            root.handlers = [self._to_log, self._progress]
+        else:
+            return
+        root.setLevel(logging.INFO)
+        # absl's own verbosity (WARNING unless set) is applied again to its logger whenever
+        # absl's flags are parsed, as a library does mid-run: INFO keeps the components' lines.
+        absl_logging.set_verbosity(absl_logging.INFO)
 
     def move_log(self, log_path: str) -> None:
         """Renames the log file (the open descriptors follow it)."""
