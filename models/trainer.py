@@ -32,6 +32,7 @@ from models import callbacks as callbacks_lib
 from models import model as model_lib
 from models import parameter_server, signatures, warm_start
 from models import strategy as strategy_lib
+from models.backup import IntervalBackup
 from models.data import count_records, datasets, shared_shuffle_seed
 from models.hparams import PIPELINE_ROOT_KEY, WARM_START_KEY, HParams
 from models.preprocessing import problem_of
@@ -103,6 +104,21 @@ class _EpochProgress(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         report_progress("Trainer", epoch + 1, self._epochs, "epoch")
+
+
+def distributed_validation(strategy: tf.distribute.Strategy, eval_ds: tf.data.Dataset) -> tuple[object, int | None]:
+    """``fit``'s validation data and steps: the eval dataset distributed as Keras would
+    distribute it, with its number of batches, when that number is known.
+
+    Given a plain dataset of known size, Keras' validation makes two distributed iterators
+    per epoch (``DataHandler.enumerate_epochs`` makes one, then recreates it), each costing
+    more than a short epoch's training; given it distributed with its steps, one. A streamed
+    split (size unknown) stays as it is.
+    """
+    batches = int(eval_ds.cardinality())
+    if batches <= 0:
+        return eval_ds, None
+    return strategy.experimental_distribute_dataset(eval_ds), batches
 
 
 def _wait_for_all_workers(strategy: tf.distribute.Strategy) -> None:
@@ -213,6 +229,7 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
                 train_rows=epochs * steps_per_epoch * global_batch,
                 label_key=problem.label_key,
             )
+            eval_ds, validation_steps = distributed_validation(strategy, eval_ds)
 
         schedule = hparams.schedule()
         target_scale = model_lib.target_scale(train_ds) if problem.task == Task.REGRESSION else model_lib.TargetScale()
@@ -225,12 +242,12 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
                 steps_per_execution=steps_per_epoch if is_tpu else 1,
                 target_scale=target_scale,
             )
-            schedule_state = callbacks_lib.attach_state(model.optimizer)
+            schedule_state = callbacks_lib.attach_state(model, schedule.keep_best_epoch)
             base, why_not = base_model(fn_args)
             started = warm_start.apply(model, base, tf_transform_output, problem, why_not)
         model.summary(print_fn=logging.info)
         schedule_callbacks = callbacks_lib.schedule_callbacks(
-            schedule, schedule_state, fn_args.model_run_dir, model_lib.monitored_metric(problem), budget.warmup_epochs
+            schedule, schedule_state, model_lib.monitored_metric(problem), budget.warmup_epochs
         )
 
         history = model.fit(
@@ -243,7 +260,7 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
                 # Before the backup, so each epoch's backup holds the schedule's decisions.
                 *schedule_callbacks,
                 # Then the backup, so an epoch is backed up before any later callback sees its end.
-                keras.callbacks.BackupAndRestore(backup_dir),
+                IntervalBackup(backup_dir, hparams.backup_every_seconds if worker.num_workers == 1 else 0),
                 _LogStartEpoch(backup_dir, epochs),
                 _EpochProgress(epochs),
                 keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch"),

@@ -251,7 +251,8 @@ def test_two_workers_train_one_model_together_and_only_the_chief_writes_it(train
 @pytest.mark.slow
 def test_a_training_killed_part_way_resumes_from_its_last_completed_epoch(trainer_inputs, tmp_path):
     epochs, steps_per_epoch = 3, 3
-    config = HParams(**PLATEAU, early_stopping_patience=2, epochs=epochs).to_custom_config()
+    # Every epoch backed up: the kill comes well within the default interval.
+    config = HParams(**PLATEAU, early_stopping_patience=2, epochs=epochs, backup_every_seconds=0).to_custom_config()
     train_steps = epochs * steps_per_epoch
     backup_dir = tmp_path / "out" / "model_run" / trainer.BACKUP_SUBDIR
 
@@ -296,7 +297,7 @@ def test_parameter_servers_train_one_model_and_a_restarted_chief_resumes(trainer
         "ps": [f"127.0.0.1:{ports[3]}"],
     }
     tasks = [("chief", 0), ("worker", 0), ("worker", 1), ("ps", 0)]
-    config = HParams(per_replica_batch_size=PER_REPLICA_BATCH, epochs=epochs).to_custom_config()
+    config = HParams(per_replica_batch_size=PER_REPLICA_BATCH, epochs=epochs, backup_every_seconds=0).to_custom_config()
     train_steps = epochs * steps_per_epoch
 
     def launch(name: str, task: tuple[str, int], **extra) -> tuple[subprocess.Popen, Path]:
