@@ -8,8 +8,8 @@ may see, from the training split's size: at least ``MIN_ROWS_SEEN`` (small data 
 passes before a network has learnt what trees find in a few), at most ``MAX_PASSES`` passes
 and at most ``MAX_ROWS_SEEN`` rows (large data learns in few passes, and time grows with
 every step). Epochs are one pass each, but on small data as many passes as make
-``MIN_EPOCH_STEPS`` steps (each epoch's validation, checkpoints and logs cost about half a
-second, more than 40 steps' training), at most ``MAX_EPOCH_PASSES`` (on tiny data longer
+``MIN_EPOCH_STEPS`` steps (each epoch's validation and logs cost a few tenths of a second,
+more than tens of steps' training), at most ``MAX_EPOCH_PASSES`` (on tiny data much longer
 epochs overfit between two of the schedule's decisions), and shorter on large data (the
 schedule decides at least ``MIN_EPOCHS`` times).
 docs/model.md has the measurements behind the constants.
@@ -26,7 +26,7 @@ MIN_ROWS_SEEN = 200_000
 MAX_ROWS_SEEN = 1_000_000
 MAX_PASSES = 20
 MIN_EPOCH_STEPS = 100
-MAX_EPOCH_PASSES = 10
+MAX_EPOCH_PASSES = 20
 MIN_EPOCHS = 4
 WARMUP_SHARE = 4
 
