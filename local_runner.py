@@ -10,21 +10,16 @@ import gc
 import os
 import sys
 import time
-import traceback
 import warnings
 from collections.abc import Sequence
 
-from pipeline import failures
-from pipeline.config import CONTRACT_FILE, PipelineConfig
+from pipeline.config import PipelineConfig
 from pipeline.flags import DEFAULTS, add_pipeline_flags, pipeline_config_kwargs
+from pipeline.local_run import LOG_DIR, AfterRun, after_run, metadata_config, say_problem, say_reused
 from pipeline.run_lock import LockedError, hold_run_lock
 from runtime import speedups, start
 from runtime.beam_args import MULTI_PROCESS_MIN_MB, runs_locally, workers_for_data
 from runtime.terminal import Terminal, say
-
-# Where a failed run's whole traceback is kept, <output root>/logs/<pipeline>/failure-<time>.txt,
-# and each run's library output (TensorFlow, TFX, Beam), <output root>/logs/<pipeline>/run-<time>.log
-LOG_DIR = "logs"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -91,13 +86,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def contract_line(config: PipelineConfig) -> str:
-    """What the summary says of the data contract the run checked its data against."""
-    from pipeline.run_summary import NO_CONTRACT
-
-    return config.schema_path or NO_CONTRACT
-
-
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     """The configuration the flags ask for; raises ``ValueError`` naming a wrong flag, spec or
     a missing contract."""
@@ -114,13 +102,6 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         beam_pool=args.speedups,
         **kwargs,
     )
-
-
-def metadata_config(config: PipelineConfig):
-    from tfx.orchestration import metadata
-
-    os.makedirs(os.path.dirname(config.metadata_path), exist_ok=True)
-    return metadata.sqlite_metadata_connection_config(config.metadata_path)
 
 
 def run(config: PipelineConfig) -> None:
@@ -160,94 +141,40 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_locked(config: PipelineConfig, args: argparse.Namespace, terminal: Terminal) -> int:
     """The run, one at a time per pipeline and output root; the exit code."""
-    say(f"Problem: {config.problem.name} ({config.problem.task.value}; {config.problem.label.describe()})")
-    if config.schema_path:
-        say(f"Data contract: {config.schema_path}")
-    else:
-        say(
-            "Data contract: none (--infer-schema): the schema is inferred from this very data, which catches "
-            f"little. Draft the problem's: python -m pipeline.contract --problem DIR, saved as {CONTRACT_FILE}"
-        )
-    from pipeline import unchanged
-    from pipeline.run_summary import format_summary
-
+    say_problem(config)
     try:
         lock = hold_run_lock(config)
     except LockedError as err:
         say(f"error: {err}", err=True)
         return 3
     with lock:
-        reused = unchanged.reusable_run(config)
-        if reused is not None:
-            say(
-                "\nNothing changed since the last run (configuration, code, data, packages, metadata store): "
-                "every component would be reused from the cache, so TFX was not started. Its summary:"
-            )
-            say("\n" + format_summary(reused.summary, config.blessing, contract_line(config)))
-            if args.report and reused.report:
-                say(f"Run report: {reused.report}")
+        if say_reused(config, args.report):
             return 0
         return _run_and_summarize(config, args, terminal)
 
 
 def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace, terminal: Terminal) -> int:
-    """Runs the pipeline with TFX, prints its summary and writes its report; the exit code."""
+    """Runs the pipeline with TFX, then what follows it (``pipeline.local_run``); the exit code."""
     start.before_imports()
     with start.heavy_imports():
         from tfx.orchestration.local.local_dag_runner import LocalDagRunner  # noqa: F401 - imported for run()
 
-        from pipeline import history, unchanged
+        # What after_run() imports, here before the handlers are set again.
+        from pipeline import history, run_summary, unchanged  # noqa: F401
         from pipeline.pipeline import create_pipeline  # noqa: F401 - imported for run()
-        from pipeline.report.write import write_report
-        from pipeline.run_summary import format_summary, summarize_run
+        from pipeline.report import write  # noqa: F401
 
         terminal.keep_handlers()
     unchanged.forget(config)
     failure = None
     try:
         run(config)
-    except Exception as err:  # noqa: BLE001 - reported below with the summary, exit code 1
+    except Exception as err:  # noqa: BLE001 - reported by after_run with the summary, exit code 1
         failure = err
         terminal.fail_running()
-    log = None
-    if failure is not None:  # kept before the report is written, which points to it
-        log = failures.write_traceback(failure, os.path.join(config.output_root, LOG_DIR, config.pipeline_name))
-    try:
-        summary = summarize_run(metadata_config(config), config.pipeline_name)
-    except LookupError as err:
-        say(f"(no run summary: {err})")
-    else:
-        say("\n" + format_summary(summary, config.blessing, contract_line(config)))
-        stopped = next((c.node_id for c in summary.components if c.state == "FAILED"), "unknown") if failure else None
-        runs = history.record(config.output_root, config.pipeline_name, summary, config.blessing.metric, stopped)
-        say(history.format_recent(runs))
-        report = None
-        try:
-            if args.report:
-                described = failures.describe(failure) if failure else None
-                report = write_report(summary, config, history=runs, failure=described, failure_log=log)
-                say(f"Run report: {report}")
-        except Exception as err:  # noqa: BLE001 - the report must never hide the run's own outcome
-            say(f"(no run report: {type(err).__name__}: {err}; python -m pipeline.report writes it again)")
-        if failure is None:
-            if args.keep_runs is not None:
-                # Inside the run lock, and before the record: pruning writes to the metadata store.
-                from pipeline.prune import prune_after_run
-
-                say(f"Pruned: {prune_after_run(config, args.keep_runs)}")
-            unchanged.record(config, summary, report)
-    if failure is not None:
-        if args.verbose:
-            traceback.print_exception(failure, file=sys.stderr)
-        say(f"\nThe run FAILED: {failures.describe(failure)}", err=True)
-        say(f"The whole traceback: {log}", err=True)
-        say(
-            "Fix the cause and run the same command again; finished components are reused "
-            f"when caching is on (--enable-cache).{'' if args.verbose else ' --verbose shows the whole traceback.'}",
-            err=True,
-        )
+    code = after_run(config, failure, AfterRun(args.report, args.keep_runs, args.verbose))
     terminal.say_log()
-    return 1 if failure is not None else 0
+    return code
 
 
 if __name__ == "__main__":

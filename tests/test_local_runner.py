@@ -15,7 +15,7 @@ import pytest
 
 import local_runner
 from models.problem import Blessing
-from pipeline import history
+from pipeline import history, local_run
 from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR, PipelineConfig
 from pipeline.run_lock import hold_run_lock
 from pipeline.run_summary import format_summary, summarize_run
@@ -418,7 +418,7 @@ def test_a_runs_default_output_holds_only_the_projects_own_lines(plain_run):
     assert library_lines(result.stdout) == []
     config = local_runner.config_from_args(local_runner.parse_args([*PLAIN_RUN_FLAGS, "--output-root", output_root]))
     summary = _summary(output_root)
-    ours = set(format_summary(summary, config.blessing, local_runner.contract_line(config)).splitlines())
+    ours = set(format_summary(summary, config.blessing, local_run.contract_line(config)).splitlines())
     ours |= set(
         history.format_recent(history.read(history.history_path(output_root, config.pipeline_name))).splitlines()
     )
@@ -428,7 +428,7 @@ def test_a_runs_default_output_holds_only_the_projects_own_lines(plain_run):
     assert sorted(line.split()[0] for line in progress if line.split()[1] == "done") == sorted(executed)
     assert any(line.startswith("Trainer") and " epoch " in line for line in progress)
     log = lines[-1].removeprefix("Library output (TensorFlow, TFX, Beam): ")
-    assert log != lines[-1] and log.startswith(os.path.join(output_root, local_runner.LOG_DIR, config.pipeline_name))
+    assert log != lines[-1] and log.startswith(os.path.join(output_root, local_run.LOG_DIR, config.pipeline_name))
     rest = [line for line in lines[:-1] if line not in ours and line not in progress and line]
     assert rest == [
         "Speedups off (PIPELINE_SPEEDUPS=0): every library runs as shipped.",
