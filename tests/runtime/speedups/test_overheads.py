@@ -14,14 +14,18 @@ from apache_beam.runners.worker import statecache
 from apache_beam.testing.util import assert_that, equal_to
 
 from runtime.speedups import overheads
+from tests.support.beam_pickler import pickling_with
 from tests.support.fresh_python import fresh_python
 
 
 @pytest.fixture
 def beams_own(monkeypatch):
-    """Beam's and dill's own behaviour, whatever an earlier in-process run installed."""
+    """Beam's and dill's own behaviour, whatever an earlier in-process run installed (a local
+    run leaves Beam pickling with cloudpickle, which never calls dill's _trace)."""
     monkeypatch.setattr(dill.dill, "_trace", overheads.DILL_TRACE)
     monkeypatch.setattr(worker_handlers, "STATE_CACHE_SIZE_MB", overheads.BEAM_STATE_CACHE_SIZE_MB)
+    with pickling_with("dill"):
+        yield
 
 
 @pytest.fixture

@@ -9,11 +9,12 @@ import zlib
 
 import apache_beam as beam
 import pytest
-from apache_beam.internal import cloudpickle_pickler, pickler
+from apache_beam.internal import pickler
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
 from runtime.speedups import pickle_codec
+from tests.support.beam_pickler import pickling_with
 
 
 class Scale(beam.DoFn):
@@ -24,19 +25,13 @@ class Scale(beam.DoFn):
         yield element * self.factor
 
 
-def _use(library: str) -> None:
-    pickler.set_library(library)
-
-
 @pytest.fixture(params=["dill", "cloudpickle"])
 def library(request, monkeypatch):
     """Beam's own compressor in both picklers, and ``request.param`` the pickler in use."""
     for beam_pickler in pickle_codec.BEAM_PICKLERS:
         monkeypatch.setattr(beam_pickler, "bz2", pickle_codec.BEAM_COMPRESSOR)
-    previous = "cloudpickle" if pickler.desired_pickle_lib is cloudpickle_pickler else "dill"
-    _use(request.param)
-    yield request.param
-    _use(previous)
+    with pickling_with(request.param):
+        yield request.param
 
 
 def compressed(encoded: bytes) -> bytes:
@@ -71,9 +66,8 @@ def test_a_pickle_made_with_the_other_pickler_loads(library):
     other: what either one pickled, a function and a DoFn, the other loads."""
     other = "cloudpickle" if library == "dill" else "dill"
     pickle_codec.install(pickles_stay_here=True)
-    _use(other)
-    made_by_other = pickler.dumps((lambda x: x + 1, Scale(4)))
-    _use(library)
+    with pickling_with(other):
+        made_by_other = pickler.dumps((lambda x: x + 1, Scale(4)))
     add_one, scale = pickler.loads(made_by_other)
     assert (add_one(1), list(scale.process(2))) == (2, [8])
 
