@@ -24,6 +24,11 @@ REHEARSE_ARGS ?=
 SERVING_TF := 2.15.1
 SERVING_ENV := $(TOOLS)/serving-tf$(SERVING_TF)
 SERVING_PY := $(SERVING_ENV)/bin/python
+# TF-DF's inference ops for that TensorFlow, which TF Serving links and a plain TensorFlow
+# lacks: the trees family's models need them (models/trees.py). The package alone, without
+# its training dependencies: the rehearsal's serving scripts load the ops, not the package.
+SERVING_TFDF := 1.8.1
+SERVING_STAMP := $(SERVING_ENV)/.synced-tfdf$(SERVING_TFDF)
 
 # TensorFlow's environment (Keras 2, quiet C++ logs) is set by models/__init__.py, which
 # every entry point imports before TensorFlow.
@@ -44,12 +49,12 @@ export CONTAINERS_CONF := $(CURDIR)/pipeline/rehearsal/containers.conf
 run: $(STAMP)
 	$(PY) local_runner.py $(RUN_ARGS)
 
-test: $(STAMP) $(SERVING_PY) system-tools
+test: $(STAMP) $(SERVING_STAMP) system-tools
 	@$(MAKE) --no-print-directory test-image
 	$(PYTEST) $(PYTEST_ARGS)
 
 # Everything but the end-to-end pipeline runs.
-test-fast: $(STAMP) $(SERVING_PY) system-tools
+test-fast: $(STAMP) $(SERVING_STAMP) system-tools
 	@$(MAKE) --no-print-directory test-image
 	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
@@ -83,16 +88,20 @@ test-image:
 # (its folder is uploaded to gs://pipeline-rehearsal/data); then the pushed model answers a
 # Vertex-style JSON request in TensorFlow $(SERVING_TF). `python kubeflow_runner.py --help`.
 PROBLEM ?= data/taxi
-rehearse: $(STAMP) $(SERVING_PY) image
+rehearse: $(STAMP) $(SERVING_STAMP) image
 	$(PY) kubeflow_runner.py --rehearse --problem $(PROBLEM) --image $(IMAGE) \
 		--output-root gs://pipeline-rehearsal/outputs --data-root gs://pipeline-rehearsal/data \
 		--rehearse-gcs gs://pipeline-rehearsal/data=$(PROBLEM) --serving-python $(SERVING_PY) $(REHEARSE_ARGS)
 
-serving-env: $(SERVING_PY)
+serving-env: $(SERVING_STAMP)
 
 $(SERVING_PY): | $(UV)
 	$(UV) venv --quiet --python $(PYTHON) $(SERVING_ENV)
 	$(UV) pip install --quiet --python $(SERVING_PY) tensorflow-cpu==$(SERVING_TF)
+
+$(SERVING_STAMP): $(SERVING_PY)
+	$(UV) pip install --quiet --python $(SERVING_PY) --no-deps tensorflow-decision-forests==$(SERVING_TFDF)
+	touch $@
 
 setup: $(STAMP)
 

@@ -72,9 +72,12 @@ def _median(values: list[float]) -> float | None:
 # ---------------------------------------------------------------- one data set
 
 
-def scaffold(dataset: Dataset, folder: Path) -> dict[str, Any]:
-    """Writes the data set's CSV into ``folder`` and scaffolds the problem there; its size and
-    the scaffold's decisions."""
+def scaffold(dataset: Dataset, folder: Path, family: str = "network") -> dict[str, Any]:
+    """Writes the data set's CSV into ``folder`` and scaffolds the problem there, training
+    ``family`` ("network", "trees", or "choose": ``pipeline.choose_model`` runs both and keeps
+    the better by the eval metric); its size and the scaffold's decisions."""
+    from models.problem import ModelFamily
+    from pipeline import choose_model
     from pipeline import scaffold as scaffold_lib
 
     if folder.exists():
@@ -84,7 +87,19 @@ def scaffold(dataset: Dataset, folder: Path) -> dict[str, Any]:
     plan, _, _ = scaffold_lib.scaffold(
         str(csv_path), dataset.label, task=dataset.task, name=dataset.name, output=str(folder), force=True
     )
+    chosen: dict[str, Any] = {"family": family}
+    if family == "choose":
+        started = time.monotonic()
+        trial, trials = choose_model.choose(str(folder), scratch=str(folder.parent.parent / "choices" / dataset.name))
+        chosen = {
+            "family": trial.family.value,
+            "choice_s": round(time.monotonic() - started, 1),
+            "trials": {t.family.value: t.metric for t in trials},
+        }
+    elif family != ModelFamily.NETWORK.value:
+        choose_model.write_family(str(folder), ModelFamily(family), f"bench.quality --model-family {family}")
     return {
+        **chosen,
         "rows": len(data),
         "columns": len(data.columns),
         "inputs": len([c for c in plan.columns if c.kind not in ("unused", "label")]),
@@ -134,6 +149,8 @@ def training_figures(model_run_uri: str | None) -> dict[str, Any]:
     record = json.loads(Path(path).read_text()) if os.path.exists(path) else {}
     keys = ("epochs", "steps_per_epoch", "global_batch", "last_epoch", "best_epoch", "stopped_early_at_epoch")
     found: dict[str, Any] = {k: record.get(k) for k in keys}
+    if record.get("family") == "trees":
+        return {"family": "trees", "trees": record.get("trees")}
     found["monitored"] = monitored = record.get("monitored")
     found["best_monitored"] = record.get(f"best_{monitored}") if monitored else None
     found["final_learning_rate"] = record.get("final_learning_rate")
@@ -157,7 +174,9 @@ def _log_tail(log_path: Path) -> str:
     return "\n".join(failed[-3:] or lines[-LOG_TAIL:])
 
 
-def measure(dataset: Dataset, output_dir: Path, repeats: int, keep: bool, timeout: float) -> dict[str, Any]:
+def measure(
+    dataset: Dataset, output_dir: Path, repeats: int, keep: bool, timeout: float, family: str = "network"
+) -> dict[str, Any]:
     """Everything recorded for one data set (module docstring); a failure is recorded, not raised."""
     from bench import reference
 
@@ -174,7 +193,7 @@ def measure(dataset: Dataset, output_dir: Path, repeats: int, keep: bool, timeou
     }
     folder = output_dir / "problems" / dataset.name
     try:
-        result.update(scaffold(dataset, folder))
+        result.update(scaffold(dataset, folder, family))
     except Exception as err:  # noqa: BLE001 - recorded, and the other data sets go on
         result.update(status="scaffold failed", error=f"{type(err).__name__}: {err}")
         return result
@@ -264,6 +283,8 @@ def training_cell(training: dict[str, Any]) -> str:
     "7/20 ep x 20 steps, best 5, stopped" (epochs counted from 1)."""
     if not training:
         return "-"
+    if training.get("family") == "trees":
+        return f"{training.get('trees', '?')} trees"
     last, epochs, best = training.get("last_epoch"), training.get("epochs"), training.get("best_epoch")
     steps = training.get("steps_per_epoch")
     text = f"{'?' if last is None else last + 1}/{epochs if epochs is not None else '?'} ep"
@@ -417,6 +438,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="Runs per data set; the figures are medians.")
     parser.add_argument("--keep", action="store_true", help="Keep each run's output root (artifacts, metadata).")
     parser.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, help="Seconds one pipeline run may take.")
+    parser.add_argument(
+        "--model-family",
+        choices=("network", "trees", "choose"),
+        default="network",
+        help="What the scaffolded problems train; choose: python -m pipeline.choose_model picks per data set.",
+    )
     args = parser.parse_args(argv)
     try:
         chosen = datasets_lib.chosen(args.datasets)
@@ -433,6 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": machine_info(),
         "settings": {
             "repeats": args.repeats,
+            "model_family": args.model_family,
             "runner_args": ["--problem", "DIR", "--output-root", "DIR", "--no-report"],
             "commit": _commit(),
             "scikit_learn": sklearn.__version__,
@@ -442,7 +470,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     print("| " + " | ".join(HEADER) + " |", flush=True)
     for dataset in chosen:
-        result = measure(dataset, output_dir, args.repeats, args.keep, args.timeout)
+        result = measure(dataset, output_dir, args.repeats, args.keep, args.timeout, args.model_family)
         results["datasets"].append(result)
         write_results(results, output_dir)
         print("| " + " | ".join(row(result)) + " |", flush=True)

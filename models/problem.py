@@ -56,6 +56,14 @@ class Task(str, enum.Enum):  # noqa: UP042 - str() and format() as they are ever
     REGRESSION = "regression"
 
 
+class ModelFamily(str, enum.Enum):  # noqa: UP042 - as Task
+    """What the Trainer trains: the wide-and-deep network (``models/model.py``), or
+    gradient-boosted trees (``models/trees.py``, TensorFlow Decision Forests)."""
+
+    NETWORK = "network"
+    TREES = "trees"
+
+
 # Metrics a model can be blessed on, per task: (Keras/TFMA name, higher is better).
 BLESSING_METRICS: dict[Task, dict[str, bool]] = {
     Task.BINARY: {"auc": True, "accuracy": True},
@@ -228,6 +236,8 @@ class Problem:
     # renames those columns, everything after it (contract, Transform, signatures) reads
     # the feature names. Empty: every header is its feature's name.
     columns: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # What the Trainer trains (the spec's ``[model] family``; docs/model.md compares them).
+    model: ModelFamily = ModelFamily.NETWORK
     # The folder the spec was read from (None for a spec built in code or read from JSON).
     directory: str | None = dataclasses.field(default=None, compare=False)
 
@@ -301,6 +311,10 @@ class Problem:
         spec.pop("directory")
         if not self.columns:  # as before the table existed: the same JSON, the same cache keys
             spec.pop("columns")
+        if self.model == ModelFamily.NETWORK:  # the same: the network is what every spec had
+            spec.pop("model")
+        else:
+            spec["model"] = {"family": self.model.value}
         spec["task"] = self.task.value
         return spec
 
@@ -313,9 +327,18 @@ class Problem:
         spec = dict(spec)
         _no_unknown_keys(
             spec,
-            {"name", "task", "label", "features", "evaluation", "blessing", "slices", "time_column", "columns"},
+            {"name", "task", "label", "features", "evaluation", "blessing", "slices", "time_column", "columns"}
+            | {"model"},
             "",
         )
+        model = dict(spec.get("model") or {})
+        _no_unknown_keys(model, {"family"}, "model.")
+        try:
+            family = ModelFamily(model.get("family", ModelFamily.NETWORK.value))
+        except ValueError:
+            raise ProblemError(
+                f"model.family {model.get('family')!r}: use one of {', '.join(f.value for f in ModelFamily)}"
+            ) from None
         try:
             task = Task(spec.get("task", ""))
         except ValueError:
@@ -355,6 +378,7 @@ class Problem:
             slices=tuple(evaluation.get("slices", spec.get("slices", ()))),
             time_column=spec.get("time_column"),
             columns=dict(spec.get("columns") or {}),
+            model=family,
             directory=directory,
         )
 

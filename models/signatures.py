@@ -22,6 +22,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
@@ -80,18 +82,24 @@ def check_input_names(columns: list[str], problem: Problem) -> None:
         )
 
 
-def make_signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutput, problem: Problem) -> dict:
-    """Builds the exported signatures; the Transform layer is tracked on the model."""
+def make_signatures(
+    model: keras.Model,
+    tf_transform_output: tft.TFTransformOutput,
+    problem: Problem,
+    inputs: Mapping[str, tf.TensorSpec] | None = None,
+) -> dict:
+    """Builds the exported signatures; the Transform layer is tracked on the model.
+    ``inputs``: the transformed features the model takes, by name (default: the functional
+    model's own inputs; a subclassed model such as the trees has none to read)."""
     model.tft_layer = tf_transform_output.transform_features_layer()
     raw_spec = tf_transform_output.raw_feature_spec()
     # Columns only the label is computed from are unknown at serving time (outputs depending
     # on them are pruned), and unused ones are never read: a request leaves both out.
     serving_spec = {key: spec for key, spec in raw_spec.items() if key not in problem.not_served_columns}
     label_spec = {key: raw_spec[key] for key in problem.label.sources}
-    transformed_spec = {
-        key: tf.TensorSpec(tensor.shape, tensor.dtype, name=key)
-        for key, tensor in zip(model.input_names, model.inputs, strict=True)
-    }
+    if inputs is None:
+        inputs = {key: tf.TensorSpec(t.shape, t.dtype) for key, t in zip(model.input_names, model.inputs, strict=True)}
+    transformed_spec = {key: tf.TensorSpec(spec.shape, spec.dtype, name=key) for key, spec in inputs.items()}
     model_inputs = list(transformed_spec)
 
     # Both serving signatures call this one function: traced inline in each, the model's
@@ -153,7 +161,11 @@ def _from_strings(key: str, text: tf.Tensor, spec) -> tf.Tensor | tf.SparseTenso
 
 
 def export_serving_model(
-    model: keras.Model, tf_transform_output: tft.TFTransformOutput, export_dir: str, problem: Problem
+    model: keras.Model,
+    tf_transform_output: tft.TFTransformOutput,
+    export_dir: str,
+    problem: Problem,
+    inputs: Mapping[str, tf.TensorSpec] | None = None,
 ) -> None:
     """Saves ``model`` as a SavedModel at ``export_dir`` with its signatures.
 
@@ -162,6 +174,5 @@ def export_serving_model(
     config. Every layer here is a built-in one, so ``keras.models.load_model``
     still rebuilds the model from the layers' configs; serving and TFMA use the signatures.
     """
-    model.save(
-        export_dir, save_format="tf", signatures=make_signatures(model, tf_transform_output, problem), save_traces=False
-    )
+    signatures = make_signatures(model, tf_transform_output, problem, inputs)
+    model.save(export_dir, save_format="tf", signatures=signatures, save_traces=False)

@@ -30,13 +30,13 @@ from absl import logging
 from models import budget as budget_lib
 from models import callbacks as callbacks_lib
 from models import model as model_lib
-from models import parameter_server, signatures, warm_start
+from models import parameter_server, signatures, trees, warm_start
 from models import strategy as strategy_lib
 from models.backup import IntervalBackup
 from models.data import count_records, datasets, shared_shuffle_seed
 from models.hparams import PIPELINE_ROOT_KEY, WARM_START_KEY, HParams
 from models.preprocessing import problem_of
-from models.problem import Task
+from models.problem import ModelFamily, Task
 from runtime.paths import is_under
 from runtime.terminal import report_progress
 
@@ -133,6 +133,33 @@ def _wait_for_all_workers(strategy: tf.distribute.Strategy) -> None:
     barrier()
 
 
+def _train_trees(fn_args, problem, hparams: HParams, choice, worker: strategy_lib.WorkerInfo) -> None:
+    """The trees family (``models/trees.py``): the chief alone trains, on its CPU."""
+    if not worker.is_chief:
+        logging.info("Trees train on the chief alone: %s has nothing to do", worker.name)
+        return
+    if fn_args.train_steps:
+        logging.info("Trees ignore --train-steps (%d): they stop on their held-out loss", fn_args.train_steps)
+    reason = "YDF trains on this process's CPU threads"
+    if choice.kind != strategy_lib.MIRRORED:
+        reason += f"; the {choice.kind} strategy ({choice.reason}) is not used"
+    record = trees.train_and_export(
+        fn_args, problem, hparams.in_memory_max_mb * 2**20 if choice.kind != strategy_lib.TPU else 0,
+        fn_args.serving_model_dir,
+    )  # fmt: skip
+    record.update(
+        strategy="none (trees)",
+        reason=reason,
+        replicas=1,
+        workers=worker.num_workers,
+        task=problem.task.value,
+        warm_start=warm_start.WarmStart(None, reason="trees are grown afresh every run").to_record(),
+    )
+    tf.io.gfile.makedirs(fn_args.model_run_dir)
+    with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, TRAINING_RECORD), "w") as f:
+        f.write(json.dumps(record))
+
+
 def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) -> None:
     """TFX Trainer entry point (``Trainer(run_fn='models.trainer.run_fn')``).
 
@@ -161,6 +188,9 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
         if choice.kind == strategy_lib.MULTI_WORKER or parameter_servers
         else strategy_lib.SINGLE_PROCESS
     )
+    if problem.model == ModelFamily.TREES:
+        _train_trees(fn_args, problem, hparams, choice, worker)
+        return
     if parameter_servers and worker.task_type in strategy_lib.SERVING_ROLES:
         parameter_server.serve(worker, os.path.join(fn_args.model_run_dir, TRAINING_RECORD))
         return

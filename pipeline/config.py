@@ -14,7 +14,7 @@ from pathlib import Path
 from components import spans
 from models import problem as problem_lib
 from models.hparams import HParams
-from models.problem import Blessing, Problem
+from models.problem import Blessing, ModelFamily, Problem
 from pipeline.vertex_training import VertexTraining
 from runtime import beam_args
 
@@ -197,6 +197,12 @@ class PipelineConfig:
             raise ValueError(f"train_steps must be at least 1 or None (a budget from the data), got {self.train_steps}")
         if self.eval_steps is not None and self.eval_steps < 1:
             raise ValueError(f"eval_steps must be at least 1 or None, got {self.eval_steps}")
+        if self.tuning is not None and self.problem.model == ModelFamily.TREES:
+            raise ValueError(
+                f"--tune searches the network's hyperparameters, and problem '{self.problem.name}' trains trees "
+                '([model] family = "trees" in its problem.toml), grown with TF-DF\'s defaults: drop --tune, or '
+                "remove the [model] table to train and tune the network."
+            )
         # The problem's own checks apply to the blessing with the overrides.
         dataclasses.replace(self.problem, blessing=self.blessing)
 

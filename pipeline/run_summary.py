@@ -169,8 +169,12 @@ def record_output(
     elif key == "pushed_model" and properties.get("pushed"):
         summary.pushed_to = properties["pushed_destination"]
     elif key == "model_run" and node_id == "Trainer":
-        summary.tensorboard_dir = uri
-        summary.warm_start = _warm_start(uri)
+        from models.trainer import read_training_record
+
+        record = read_training_record(uri)
+        # Trees write no TensorBoard logs: no epochs to plot (models/trees.py).
+        summary.tensorboard_dir = None if record.get("family") == "trees" else uri
+        summary.warm_start = _warm_start(record)
     elif key == "examples" and WINDOW_PROPERTY in properties:
         # The window ends with the span ingested ("13-16", "2, 4-5"): on Vertex the driver's
         # span reaches the executor's output as a custom property, locally as a property.
@@ -182,12 +186,11 @@ def record_output(
         summary.anomalies_blessed = {split: bool(v) for split, v in properties["blessed"].items()}
 
 
-def _warm_start(model_run_uri: str) -> str | None:
+def _warm_start(training_record: dict) -> str | None:
     """The Trainer's record of what it started from (None when it did not record one)."""
-    from models.trainer import read_training_record
     from models.warm_start import WarmStart
 
-    record = read_training_record(model_run_uri).get("warm_start")
+    record = training_record.get("warm_start")
     return None if record is None else WarmStart.from_record(record).describe()
 
 

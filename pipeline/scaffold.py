@@ -1,7 +1,7 @@
 """Drafts a new problem from a CSV file and its label column: one command to a first run.
 
     python -m pipeline.scaffold --csv FILE --label COLUMN [--task binary|multiclass|regression]
-                                [--name NAME] [--output DIR] [--force]
+                                [--name NAME] [--output DIR] [--force] [--choose-model]
 
 It writes a problem folder (``data/<name>`` by default): a copy of the CSV, a
 ``problem.toml`` (the spec, ``models/problem.py``) and a draft data contract saved as
@@ -688,8 +688,9 @@ def scaffold(
     return p, folder, drafted
 
 
-def review(p: Plan, folder: str, drafted) -> str:
-    """What a person should review, then the command to run."""
+def review(p: Plan, folder: str, drafted, chosen: str | None = None) -> str:
+    """What a person should review, then the command to run; ``chosen``: what
+    ``pipeline.choose_model`` said of the model families, if it ran."""
     relative = os.path.relpath(folder)
     shown = folder if relative.startswith("..") else relative
     width = max(len(c.shown) for c in p.columns)
@@ -717,6 +718,11 @@ def review(p: Plan, folder: str, drafted) -> str:
         f"{p.max_regression_reason}.",
         f"  Slices: {', '.join(known_as[s] for s in p.slices) or 'none (no categorical input with 2-20 values)'}.",
         f"  Training: {p.budget.reason} (--train-steps N overrides).",
+        f"  Model: {chosen}"
+        if chosen
+        else "  Model: the wide-and-deep network. Gradient-boosted trees win on some data: --choose-model (or "
+        f"`python -m pipeline.choose_model --problem {shown}`) runs the pipeline with each and keeps the better "
+        f"{p.metric}.",
     ]
     if observed := _observed(drafted.schema):
         lines.append("  Contract, observed ranges and closed domains (make them the possible ones):")
@@ -742,6 +748,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--name", help="The problem's name, [a-z0-9][a-z0-9-]* (default: from the CSV's file name).")
     parser.add_argument("--output", help="The problem's folder (default: data/<name> in this repository).")
     parser.add_argument("--force", action="store_true", help="Write into an existing folder.")
+    parser.add_argument(
+        "--choose-model",
+        action="store_true",
+        help="Then run the pipeline with the network and with the trees, and keep the better (pipeline.choose_model).",
+    )
     add_verbose_flag(parser)
     args = parser.parse_args(argv)
     with Terminal(command_log(DEFAULT_OUTPUT_ROOT, "scaffold"), verbose=args.verbose) as terminal:
@@ -752,8 +763,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (ScaffoldError, CsvFileError) as err:
             say(f"error: {err}", err=True)
             return 2
+        chosen = None
+        if args.choose_model:
+            from pipeline import choose_model
+
+            trial, trials = choose_model.choose(folder)
+            chosen = choose_model.describe(problem_lib.load(folder), trials, trial).replace("\n", " ")
         terminal.say_log()  # before the review, which ends with the command to run next
-        say(review(p, folder, drafted))
+        say(review(p, folder, drafted, chosen))
     return 0
 
 

@@ -6,14 +6,21 @@ Reads JSON from stdin: ``model_dir``, ``request`` (``{"instances": [...]}``, the
 the raw-columns signature) and ``examples_b64`` (the same rows as serialized tf.Examples).
 Answers as TensorFlow Serving's REST API does (``{"predictions": [{output: value}, ...]}``)
 for the raw-columns signature, and gives ``serving_default``'s probabilities for the same
-rows. Imports nothing but TensorFlow: it runs outside the project's environment.
+rows. Imports nothing but TensorFlow and the model server beside it: it runs outside the
+project's environment.
 """
 
 import base64
 import json
+import os
 import sys
 
 import tensorflow as tf
+
+# The endpoint stand-in's model server (beside this script's folder, run outside the project
+# too) loads the ops TF Serving links in; the check loads a model as it does.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "cloud"))
+from model_server import load_serving_ops  # noqa: E402
 
 
 def _text(value):
@@ -39,6 +46,7 @@ def answer(signature, instances: list) -> dict:
 
 def main() -> None:
     given = json.load(sys.stdin)
+    load_serving_ops()
     model = tf.saved_model.load(given["model_dir"])
     serialized = tf.constant([base64.b64decode(e) for e in given["examples_b64"]])
     default = model.signatures["serving_default"](examples=serialized)

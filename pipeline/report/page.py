@@ -234,10 +234,23 @@ def _monitored(t: dict) -> str | None:
     return t.get("monitored") or next((key[len("best_") :] for key in t if key.startswith("best_val_")), None)
 
 
+def _trees_training(t: dict) -> str:
+    """The trees family's training (models/trees.py): no epochs, a forest grown once."""
+    held_out = "; ".join(f"{describe_metric(k)} {v:.4f}" for k, v in t.get("training_logs", {}).items())
+    return (
+        "<section id='training'><h2>Training</h2><p>Gradient-boosted trees (TensorFlow Decision Forests): "
+        f"{t['trees']} trees over {t['features']} features, grown in {t['trained_seconds']} s ({_e(t['reason'])})"
+        + (f"; on the tenth of the training split held out for early stopping: {_e(held_out)}" if held_out else "")
+        + ".</p></section>"
+    )
+
+
 def _training(report: Report) -> str:
+    t = report.training
+    if t.get("family") == "trees":
+        return _trees_training(t)
     if not report.curves:
         return ""
-    t = report.training
     monitored = _monitored(t)
     if monitored:
         shown = {"loss", monitored.removeprefix("val_")}

@@ -4,6 +4,7 @@ registered, the references score a hand-made split as they must, the goal and th
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from unittest.mock import ANY
@@ -249,3 +250,10 @@ def test_the_report_names_the_failures_and_the_curves():
     assert "- toy (val_auc): 0.9, 0.95, 0.96, 0.97, 0.969, 0.968" in text
     assert "- **broken**: 1 of 2 runs failed: run failed (exit 1) in Trainer: boom" in text
     assert quality.training_cell({}) == "-"
+
+
+def test_a_trees_run_is_told_by_its_trees_not_epochs(tmp_path):
+    (tmp_path / "training.json").write_text(json.dumps({"family": "trees", "trees": 312, "epochs": None}))
+    figures = quality.training_figures(str(tmp_path))
+    assert figures == {"family": "trees", "trees": 312}
+    assert quality.training_cell(figures) == "312 trees"

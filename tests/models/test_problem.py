@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from models import preprocessing
 from models.problem import (
+    ModelFamily,
     Problem,
     ProblemError,
     Task,
@@ -69,11 +70,22 @@ def test_every_shipped_spec_loads_and_round_trips_through_json(name):
         ({"evaluation": {"metric": "auc", "threshold": 0.7, "slices": ["nowhere"]}}, "is not a column the spec names"),
         ({"name": "Demo_Problem"}, r"must match \[a-z0-9\]"),
         ({"features__crosses": [["x", "missing"]]}, "a cross is two model inputs"),
+        ({"model": {"family": "forest"}}, "model.family 'forest': use one of network, trees"),
+        ({"model": {"kind": "trees"}}, r"unknown key\(s\) model.kind"),
     ],
 )
 def test_a_spec_that_cannot_work_is_refused_naming_the_key_and_the_fix(changes, match):
     with pytest.raises(ProblemError, match=match):
         Problem.from_dict(_spec(**changes))
+
+
+def test_the_model_family_is_the_network_unless_the_spec_says_trees():
+    network = Problem.from_dict(_spec())
+    assert network.model == ModelFamily.NETWORK
+    assert "model" not in network.to_dict()  # the components' JSON as before the choice existed
+    trees = Problem.from_dict(_spec(model={"family": "trees"}))
+    assert trees.model == ModelFamily.TREES and trees.to_dict()["model"] == {"family": "trees"}
+    assert Problem.from_json(trees.to_json()) == trees
 
 
 def test_a_multi_class_label_needs_its_classes_and_a_regression_target_arithmetic():

@@ -106,3 +106,13 @@ def test_the_blessing_is_the_problems_unless_overridden():
     assert PipelineConfig(blessing_threshold=0.5).blessing.threshold == 0.5
     with pytest.raises(ValueError, match="threshold must be in"):
         PipelineConfig(blessing_threshold=2.0)
+
+
+def test_tuning_trees_is_refused_saying_what_the_tuner_searches():
+    from models.problem import ModelFamily
+    from pipeline.config import Tuning
+
+    trees = dataclasses.replace(PipelineConfig().problem, model=ModelFamily.TREES)
+    PipelineConfig(problem=trees)
+    with pytest.raises(ValueError, match=r"--tune searches the network's hyperparameters.*drop --tune"):
+        PipelineConfig(problem=trees, tuning=Tuning(trials=2))

@@ -21,6 +21,7 @@ the standard library (``serving_check.py`` follows the same conventions).
 
 import argparse
 import base64
+import importlib.util
 import json
 import os
 import sys
@@ -28,10 +29,23 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import tensorflow as tf
 
+# TF-DF inference ops, within its package.
+INFERENCE_OPS = ("tensorflow", "ops", "inference", "inference.so")
+
 MODEL_PATH = "/v1/models/default"
 PREDICT_PATH = MODEL_PATH + ":predict"
 DEFAULT_SIGNATURE = "serving_default"
 STATUS = {"model_version_status": [{"version": "1", "state": "AVAILABLE", "status": {"error_code": "OK"}}]}
+
+
+def load_serving_ops() -> None:
+    """TensorFlow Serving links TF-DF's inference ops (since 2.11), a plain TensorFlow does
+    not: a trees model (models/trees.py) loads only once they are registered. They come
+    from the tensorflow-decision-forests package of this TensorFlow's version, when installed
+    (``make serving-env``), without importing the package (it needs Keras)."""
+    found = importlib.util.find_spec("tensorflow_decision_forests")
+    if found is not None:
+        tf.load_op_library(os.path.join(found.submodule_search_locations[0], *INFERENCE_OPS))
 
 
 class BadRequest(ValueError):
@@ -148,6 +162,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
 
+    load_serving_ops()
     model = tf.saved_model.load(args.model_dir)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), handler_for(model))
     ready = {"port": server.server_address[1], "tensorflow": tf.__version__, "signatures": sorted(model.signatures)}
