@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import os
 import re
 import shutil
@@ -113,8 +114,8 @@ def describe(problem: Problem, trials: Sequence[Trial], chosen: Trial) -> str:
         f"{t.family.value} {'no figure' if t.metric is None else f'{t.metric:.4f}'} ({t.seconds:.0f} s)" for t in trials
     )
     return (
-        f"Chosen by `python -m pipeline.choose_model`: {problem.blessing.metric} on the eval split, {figures}.\n"
-        f'{chosen.family.value} trains (docs/model.md, "Two model families").'
+        f"Chosen by `python -m pipeline.choose_model` on {datetime.date.today()}: {problem.blessing.metric} on the "
+        f'eval split,\n{figures}: the {chosen.family.value} trains (docs/model.md, "Two model families").'
     )
 
 

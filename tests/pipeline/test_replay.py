@@ -99,6 +99,8 @@ threshold = 0.6
     assert (tmp_path / "out" / "spans" / "span-1" / "data.csv").read_text().splitlines()[0] == ",".join(header)
 
 
+# Replayed runs: the fifth is the first whose window (four spans) is full; two more after it.
+RUNS_WINDOW_FULL, RUNS = 5, 7
 # What the policy keeps for every push (pipeline/prune.py): the model, its blessing, the copy pushed.
 PUSHED = ("Trainer/model", "Evaluator/blessing", "Pusher")
 
@@ -108,8 +110,8 @@ def _bytes(root: Path) -> int:
 
 
 @pytest.mark.slow
-def test_ten_replayed_runs_keep_disk_use_bounded_and_a_cached_rerun_works(tmp_path, capsys):
-    """Ten two-month spans of the taxi data, one run each, pruned to the last 2 runs after
+def test_replayed_runs_keep_disk_use_bounded_and_a_cached_rerun_works(tmp_path, capsys):
+    """Seven two-month spans of the taxi data, one run each, pruned to the last 2 runs after
     each: from the fifth run on (the window holds four spans) the pipeline root stops growing
     but for what every push keeps; then a rerun on the same data reuses the cached components
     of the pruned store."""
@@ -126,19 +128,19 @@ def test_ten_replayed_runs_keep_disk_use_bounded_and_a_cached_rerun_works(tmp_pa
     def replay_until(runs: int) -> int:
         args = ["--problem", taxi, "--output-root", str(out), "--months-per-span", "2", "--runs", str(runs)]
         # In this process: the runs without an interpreter's start-up each.
-        args += [*(["--keep"] if runs > 5 else []), "--", *runner_flags]
+        args += [*(["--keep"] if runs > RUNS_WINDOW_FULL else []), "--", *runner_flags]
         assert replay.main(args, run=run_locally) == 0
         return _bytes(root) - sum(_bytes(root / kept) for kept in PUSHED)
 
-    after_five = replay_until(5)
-    after_ten = replay_until(10)
+    after_five = replay_until(RUNS_WINDOW_FULL)
+    after_all = replay_until(RUNS)
     entries = history.read(history.history_path(str(out), "taxi-big-tipper"))
-    assert [entry.span for entry in entries] == list(range(1, 11))
-    assert entries[-1].window == "7-10"
+    assert [entry.span for entry in entries] == list(range(1, RUNS + 1))
+    assert entries[-1].window == f"{RUNS - 3}-{RUNS}"
     assert any("warm-started" in (entry.warm_start or "") for entry in entries)
-    # Bounded: ten runs' artifacts take no more room than five runs' did, give or take the
-    # spans' sizes (spans differ in rows; the window holds four of them) ...
-    assert after_ten < 1.5 * after_five, (after_five, after_ten)
+    # Bounded: the last run's artifacts take no more room than the fifth's did, give or take
+    # the spans' sizes (spans differ in rows; the window holds four of them) ...
+    assert after_all < 1.5 * after_five, (after_five, after_all)
     # ... but for what every push keeps: one model per push, and the last 2 runs' models.
     # (How many runs beat their champion is the short trainings' noise: one, or several.)
     pushes = sum(entry.pushed for entry in entries)
