@@ -110,10 +110,12 @@ def scaffold(dataset: Dataset, folder: Path, family: str = "network") -> dict[st
     }
 
 
-def run_pipeline(folder: Path, output_root: Path, log_path: Path, timeout: float) -> dict[str, Any]:
+def run_pipeline(
+    folder: Path, output_root: Path, log_path: Path, timeout: float, runner_flags: Sequence[str] = ()
+) -> dict[str, Any]:
     """``local_runner.py --problem folder`` with the defaults in a process of its own: its exit
     code and wall seconds."""
-    command = [sys.executable, "local_runner.py", *_runner_args(folder, output_root)]
+    command = [sys.executable, "local_runner.py", *_runner_args(folder, output_root, runner_flags)]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with open(log_path, "w") as log:
@@ -126,16 +128,16 @@ def run_pipeline(folder: Path, output_root: Path, log_path: Path, timeout: float
     return {"returncode": code, "wall_s": time.monotonic() - started}
 
 
-def _runner_args(folder: Path, output_root: Path) -> list[str]:
-    return ["--problem", str(folder), "--output-root", str(output_root), "--no-report"]
+def _runner_args(folder: Path, output_root: Path, runner_flags: Sequence[str] = ()) -> list[str]:
+    return ["--problem", str(folder), "--output-root", str(output_root), "--no-report", *runner_flags]
 
 
-def read_run(folder: Path, output_root: Path):
+def read_run(folder: Path, output_root: Path, runner_flags: Sequence[str] = ()):
     """The run's configuration (as local_runner builds it) and its summary from ML Metadata."""
     import local_runner
     from pipeline.run_summary import summarize_run
 
-    argv = _runner_args(folder, output_root)
+    argv = _runner_args(folder, output_root, runner_flags)
     config = local_runner.config_from_args(local_runner.parse_args(argv))
     return config, summarize_run(local_runner.metadata_config(config), config.pipeline_name)
 
@@ -175,7 +177,13 @@ def _log_tail(log_path: Path) -> str:
 
 
 def measure(
-    dataset: Dataset, output_dir: Path, repeats: int, keep: bool, timeout: float, family: str = "network"
+    dataset: Dataset,
+    output_dir: Path,
+    repeats: int,
+    keep: bool,
+    timeout: float,
+    family: str = "network",
+    runner_flags: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Everything recorded for one data set (module docstring); a failure is recorded, not raised."""
     from bench import reference
@@ -203,12 +211,12 @@ def measure(
             shutil.rmtree(output_root)  # a fresh root: no baseline, no warm start, no cache
         log_path = output_dir / "logs" / f"{dataset.name}-{repeat}.log"
         load_before = os.getloadavg()[0]
-        ran = run_pipeline(folder, output_root, log_path, timeout)
+        ran = run_pipeline(folder, output_root, log_path, timeout, runner_flags)
         run: dict[str, Any] = {"wall_s": ran["wall_s"], "returncode": ran["returncode"], "log": str(log_path)}
         # Other processes on the machine slow the run: the 1-minute load average before and after it.
         run["load_average"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
         try:
-            config, summary = read_run(folder, output_root)
+            config, summary = read_run(folder, output_root, runner_flags)
         except Exception as err:  # noqa: BLE001 - no run recorded at all
             summary, run["summary_error"] = None, f"{type(err).__name__}: {err}"
         if summary is not None:
@@ -429,6 +437,10 @@ def write_results(results: dict[str, Any], output_dir: Path) -> None:
     (output_dir / "results.md").write_text(markdown(results))
 
 
+def _hparam_flags(hparams: Sequence[str]) -> list[str]:
+    return [flag for item in hparams for flag in ("--hparam", item)]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -443,6 +455,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=("network", "trees", "choose"),
         default="network",
         help="What the scaffolded problems train; choose: python -m pipeline.choose_model picks per data set.",
+    )
+    parser.add_argument(
+        "--hparam",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="Passed to every run (local_runner.py --hparam): a default measured against another value.",
     )
     args = parser.parse_args(argv)
     try:
@@ -461,7 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "settings": {
             "repeats": args.repeats,
             "model_family": args.model_family,
-            "runner_args": ["--problem", "DIR", "--output-root", "DIR", "--no-report"],
+            "runner_args": _runner_args(Path("DIR"), Path("DIR"), _hparam_flags(args.hparam)),
             "commit": _commit(),
             "scikit_learn": sklearn.__version__,
             "goal": GOAL,
@@ -470,7 +489,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     print("| " + " | ".join(HEADER) + " |", flush=True)
     for dataset in chosen:
-        result = measure(dataset, output_dir, args.repeats, args.keep, args.timeout, args.model_family)
+        result = measure(
+            dataset,
+            output_dir,
+            args.repeats,
+            args.keep,
+            args.timeout,
+            args.model_family,
+            _hparam_flags(args.hparam),
+        )
         results["datasets"].append(result)
         write_results(results, output_dir)
         print("| " + " | ".join(row(result)) + " |", flush=True)

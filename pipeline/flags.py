@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from typing import Any
 
 from models import problem as problem_lib
+from models.hparams import HParams
 from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR, PipelineConfig, Tuning
+from pipeline.flag_errors import SettingsError
 
 DEFAULTS = PipelineConfig()
 
@@ -112,6 +115,14 @@ def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
         "seconds faster; preprocessing_fn must then avoid TF2-only APIs (docs/pipeline.md).",
     )
     parser.add_argument(
+        "--hparam",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="Set one of the Trainer's hyperparameters (models/hparams.py; the value as JSON, else text), "
+        "e.g. --hparam wide_numbers=false --hparam hidden_units=[128,64]; repeatable.",
+    )
+    parser.add_argument(
         "--tune",
         action="store_true",
         help="Search the learning rate, hidden units, dropout and L2 with TFX's Tuner first; the Trainer "
@@ -131,6 +142,27 @@ def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def hparams_from_args(args: argparse.Namespace) -> HParams:
+    """The defaults, with --epochs, --batch-size and every --hparam NAME=VALUE; a name or value
+    ``HParams`` refuses is a ``SettingsError`` naming it."""
+    hparams = dataclasses.replace(DEFAULTS.hparams, epochs=args.epochs, per_replica_batch_size=args.batch_size)
+    if not args.hparam:
+        return hparams
+    values = hparams.to_custom_config()
+    for item in args.hparam:
+        name, given, text = item.partition("=")
+        if not given or not name:
+            raise SettingsError(f"--hparam {item!r}: give NAME=VALUE, e.g. --hparam wide_numbers=false")
+        try:
+            values[name] = json.loads(text)
+        except json.JSONDecodeError:
+            values[name] = text
+    try:
+        return HParams.from_custom_config(values)
+    except (TypeError, ValueError) as err:
+        raise SettingsError(f"--hparam: {err}") from None
+
+
 def pipeline_config_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """``PipelineConfig`` arguments from the shared flags (paths are the runner's business).
     Raises ``problem.ProblemError`` for a spec that cannot be used, naming the fix."""
@@ -148,6 +180,6 @@ def pipeline_config_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         blessing_threshold=args.blessing_threshold,
         infer_schema=args.infer_schema,
         accept_drift=args.accept_drift,
-        hparams=dataclasses.replace(DEFAULTS.hparams, epochs=args.epochs, per_replica_batch_size=args.batch_size),
+        hparams=hparams_from_args(args),
         tuning=Tuning(args.tuning_trials, getattr(args, "parallel_trials", 1)) if args.tune else None,
     )

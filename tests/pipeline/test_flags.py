@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+import pytest
+
 from pipeline.config import PipelineConfig
+from pipeline.flag_errors import SettingsError
 from pipeline.flags import add_pipeline_flags, pipeline_config_kwargs
 
 
@@ -69,3 +72,29 @@ def test_tune_adds_a_tuner_with_its_trial_budget():
 
     assert pipeline_config_kwargs(_parse([]))["tuning"] is None
     assert pipeline_config_kwargs(_parse(["--tune", "--tuning-trials", "4"]))["tuning"] == Tuning(trials=4)
+
+
+def test_hparam_sets_any_hyperparameter_from_json_or_text():
+    args = _parse(["--batch-size", "64", "--hparam", "wide_numbers=false", "--hparam", "hidden_units=[128,64]"])
+    args.hparam.append("strategy=mirrored")
+    hparams = pipeline_config_kwargs(args)["hparams"]
+    assert hparams == dataclasses.replace(
+        PipelineConfig().hparams,
+        per_replica_batch_size=64,
+        wide_numbers=False,
+        hidden_units=(128, 64),
+        strategy="mirrored",
+    )
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        ("dropout", "give NAME=VALUE"),
+        ("hidden=[8]", r"Unknown Trainer custom_config keys \['hidden'\]"),
+        ("dropout=1.5", r"dropout must be in \[0, 1\)"),
+    ],
+)
+def test_a_hparam_that_cannot_work_is_refused_naming_it(given, named):
+    with pytest.raises(SettingsError, match=named):
+        pipeline_config_kwargs(_parse(["--hparam", given]))
