@@ -126,7 +126,8 @@ def apply(
         return WarmStart(None, reason=why_not or "no blessed model yet")
     loaded = _load(base_serving_dir)
     if loaded is None:
-        return WarmStart(None, reason=f"{base_serving_dir} has no {WEIGHTS_FILE} (exported before warm start)")
+        why = f"{base_serving_dir} has no {WEIGHTS_FILE} (a trees model, or exported before warm start)"
+        return WarmStart(None, reason=why)
     old_weights, old_vocabularies = loaded
     vocabularies = {
         transformed_name(key): list(tf_transform_output.vocabulary_by_name(key)) for key in problem.features.categorical
