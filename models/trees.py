@@ -7,9 +7,10 @@ the serving checks and the report see a model like any other. Trees need neither
 nor buckets but lose nothing by them (a split on a z-score is a split on the number);
 vocabulary and bucket ids are given as categories.
 
-Its settings are TF-DF's defaults, as its users run it: 300 trees of depth 6 at most,
-stopped early on a tenth of the training split held out (as a default
-``HistGradientBoosting`` does). What the network's run does and the trees do not:
+Its settings are TF-DF's defaults, as its users run it: 300 trees of depth 6 at most (one
+per class and round for several classes), stopped early on a tenth of the training split
+held out (as ``HistGradientBoosting`` does by default above 10,000 rows). What the
+network's run does and the trees do not:
 - no strategy: YDF trains on this process's CPU threads. With several workers only the
   chief trains (the others return at once); with a TPU, the host's CPU trains;
 - no warm start from the champion (a forest is grown afresh each run);
@@ -97,12 +98,12 @@ def train_and_export(fn_args, problem: Problem, in_memory_bytes: int, serving_di
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
     inputs = model_inputs(problem, tf_transform_output)
     model = build(problem, inputs)
+    train_ds = _one_pass(fn_args.train_files, tf_transform_output, problem, in_memory_bytes)
     started = time.monotonic()
-    model.fit(_one_pass(fn_args.train_files, tf_transform_output, problem, in_memory_bytes))
+    model.fit(train_ds)
     trained = time.monotonic() - started
     inspector = model.make_inspector()
-    eval_ds = _one_pass(fn_args.eval_files, tf_transform_output, problem, in_memory_bytes)
-    check_outputs(problem, model.predict(eval_ds.take(1), verbose=0))
+    check_outputs(problem, model.predict(train_ds.take(1), verbose=0))
     signatures.export_serving_model(model, tf_transform_output, serving_dir, problem, inputs)
     logging.info("Trees: %d grown in %.1f s; serving model at %s", inspector.num_trees(), trained, serving_dir)
     return {
