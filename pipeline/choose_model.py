@@ -34,8 +34,9 @@ from models.problem import CONTRACT_FILE, PROBLEM_FILE, ModelFamily, Problem, Pr
 from pipeline.config import DEFAULT_OUTPUT_ROOT, REPO_ROOT, PipelineConfig
 from runtime.terminal import Terminal, add_verbose_flag, command_log, say
 
-# A [model] table, with the comment lines just above it, up to the next table or the end.
-_MODEL_TABLE = re.compile(r"(?:^#[^\n]*\n)*^\[model\]\n(?:^(?!\[)[^\n]*\n?)*", re.M)
+# A [model] table: the comment lines just above it, its header and its key lines (what
+# follows them, a blank line, a comment or the next table, is kept).
+_MODEL_TABLE = re.compile(r"(?:^#[^\n]*\n)*^\[model\][ \t]*\n(?:^[^\[#\s][^\n]*(?:\n|\Z))*", re.M)
 
 
 @dataclasses.dataclass(frozen=True)
