@@ -20,6 +20,7 @@ from models import problem as problem_lib
 from models.hparams import HParams
 from models.problem import CONTRACT_FILE, PROBLEM_FILE, Problem, Task
 from pipeline import scaffold
+from pipeline.choose_model import Trial
 from pipeline.config import REPO_ROOT, PipelineConfig
 from pipeline.scaffold import ScaffoldError
 from tests.support.problems import SHIPPED, SHIPPED_DIRS, as_spreadsheet_export
@@ -415,8 +416,31 @@ def test_the_command_prints_what_to_review_and_what_to_run(mixed, tmp_path, caps
     assert "Training: until the validation metric stops improving" in out and "--train-steps N overrides" in out
     assert out.rstrip().endswith(f"python local_runner.py --problem {folder}")
     assert problem_lib.load(str(folder)).name == "churn"
+    assert "Model: the wide-and-deep network" in out and "--choose-model" in out
     assert scaffold.main(argv) == 2
     assert "--force" in capsys.readouterr().err
+
+
+def test_choose_model_hands_the_drafted_folder_to_the_chooser_and_says_its_choice(mixed, tmp_path, capsys, monkeypatch):
+    """The wiring only: the chooser's own runs are tests/pipeline/test_choose_model.py's."""
+    from models.problem import ModelFamily
+    from pipeline import choose_model
+
+    handed = []
+    trials = [Trial(ModelFamily.NETWORK, 0.81, 40.0, "n.log"), Trial(ModelFamily.TREES, 0.84, 35.0, "t.log")]
+
+    def choose(folder):
+        handed.append(folder)
+        choose_model.write_family(folder, ModelFamily.TREES, "chosen here")
+        return trials[1], trials
+
+    monkeypatch.setattr(choose_model, "choose", choose)
+    folder = tmp_path / "churn"
+    argv = ["--csv", mixed, "--label", "churned", "--output", str(folder), "--choose-model"]
+    assert scaffold.main(argv) == 0
+    out = capsys.readouterr().out
+    assert handed == [str(folder)] and problem_lib.load(str(folder)).model == ModelFamily.TREES
+    assert "Model: Chosen by `python -m pipeline.choose_model`" in out and "network 0.8100 (40 s), trees 0.8400" in out
 
 
 # ---------------------------------------------------------------- end to end (slow)
