@@ -440,3 +440,14 @@ def test_columns_renamed_from_their_header_are_shown_by_both_names():
     assert f"<figcaption>Fare ($) ({fare}): train</figcaption>" in page
     assert f"<td>Payment Type ({payment}) = Cash</td>" in page and f"data-slice='{payment} = Cash'" in page
     assert f"from the CSV&#x27;s Big Tip? ({label})" in page
+
+
+def test_the_training_section_of_trees_tells_the_forest_not_epochs():
+    report = _report()  # no curves: the trees write no TensorBoard logs
+    report.training = dict(
+        family="trees", trees=294, features=15, trained_seconds=12.5, reason="YDF trains on this process's CPU threads"
+    )
+    report.training["training_logs"] = {"loss": 0.25, "accuracy": 0.9}
+    page = render(report)
+    assert "Gradient-boosted trees (TensorFlow Decision Forests): 294 trees over 15 features, grown in 12.5 s" in page
+    assert "held out for early stopping: loss 0.2500" in page and "epoch" not in page.split("id='training'")[1][:400]
