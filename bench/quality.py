@@ -115,17 +115,10 @@ def run_pipeline(
 ) -> dict[str, Any]:
     """``local_runner.py --problem folder`` with the defaults in a process of its own: its exit
     code and wall seconds."""
-    command = [sys.executable, "local_runner.py", *_runner_args(folder, output_root, runner_flags)]
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    with open(log_path, "w") as log:
-        try:
-            code = subprocess.run(
-                command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, timeout=timeout
-            ).returncode
-        except subprocess.TimeoutExpired:
-            code = None
-    return {"returncode": code, "wall_s": time.monotonic() - started}
+    from pipeline.local_run import run_in_own_process
+
+    code, seconds = run_in_own_process(_runner_args(folder, output_root, runner_flags), str(log_path), timeout)
+    return {"returncode": code, "wall_s": seconds}
 
 
 def _runner_args(folder: Path, output_root: Path, runner_flags: Sequence[str] = ()) -> list[str]:

@@ -24,14 +24,12 @@ import datetime
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 
 from models.problem import CONTRACT_FILE, PROBLEM_FILE, ModelFamily, Problem, ProblemError, load
-from pipeline.config import DEFAULT_OUTPUT_ROOT, REPO_ROOT, PipelineConfig
+from pipeline.config import DEFAULT_OUTPUT_ROOT, PipelineConfig
 from runtime.terminal import Terminal, add_verbose_flag, command_log, say
 
 # A [model] table: the comment lines just above it, its header and its key lines (what
@@ -90,30 +88,27 @@ def _runner_args(variant: str, data_root: str, output_root: str) -> list[str]:
 def run_trial(problem: Problem, family: ModelFamily, scratch: str) -> Trial:
     """The pipeline with ``family`` on the problem's data, in a process of its own (no
     TensorFlow state shared between the two), and the metric its Evaluator measured."""
-    from pipeline.local_run import metadata_config
+    from pipeline.local_run import metadata_config, run_in_own_process
     from pipeline.run_summary import summarize_run
 
     output_root = os.path.join(scratch, "runs", family.value)
     variant = _variant(problem.directory, family, scratch)
     args = _runner_args(variant, problem.data_root, output_root)
     log = os.path.join(scratch, f"{family.value}.log")
-    started = time.monotonic()
-    with open(log, "w") as out:
-        subprocess.run(
-            [sys.executable, "local_runner.py", *args], cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, check=False
-        )
-    seconds = time.monotonic() - started
+    _, seconds = run_in_own_process(args, log)
     # The run's own configuration, as the runner built it from these flags (its store's path).
     config = PipelineConfig(problem=load(variant), data_root=problem.data_root, output_root=output_root)
     summary = summarize_run(metadata_config(config), config.pipeline_name)
     return Trial(family, summary.metrics.get(problem.blessing.metric), seconds, log)
 
 
+def _figure(trial: Trial) -> str:
+    return "no figure" if trial.metric is None else f"{trial.metric:.4f}"
+
+
 def describe(problem: Problem, trials: Sequence[Trial], chosen: Trial) -> str:
     """The comment the choice is written with: each family's figure and time."""
-    figures = ", ".join(
-        f"{t.family.value} {'no figure' if t.metric is None else f'{t.metric:.4f}'} ({t.seconds:.0f} s)" for t in trials
-    )
+    figures = ", ".join(f"{t.family.value} {_figure(t)} ({t.seconds:.0f} s)" for t in trials)
     return (
         f"Chosen by `python -m pipeline.choose_model` on {datetime.date.today()}: {problem.blessing.metric} on the "
         f'eval split,\n{figures}: the {chosen.family.value} trains (docs/model.md, "Two model families").'
@@ -129,11 +124,10 @@ def choose(problem_dir: str, scratch: str | None = None, keep: bool = False) -> 
         trials = []
         for family in (ModelFamily.NETWORK, ModelFamily.TREES):
             say(f"Running the pipeline with the {family.value} ...")
-            trials.append(run_trial(problem, family, scratch))
-            shown = (
-                "no figure (see " + trials[-1].log + ")" if trials[-1].metric is None else f"{trials[-1].metric:.4f}"
-            )
-            say(f"  {family.value}: {problem.blessing.metric} {shown} in {trials[-1].seconds:.0f} s")
+            trial = run_trial(problem, family, scratch)
+            trials.append(trial)
+            seen = f" (see {trial.log})" if trial.metric is None else ""
+            say(f"  {family.value}: {problem.blessing.metric} {_figure(trial)}{seen} in {trial.seconds:.0f} s")
         chosen = better(problem, trials)
         write_family(problem_dir, chosen.family, describe(problem, trials, chosen))
         return chosen, trials

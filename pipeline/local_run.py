@@ -7,17 +7,41 @@ and, when it failed, what failed and what to do. ``local_runner.py`` turns flags
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline import failures
-from pipeline.config import CONTRACT_FILE, PipelineConfig
+from pipeline.config import CONTRACT_FILE, REPO_ROOT, PipelineConfig
 from runtime.terminal import say
 
 # Where a failed run's whole traceback is kept, <output root>/logs/<pipeline>/failure-<time>.txt,
 # and each run's library output (TensorFlow, TFX, Beam), <output root>/logs/<pipeline>/run-<time>.log
 LOG_DIR = "logs"
+
+
+def run_in_own_process(args: Sequence[str], log_path: str, timeout: float | None = None) -> tuple[int | None, float]:
+    """``local_runner.py args`` in a process of its own (no TensorFlow state shared with this
+    one), its output to ``log_path``: its exit code (None when ``timeout`` passed) and wall
+    seconds."""
+    os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
+    started = time.monotonic()
+    with open(log_path, "w") as log:
+        try:
+            code = subprocess.run(
+                [sys.executable, "local_runner.py", *args],
+                cwd=REPO_ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+                check=False,
+            ).returncode
+        except subprocess.TimeoutExpired:
+            code = None
+    return code, time.monotonic() - started
 
 
 @dataclass(frozen=True)
