@@ -9,9 +9,6 @@ import dataclasses
 import glob
 import json
 import os
-import subprocess
-import time
-import urllib.request
 
 import pytest
 import tensorflow as tf
@@ -21,12 +18,12 @@ from kubeflow_runner import DEFAULT_SERVING_PYTHON
 from models import signatures, trainer, trees
 from models.problem import ModelFamily, Task
 from models.trainer import TRAINING_RECORD
+from pipeline.rehearsal.cloud.model_servers import PREDICT_ROUTE, ModelServer, http_request
 from pipeline.rehearsal.serving import check_served_model, instances_from_csv
 from tests.support.fn_args import fn_args_for
 from tests.support.problems import SHIPPED, TAXI, with_problem
 
 TAXI_TREES = dataclasses.replace(TAXI, model=ModelFamily.TREES)
-MODEL_SERVER = os.path.join(os.path.dirname(trees.__file__), "..", "pipeline", "rehearsal", "cloud", "model_server.py")
 
 
 @pytest.fixture(scope="module")
@@ -102,31 +99,15 @@ def test_the_trees_serve_in_tensorflow_2_15_as_in_training(grown, sample_dir):
 
 
 def test_the_endpoints_model_server_answers_with_the_trees(grown, sample_dir, tmp_path):
-    ready = tmp_path / "ready.json"
-    server = subprocess.Popen(
-        [DEFAULT_SERVING_PYTHON, MODEL_SERVER, "--model-dir", grown.serving_model_dir, "--ready-file", str(ready)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TF_CPP_MIN_LOG_LEVEL": "2"},
-    )
+    server = ModelServer.start(DEFAULT_SERVING_PYTHON, grown.serving_model_dir, str(tmp_path / "server"), timeout=120)
     try:
-        deadline = time.monotonic() + 120
-        while not ready.exists():
-            assert server.poll() is None, server.stderr.read().decode()[-3000:]
-            assert time.monotonic() < deadline, "the model server did not start"
-            time.sleep(0.2)
-        port = json.loads(ready.read_text())["port"]
         instances = instances_from_csv(str(sample_dir / "data.csv"), 3, drop=TAXI.not_served_columns)
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{port}/v1/models/default:predict",
-            data=json.dumps({"signature_name": signatures.RAW_SIGNATURE, "instances": instances}).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            predictions = json.load(answer)["predictions"]
+        body = json.dumps({"signature_name": signatures.RAW_SIGNATURE, "instances": instances}).encode()
+        status, _, answer = http_request(server.port, "POST", PREDICT_ROUTE, body)
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        server.stop()
+    assert status == 200, answer
+    predictions = json.loads(answer)["predictions"]
     assert len(predictions) == 3
     for p in predictions:  # one probability and the class it decides, per row
         (probability,) = p[signatures.PROBABILITY_KEY]
