@@ -22,6 +22,11 @@ another pipeline's model, handed over by a resolver that is not scoped to the pi
 (``components.drift_gate`` says when, and why the check is here): it is dropped with one
 logged line, the candidate is evaluated as on a first run, and both outputs record the
 ignored URI (``ignored_baseline``) so that nothing reads a comparison into the run.
+
+Each blessing also carries the pipeline's root (custom property ``pipeline_root``): the
+compiled latest-blessed-model resolver asks for it (``pipeline.compiler``), so that on
+Vertex the query itself finds this pipeline's champion, however many pipelines share the
+project's metadata store; the check above stays as the second line of defence.
 """
 
 from __future__ import annotations
@@ -169,6 +174,14 @@ def keep_statistics(input_dict: dict, output_dict: dict) -> None:
         io_utils.copy_dir(statistics.uri, os.path.join(blessing.uri, STATISTICS_DIR))
 
 
+def stamp_owner(output_dict: dict, exec_properties: dict[str, Any]) -> None:
+    """Writes the pipeline's root on the blessing (see the module docstring)."""
+    pipeline_root = exec_properties.get(PIPELINE_ROOT)
+    for blessing in output_dict.get(BLESSING) or []:
+        if pipeline_root:
+            blessing.set_string_custom_property(PIPELINE_ROOT, pipeline_root)
+
+
 def mark_ignored_baseline(output_dict: dict, uri: str) -> None:
     """Records on the evaluation and the blessing that the resolver's baseline ``uri`` was
     another pipeline's and was not compared with."""
@@ -191,6 +204,7 @@ class Executor(tfx_evaluator.Executor):
             input_dict, ignored = own_baseline_only(input_dict, exec_properties)
         self._evaluate(input_dict, output_dict, exec_properties)
         keep_statistics(input_dict, output_dict)
+        stamp_owner(output_dict, exec_properties)
         if ignored:
             mark_ignored_baseline(output_dict, ignored)
 

@@ -81,7 +81,7 @@ def _split_and(text: str) -> list[str]:
 
 def _literal(token: str) -> Any:
     if token.startswith('"'):
-        return token[1:-1].replace('\\"', '"')
+        return re.sub(r"\\(.)", r"\1", token[1:-1])  # AIP-160 escapes: \" and \\
     if re.fullmatch(r"-?\d+(?:\.\d+)?", token):
         return float(token)
     if token in ("true", "false"):

@@ -271,7 +271,7 @@ def _resolve(task: Task, inputs, store: ArtifactStore, job: CompiledJob, job_id:
         except ei.EmptyInputError:
             outputs[key] = []
             continue
-        outputs[key] = store.query(job.pipeline_name, filters.parse(text), int(query.get("limit") or 1))
+        outputs[key] = store.query(filters.parse(text), int(query.get("limit") or 1))
     store.finish_execution(execution, "SUCCEEDED", None, _names(outputs))
     return TaskRun(task.name, task.kind, "SUCCEEDED", inputs=inputs, outputs=outputs)
 

@@ -141,11 +141,17 @@ class ArtifactStore:
         row = self._db.execute("SELECT * FROM artifacts WHERE name = ?", (name,)).fetchone()
         return _artifact(row) if row else None
 
-    def query(self, pipeline: str, query: Query, limit: int) -> list[dict[str, Any]]:
-        """Artifacts matching ``query``, newest first, at most ``limit``. Without
-        ``in_context`` the query is scoped to this pipeline, as on Vertex."""
-        scope = query.context or pipeline
-        rows = self._db.execute("SELECT * FROM artifacts WHERE pipeline = ? ORDER BY id DESC", (scope,))
+    def query(self, query: Query, limit: int) -> list[dict[str, Any]]:
+        """Artifacts matching ``query``, newest first, at most ``limit``: within the
+        context ``in_context`` names, else across every pipeline in the store. KFP documents
+        a query without ``in_context`` as scoped to the pipeline's context (its name, which
+        two pipelines may share); the rehearsal takes the wider reading, so that a compiled
+        query proves it finds the pipeline's own artifacts by itself
+        (``pipeline.compiler`` says how it does)."""
+        if query.context:
+            rows = self._db.execute("SELECT * FROM artifacts WHERE pipeline = ? ORDER BY id DESC", (query.context,))
+        else:
+            rows = self._db.execute("SELECT * FROM artifacts ORDER BY id DESC")
         found = []
         for row in rows:
             artifact = _artifact(row)

@@ -121,10 +121,12 @@ def test_the_blessing_keeps_the_statistics_of_the_data_for_the_next_drift_check(
     assert read_statistics_dir(kept) == read_statistics_dir(statistics[0].uri)
 
 
-def test_a_different_baseline_is_still_compared(against_a_copy, evaluator):
+def test_a_different_baseline_is_still_compared(against_a_copy, evaluator, root):
     keys = _metric_keys(against_a_copy["evaluation"])
     assert any(key.is_diff and key.name == "auc" for key in keys)  # candidate minus baseline
     assert against_a_copy["blessing"][0].get_int_custom_property("blessed") == 1
+    # Stamped with the pipeline's root, which the compiled resolver's query asks for.
+    assert against_a_copy["blessing"][0].get_string_custom_property(PIPELINE_ROOT) == root
     assert _values(against_a_copy["evaluation"], "candidate")["auc"] == _values(evaluator["evaluation"])["auc"]
 
 

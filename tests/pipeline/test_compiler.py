@@ -80,3 +80,42 @@ def test_the_compiler_names_the_locked_tfx_version():
 def test_missing_kfp_is_reported_instead_of_silently_dropped():
     with pytest.raises(compiler.KfpMissingError, match="kfp package is not installed"):
         compiler.require_kfp(find_spec=lambda name: None)
+
+
+def _resolver_filters(job: dict) -> dict[str, str]:
+    return {
+        key: query["filter"]
+        for executor in job["pipelineSpec"]["deploymentSpec"]["executors"].values()
+        for key, query in executor.get("resolver", {}).get("outputArtifactQueries", {}).items()
+    }
+
+
+def test_the_blessing_query_asks_for_this_pipelines_own_blessings(compiled_job):
+    from components.evaluator import PIPELINE_ROOT
+    from pipeline.rehearsal import filters
+
+    _, job = compiled_job
+    config = PipelineConfig(data_root=cloud.DATA_ROOT, output_root=cloud.OUTPUT_ROOT, schema_path=cloud.CONTRACT)
+    found = _resolver_filters(job)
+    assert found["model_blessing"].endswith(f' AND metadata.{PIPELINE_ROOT}.string_value="{config.pipeline_root}"')
+    assert compiler.owner_clause(config.pipeline_root) not in found["model"]  # pinned by the blessing already
+    # The clause selects exactly the blessings the Evaluator stamps with this pipeline's root.
+    query = filters.parse(found["model_blessing"])
+    blessing = {"schema_title": "tfx.ModelBlessing", "state": "LIVE", "name": "b", "uri": "u"}
+    ours = {**blessing, "metadata": {"blessed": 1, PIPELINE_ROOT: config.pipeline_root}}
+    assert query.matches(ours)
+    assert not query.matches({**blessing, "metadata": {"blessed": 1, PIPELINE_ROOT: config.pipeline_root + "-2"}})
+    assert not query.matches({**blessing, "metadata": {"blessed": 1}})  # stamped by no Evaluator of ours
+
+
+def test_a_root_with_quotes_is_escaped_in_the_clause():
+    from pipeline.rehearsal import filters
+
+    root = 'gs://b/a "quoted" \\ root'
+    (clause,) = filters.parse(compiler.owner_clause(root)).clauses
+    assert clause.value == root
+
+
+def test_a_job_without_a_blessing_query_is_left_as_it_is():
+    job = {"pipelineSpec": {"deploymentSpec": {"executors": {"t": {"container": {}}}}}}
+    assert compiler.scope_blessing_queries(job, "/r") == 0
