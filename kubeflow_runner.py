@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Sequence
 
 from pipeline.compiler import KfpMissingError, compile_pipeline, require_kfp
-from pipeline.config import CONTRACT_FILE, DEFAULT_OUTPUT_ROOT, DEFAULT_SERVING_IMAGE, PipelineConfig, VertexEndpoint
+from pipeline.config import CONTRACT_FILE, DEFAULT_OUTPUT_ROOT, PipelineConfig
 from pipeline.dataflow import add_dataflow_flags, check_dataflow_flags, dataflow_args
 from pipeline.flag_errors import SettingsError, require, require_gcs
 from pipeline.flags import add_pipeline_flags, pipeline_config_kwargs
@@ -39,6 +39,7 @@ from pipeline.submission import (
     vertex_credentials,
     vertex_submission,
 )
+from pipeline.vertex_push import add_push_flags, check_push_flags, push_from_args, pushes_to_vertex
 from pipeline.vertex_training import add_training_flags, check_training_flags, training_from_args
 from runtime.terminal import Terminal, add_verbose_flag, command_log, say
 
@@ -87,10 +88,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add_dataflow_flags(parser)
     add_training_flags(parser)
 
-    serving = parser.add_argument_group("Vertex AI endpoint deployment for the Pusher")
-    serving.add_argument("--endpoint-name", help="Deploy blessed models to this Vertex AI endpoint.")
-    serving.add_argument("--serving-machine-type", default="n1-standard-2", help="Endpoint machine type.")
-    serving.add_argument("--serving-image", default=DEFAULT_SERVING_IMAGE, help="Prebuilt serving container.")
+    add_push_flags(parser)
     add_submission_flags(parser)
     add_rehearsal_flags(parser, root=DEFAULT_REHEARSAL_ROOT, serving_python=DEFAULT_SERVING_PYTHON)
     add_verbose_flag(parser)
@@ -110,7 +108,7 @@ def validate(args: argparse.Namespace) -> None:
         (args.submit, "with --submit"),
         (args.schedule_cron is not None, "with --schedule-cron"),
         (args.dataflow, "with --dataflow"),
-        (args.endpoint_name, "with --endpoint-name"),
+        (pushes_to_vertex(args), "with --endpoint-name or --register-model"),
         (args.vertex_training, "with --vertex-training"),
     ):
         if needed:
@@ -118,6 +116,7 @@ def validate(args: argparse.Namespace) -> None:
             require("--region", args.region, why)
     check_dataflow_flags(args)
     check_training_flags(args)
+    check_push_flags(args)
     check_submission_values(args)
 
 
@@ -133,15 +132,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
             if args.infer_schema
             else args.schema_path or f"{args.data_root.rstrip('/')}/{CONTRACT_FILE}",
             extra_beam_args=dataflow_args(args),
-            vertex_endpoint=VertexEndpoint(
-                project=args.project,
-                region=args.region,
-                endpoint_name=args.endpoint_name,
-                machine_type=args.serving_machine_type,
-                serving_image=args.serving_image,
-            )
-            if args.endpoint_name
-            else None,
+            vertex_endpoint=push_from_args(args),
             vertex_training=training,
             **pipeline_config_kwargs(args),
         )

@@ -264,3 +264,16 @@ def with_batched_slices(extractors: Iterable[tfma.extractors.Extractor], eval_co
             "written for TFMA 0.47."
         )
     return extractors[:-2] + [batched_slices_extractor(eval_config)]
+
+
+def overall_metrics(evaluation_uri: str) -> dict[str, float]:
+    """The candidate's metrics on the overall slice of an Evaluator's output: not its change
+    against the baseline, nor the baseline's own."""
+    found = {}
+    for slice_metrics in tfma.load_metrics(evaluation_uri):
+        if slice_metrics.slice_key.single_slice_keys:
+            continue
+        for item in slice_metrics.metric_keys_and_values:
+            if not item.key.is_diff and item.key.model_name in ("", "candidate"):
+                found[item.key.name] = item.value.double_value.value
+    return found

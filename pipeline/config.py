@@ -40,18 +40,26 @@ DEFAULT_SERVING_IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:lat
 
 @dataclasses.dataclass(frozen=True)
 class VertexEndpoint:
-    """Where the Pusher deploys a blessed model on Vertex AI, instead of a directory."""
+    """Where the Pusher puts a blessed model on Vertex AI, instead of a directory: a new
+    version of the pipeline's registry model, deployed to ``endpoint_name`` (all of its
+    traffic, or ``canary_percent`` of it beside the champion), or, without an endpoint,
+    only registered (``components/registry.py``)."""
 
     project: str
     region: str
-    endpoint_name: str
+    endpoint_name: str | None
     machine_type: str = "n1-standard-2"
     serving_image: str = DEFAULT_SERVING_IMAGE
+    canary_percent: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("project", "region", "endpoint_name"):
+        for name in ("project", "region"):
             if not getattr(self, name):
                 raise ValueError(f"VertexEndpoint.{name} is required")
+        if not 0 <= self.canary_percent < 100:
+            raise ValueError(f"canary_percent must be between 1 and 99 (0: no canary), got {self.canary_percent}")
+        if self.canary_percent and not self.endpoint_name:
+            raise ValueError("canary_percent needs an endpoint_name: a traffic split exists on an endpoint only")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from models import problem as problem_lib
@@ -161,6 +162,15 @@ def hparams_from_args(args: argparse.Namespace) -> HParams:
         return HParams.from_custom_config(values)
     except (TypeError, ValueError) as err:
         raise SettingsError(f"--hparam: {err}") from None
+
+
+def add_shared_flags(parser: argparse.ArgumentParser, names: Sequence[str]) -> None:
+    """The runners' own flags of these names, for another command: same defaults and help."""
+    donor = argparse.ArgumentParser(add_help=False)
+    add_pipeline_flags(donor)
+    for action in donor._actions:
+        if action.dest in names:
+            parser._add_action(action)
 
 
 def pipeline_config_kwargs(args: argparse.Namespace) -> dict[str, Any]:

@@ -179,8 +179,10 @@ def _tuner(config: PipelineConfig, **inputs):
     )
 
 
-def _pusher(config: PipelineConfig, **inputs):
-    """Pushes blessed models to a versioned directory, or deploys them to a Vertex endpoint."""
+def _pusher(config: PipelineConfig, evaluation, examples, **inputs):
+    """Pushes blessed models to a versioned directory, or on Vertex AI into the pipeline's
+    registry model (components/vertex_pusher.py), deployed to an endpoint or only
+    registered; ``evaluation`` and ``examples`` label the version there."""
     if config.vertex_endpoint is None:
         return Pusher(
             push_destination=pusher_pb2.PushDestination(
@@ -189,9 +191,12 @@ def _pusher(config: PipelineConfig, **inputs):
             **inputs,
         )
     from tfx.extensions.google_cloud_ai_platform import constants as vertex
-    from tfx.extensions.google_cloud_ai_platform.pusher.component import Pusher as VertexPusher
+
+    from components.vertex_pusher import REGISTRY_KEY
+    from components.vertex_pusher import Pusher as VertexPusher
 
     endpoint = config.vertex_endpoint
+    problem = config.problem
     return VertexPusher(
         custom_config={
             vertex.ENABLE_VERTEX_KEY: True,
@@ -199,10 +204,20 @@ def _pusher(config: PipelineConfig, **inputs):
             vertex.VERTEX_CONTAINER_IMAGE_URI_KEY: endpoint.serving_image,
             vertex.SERVING_ARGS_KEY: {
                 "project_id": endpoint.project,
-                "endpoint_name": endpoint.endpoint_name,
+                "endpoint_name": endpoint.endpoint_name or "",
                 "machine_type": endpoint.machine_type,
             },
+            REGISTRY_KEY: {
+                "pipeline_name": config.pipeline_name,
+                "task": problem.task.value,
+                "metric": problem.blessing.metric,
+                "endpoint_name": endpoint.endpoint_name,
+                "canary_percent": endpoint.canary_percent,
+            },
         },
+        pipeline_root=config.pipeline_root,
+        evaluation=evaluation,
+        examples=examples,
         **inputs,
     )
 
@@ -350,7 +365,13 @@ def create_pipeline(
         eval_config=eval_config(config),
         module_path=evaluator_module(config.problem),
     )
-    pusher = _pusher(config, model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"])
+    pusher = _pusher(
+        config,
+        model=trainer.outputs["model"],
+        model_blessing=evaluator.outputs["blessing"],
+        evaluation=evaluator.outputs["evaluation"],
+        examples=example_gen.outputs["examples"],
+    )
     components = [
         example_gen,
         statistics_gen,

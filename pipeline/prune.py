@@ -439,15 +439,6 @@ def describe(report: PruneReport) -> str:
     return "\n".join(lines)
 
 
-def _shared_flags(parser: argparse.ArgumentParser, names: Sequence[str]) -> None:
-    """The runners' own flags of these names (pipeline/flags.py): same defaults and help."""
-    donor = argparse.ArgumentParser(add_help=False)
-    flags.add_pipeline_flags(donor)
-    for action in donor._actions:
-        if action.dest in names:
-            parser._add_action(action)
-
-
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Remove the artifacts of a pipeline's older runs, keeping the latest runs, the champion "
@@ -455,7 +446,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         epilog="Exit codes: 0 pruned (or nothing to prune), 2 nothing to prune from (no metadata store) or a wrong "
         "flag, 3 a run of the pipeline is in progress.",
     )
-    _shared_flags(parser, ("problem", "pipeline_name"))
+    flags.add_shared_flags(parser, ("problem", "pipeline_name"))
     parser.add_argument(
         "--output-root",
         default=DEFAULT_OUTPUT_ROOT,

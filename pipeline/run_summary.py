@@ -95,13 +95,9 @@ def read_evaluation(summary: RunSummary, evaluation_uri: str) -> None:
     """The candidate's overall metrics and any failed thresholds, from an evaluation artifact."""
     import tensorflow_model_analysis as tfma
 
-    for slice_metrics in tfma.load_metrics(evaluation_uri):
-        if slice_metrics.slice_key.single_slice_keys:
-            continue  # overall slice only
-        for item in slice_metrics.metric_keys_and_values:
-            # The candidate's own values: not its change vs the baseline, nor the baseline's.
-            if not item.key.is_diff and item.key.model_name in ("", "candidate"):
-                summary.metrics[item.key.name] = item.value.double_value.value
+    from models.evaluation import overall_metrics
+
+    summary.metrics.update(overall_metrics(evaluation_uri))
     result = tfma.load_validation_result(evaluation_uri)
     for per_slice in result.metric_validations_per_slice:
         summary.validation_failures.extend(describe_failure(failure) for failure in per_slice.failures)

@@ -78,7 +78,7 @@ def test_endpoint_deployment_swaps_in_the_vertex_pusher(tmp_path):
     ]
     assert kr.main(argv) == 0
     text = output.read_text()
-    assert "google_cloud_ai_platform.pusher.executor" in text
+    assert "components.vertex_pusher.Executor" in text
     assert "taxi-endpoint" in text and "tf2-cpu.2-15" in text
 
 

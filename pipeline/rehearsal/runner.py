@@ -26,7 +26,7 @@ from pipeline.rehearsal.store import ArtifactStore
 from runtime.terminal import say
 
 # The executor that deploys to a Vertex AI endpoint: its stand-in serves from TensorFlow 2.15.
-VERTEX_PUSHER = "tfx.extensions.google_cloud_ai_platform.pusher.executor.Executor"
+VERTEX_PUSHER = "components.vertex_pusher.Executor"
 # The rehearsal's record of itself, in its log folder.
 RECORD_FILE = "rehearsal.json"
 

@@ -30,7 +30,6 @@ SDK calls that are not served here are logged and listed in ``unimplemented``.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import itertools
 import json
 import logging
@@ -50,6 +49,7 @@ from google.protobuf import empty_pb2, json_format, struct_pb2
 
 from pipeline.rehearsal.cloud.api_error import ApiError
 from pipeline.rehearsal.cloud.model_servers import PREDICT_ROUTE, ModelServer, ModelServerError, http_request
+from pipeline.rehearsal.cloud.registry import Registry, Version, copy, now, parse_name
 from pipeline.rehearsal.cloud.rest import RestCalls, RestServer
 
 log = logging.getLogger(__name__)
@@ -59,14 +59,6 @@ FILTER_TERM = re.compile(r'^\s*(?P<key>display_name|labels\.[\w-]+)\s*=\s*"(?P<v
 
 
 # --- Resource names and filters -------------------------------------------------------------
-
-
-def _parse(name: str, collection: str) -> tuple[str, str, str]:
-    """``(project, location, id)`` of ``projects/P/locations/L/<collection>/ID``."""
-    match = re.fullmatch(rf"projects/([^/]+)/locations/([^/]+)/{collection}/([^/@]+)(?:@[^/]+)?", name)
-    if not match:
-        raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, f"not a {collection[:-1]} resource name: {name!r}")
-    return match.group(1), match.group(2), match.group(3)
 
 
 def _parent(parent: str) -> tuple[str, str]:
@@ -90,22 +82,7 @@ def _matches(filter_text: str, resource) -> bool:
     return True
 
 
-def _copy(message):
-    """A copy of a proto-plus message, so an answer is not changed while it is sent."""
-    return type(message).deserialize(type(message).serialize(message))
-
-
-def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
-
-
 # --- The stand-in ---------------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class _Model:
-    resource: v1.Model
-    model_dir: str  # the local folder artifact_uri names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +93,7 @@ class Deployment:
     endpoint_display_name: str
     deployed_model_id: str
     model: str
+    model_version_id: str
     model_display_name: str
     artifact_uri: str
     traffic_percentage: int
@@ -123,7 +101,8 @@ class Deployment:
 
     def describe(self) -> str:
         return (
-            f"{self.endpoint_display_name} ({self.endpoint}) serves {self.model_display_name} ({self.model}, "
+            f"{self.endpoint_display_name} ({self.endpoint}) serves {self.model_display_name} "
+            f"({self.model} version {self.model_version_id}, "
             f"from {self.artifact_uri}) as deployed model {self.deployed_model_id} with {self.traffic_percentage}% "
             "of its traffic, answering TensorFlow Serving's REST API from the serving TensorFlow"
         )
@@ -169,21 +148,59 @@ class VertexModels:
 
     ``gcs_folder``: where ``gs://B/NAME`` lives, as ``<gcs_folder>/B/NAME``;
     ``serving_python``: the TensorFlow 2.15 environment's Python, which runs the model servers;
-    ``workdir``: where deployed models are copied and model servers write their logs.
+    ``workdir``: where deployed models are copied and model servers write their logs;
+    ``state_path``: a JSON file keeping the models, versions, evaluations and endpoints from
+    one rehearsal to the next, as a project keeps them on Vertex (a model deployed by an
+    earlier rehearsal gets its model server again when first asked to predict).
     """
 
-    def __init__(self, gcs_folder: str, serving_python: str, workdir: str, ready_timeout: float = 300.0) -> None:
+    def __init__(
+        self,
+        gcs_folder: str,
+        serving_python: str,
+        workdir: str,
+        ready_timeout: float = 300.0,
+        state_path: str | None = None,
+    ) -> None:
         self.gcs_folder, self.serving_python, self.workdir = gcs_folder, serving_python, workdir
-        self.ready_timeout = ready_timeout
+        self.ready_timeout, self.state_path = ready_timeout, state_path
         self.unimplemented: list[str] = []
         self._lock = threading.Condition()
         self._ids = itertools.count(1_000_000_001)
-        self._models: dict[str, _Model] = {}  # by model ID
+        self.registry = Registry(self._ids)
         self._endpoints: dict[str, v1.Endpoint] = {}  # by endpoint ID
         self._servers: dict[str, ModelServer] = {}  # by deployed model ID
         self._operations: dict[str, operations_pb2.Operation] = {}
         self._rest: RestServer | None = None
         self._stopped = False  # a deploy finishing later stops its own server
+        if state_path and os.path.exists(state_path):
+            self._load(state_path)
+
+    # --- State kept across rehearsals ---
+
+    def _load(self, path: str) -> None:
+        with open(path) as f:
+            state = json.load(f)
+        self.registry.from_state(state["models"])
+        self._endpoints = {k: v1.Endpoint(v) for k, v in state["endpoints"].items()}
+        self._ids = itertools.count(state["next_id"])
+        self.registry._ids = self._ids
+
+    def _save(self) -> None:
+        """Writes the state (when there is a ``state_path``); call after each change."""
+        if not self.state_path:
+            return
+        with self._lock:
+            next_id = next(self._ids)
+            state = {
+                "next_id": next_id + 1,
+                "models": self.registry.to_state(),
+                "endpoints": {k: v1.Endpoint.to_dict(e) for k, e in self._endpoints.items()},
+            }
+            os.makedirs(os.path.dirname(os.path.abspath(self.state_path)), exist_ok=True)
+            with open(self.state_path + ".tmp", "w") as f:
+                json.dump(state, f, indent=1, sort_keys=True)
+            os.replace(self.state_path + ".tmp", self.state_path)
 
     # --- Wiring ---
 
@@ -197,10 +214,16 @@ class VertexModels:
                 "UploadModel": (self.upload_model, v1.UploadModelRequest),
                 "GetModel": (self.get_model, v1.GetModelRequest),
                 "ListModels": (self.list_models, v1.ListModelsRequest),
+                "ListModelVersions": (self.list_model_versions, v1.ListModelVersionsRequest),
+                "MergeVersionAliases": (self.merge_version_aliases, v1.MergeVersionAliasesRequest),
+                "ImportModelEvaluation": (self.import_model_evaluation, v1.ImportModelEvaluationRequest),
+                "ListModelEvaluations": (self.list_model_evaluations, v1.ListModelEvaluationsRequest),
+                "GetModelEvaluation": (self.get_model_evaluation, v1.GetModelEvaluationRequest),
             },
             {
                 "CreateEndpoint": (self.create_endpoint, v1.CreateEndpointRequest),
                 "GetEndpoint": (self.get_endpoint, v1.GetEndpointRequest),
+                "UpdateEndpoint": (self.update_endpoint, v1.UpdateEndpointRequest),
                 "ListEndpoints": (self.list_endpoints, v1.ListEndpointsRequest),
                 "DeployModel": (self.deploy_model, v1.DeployModelRequest),
                 "UndeployModel": (self.undeploy_model, v1.UndeployModelRequest),
@@ -234,14 +257,15 @@ class VertexModels:
                     endpoint_display_name=endpoint.display_name,
                     deployed_model_id=deployed.id,
                     model=deployed.model,
+                    model_version_id=deployed.model_version_id,
                     model_display_name=model.resource.display_name,
                     artifact_uri=model.resource.artifact_uri,
                     traffic_percentage=endpoint.traffic_split.get(deployed.id, 0),
-                    serving_url=self._servers[deployed.id].url,
+                    serving_url=self._servers[deployed.id].url if deployed.id in self._servers else "",
                 )
                 for endpoint in self._endpoints.values()
                 for deployed in endpoint.deployed_models
-                for model in [self._models[_parse(deployed.model, "models")[2]]]
+                for model in [self.registry.version(f"{deployed.model}@{deployed.model_version_id}")]
             ]
 
     def stop(self) -> None:
@@ -293,33 +317,25 @@ class VertexModels:
 
     @staticmethod
     def _metadata(kind):
-        now = _now()
-        return kind(generic_metadata=v1.GenericOperationMetadata(create_time=now, update_time=now))
+        moment = now()
+        return kind(generic_metadata=v1.GenericOperationMetadata(create_time=moment, update_time=moment))
 
     # --- ModelService ---
 
     def upload_model(self, request: v1.UploadModelRequest) -> operations_pb2.Operation:
+        """A new model, or with ``parent_model`` its next version (``registry.py``)."""
         project, location = _parent(request.parent)
-        if request.parent_model:
-            raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, "the stand-in does not upload new versions of a model")
         model_dir = self._local_model_dir(request.model.artifact_uri)
         image = request.model.container_spec.image_uri
         if "/vertex-ai/prediction/tf2-" not in image:
             log.warning("Vertex AI stand-in: %s is served as TensorFlow Serving would serve it", image or "no image")
-        with self._lock:
-            model_id = request.model_id or str(next(self._ids))
-            if model_id in self._models:
-                raise ApiError(grpc.StatusCode.ALREADY_EXISTS, f"Model {model_id} already exists")
-            now = _now()
-            resource = _copy(request.model)
-            resource.name = f"projects/{project}/locations/{location}/models/{model_id}"
-            resource.version_id, resource.version_aliases = "1", ["default"]
-            resource.create_time = resource.update_time = resource.version_create_time = now
-            resource.version_update_time = now
-            resource.supported_deployment_resources_types = [v1.Model.DeploymentResourcesType.DEDICATED_RESOURCES]
-            self._models[model_id] = _Model(resource, model_dir)
+        version = self.registry.add(f"projects/{project}/locations/{location}", request, model_dir)
+        self._save()
+        resource = version.resource
         operation = self._operation(resource.name, self._metadata(v1.UploadModelOperationMetadata))
-        return self._finish(operation.name, v1.UploadModelResponse(model=resource.name, model_version_id="1"))
+        return self._finish(
+            operation.name, v1.UploadModelResponse(model=resource.name, model_version_id=resource.version_id)
+        )
 
     def _local_model_dir(self, artifact_uri: str) -> str:
         """The folder ``artifact_uri`` names; it must hold a SavedModel, as the TF container needs."""
@@ -335,27 +351,33 @@ class VertexModels:
             )
         return local
 
-    def _model(self, name: str) -> _Model:
-        _, _, model_id = _parse(name, "models")
-        version = name.partition("@")[2]
-        with self._lock:
-            if model_id not in self._models or version not in ("", "1", "default"):
-                raise ApiError(grpc.StatusCode.NOT_FOUND, f"Model {name} not found")
-            return self._models[model_id]
-
     def get_model(self, request: v1.GetModelRequest) -> v1.Model:
-        model = self._model(request.name)
-        with self._lock:
-            return _copy(model.resource)
+        return copy(self.registry.version(request.name).resource)
 
     def list_models(self, request: v1.ListModelsRequest) -> v1.ListModelsResponse:
         project, location = _parent(request.parent)
-        with self._lock:
-            models = [_copy(m.resource) for m in self._models.values()]
-        prefix = f"projects/{project}/locations/{location}/"
-        return v1.ListModelsResponse(
-            models=[m for m in models if m.name.startswith(prefix) and _matches(request.filter, m)]
-        )
+        models = self.registry.defaults(f"projects/{project}/locations/{location}/")
+        return v1.ListModelsResponse(models=[m for m in models if _matches(request.filter, m)])
+
+    def list_model_versions(self, request: v1.ListModelVersionsRequest) -> v1.ListModelVersionsResponse:
+        versions = self.registry.versions(request.name)
+        return v1.ListModelVersionsResponse(models=[m for m in versions if _matches(request.filter, m)])
+
+    def merge_version_aliases(self, request: v1.MergeVersionAliasesRequest) -> v1.Model:
+        merged = self.registry.merge_aliases(request.name, list(request.version_aliases))
+        self._save()
+        return merged
+
+    def import_model_evaluation(self, request: v1.ImportModelEvaluationRequest) -> v1.ModelEvaluation:
+        imported = self.registry.import_evaluation(request.parent, request.model_evaluation)
+        self._save()
+        return imported
+
+    def list_model_evaluations(self, request: v1.ListModelEvaluationsRequest) -> v1.ListModelEvaluationsResponse:
+        return v1.ListModelEvaluationsResponse(model_evaluations=self.registry.evaluations(request.parent))
+
+    def get_model_evaluation(self, request: v1.GetModelEvaluationRequest) -> v1.ModelEvaluation:
+        return self.registry.evaluation(request.name)
 
     # --- EndpointService ---
 
@@ -365,44 +387,71 @@ class VertexModels:
             endpoint_id = request.endpoint_id or str(next(self._ids))
             if endpoint_id in self._endpoints:
                 raise ApiError(grpc.StatusCode.ALREADY_EXISTS, f"Endpoint {endpoint_id} already exists")
-            endpoint = _copy(request.endpoint)
+            endpoint = copy(request.endpoint)
             endpoint.name = f"projects/{project}/locations/{location}/endpoints/{endpoint_id}"
-            endpoint.create_time = endpoint.update_time = _now()
+            endpoint.create_time = endpoint.update_time = now()
             endpoint.etag = "1"
             self._endpoints[endpoint_id] = endpoint
-            created = _copy(endpoint)
+            created = copy(endpoint)
+            self._save()
         operation = self._operation(endpoint.name, self._metadata(v1.CreateEndpointOperationMetadata))
         return self._finish(operation.name, created)
 
     def _endpoint(self, name: str) -> v1.Endpoint:
         """The endpoint (not a copy: hold the lock) ``name`` or its ID names."""
-        _, location, endpoint_id = _parse(name, "endpoints") if "/" in name else ("", "", name)
+        _, location, endpoint_id = parse_name(name, "endpoints") if "/" in name else ("", "", name)
         endpoint = self._endpoints.get(endpoint_id)
-        if endpoint is None or (location and _parse(endpoint.name, "endpoints")[1] != location):
+        if endpoint is None or (location and parse_name(endpoint.name, "endpoints")[1] != location):
             raise ApiError(grpc.StatusCode.NOT_FOUND, f"Endpoint {name} not found.")
         return endpoint
 
     def get_endpoint(self, request: v1.GetEndpointRequest) -> v1.Endpoint:
         with self._lock:
-            return _copy(self._endpoint(request.name))
+            return copy(self._endpoint(request.name))
+
+    def update_endpoint(self, request: v1.UpdateEndpointRequest) -> v1.Endpoint:
+        """Changes the fields ``update_mask`` names: the traffic split (of deployed models
+        only, adding up to 100), display name, description or labels."""
+        paths = list(request.update_mask.paths)
+        if unknown := sorted(set(paths) - {"traffic_split", "display_name", "description", "labels"}):
+            raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, f"the stand-in does not update {unknown}")
+        with self._lock:
+            endpoint = self._endpoint(request.endpoint.name)
+            if "traffic_split" in paths:
+                split = {k: v for k, v in request.endpoint.traffic_split.items() if v}
+                known = {d.id for d in endpoint.deployed_models}
+                if unknown_ids := sorted(set(split) - known):
+                    raise ApiError(
+                        grpc.StatusCode.INVALID_ARGUMENT, f"traffic_split names unknown deployed models {unknown_ids}"
+                    )
+                if endpoint.deployed_models and sum(split.values()) != 100:
+                    raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, f"traffic_split must add up to 100, not {split}")
+                endpoint.traffic_split = split
+            for field in ("display_name", "description", "labels"):
+                if field in paths:
+                    setattr(endpoint, field, getattr(request.endpoint, field))
+            endpoint.update_time = now()
+            endpoint.etag = str(int(endpoint.etag or "0") + 1)
+            self._save()
+            return copy(endpoint)
 
     def list_endpoints(self, request: v1.ListEndpointsRequest) -> v1.ListEndpointsResponse:
         project, location = _parent(request.parent)
         prefix = f"projects/{project}/locations/{location}/"
         with self._lock:
-            endpoints = [_copy(e) for e in self._endpoints.values() if e.name.startswith(prefix)]
+            endpoints = [copy(e) for e in self._endpoints.values() if e.name.startswith(prefix)]
         return v1.ListEndpointsResponse(endpoints=[e for e in endpoints if _matches(request.filter, e)])
 
     def deploy_model(self, request: v1.DeployModelRequest) -> operations_pb2.Operation:
         """Answers at once; a thread starts the model server and finishes the operation."""
-        model = self._model(request.deployed_model.model)
+        model = self.registry.version(request.deployed_model.model)
         with self._lock:
             endpoint = self._endpoint(request.endpoint)
-            deployed = _copy(request.deployed_model)
+            deployed = copy(request.deployed_model)
             deployed.id = deployed.id or str(next(self._ids))
-            deployed.model, deployed.model_version_id = model.resource.name, "1"
+            deployed.model, deployed.model_version_id = model.resource.name, model.resource.version_id
             deployed.display_name = deployed.display_name or model.resource.display_name
-            deployed.create_time = _now()
+            deployed.create_time = now()
             split = _traffic_after_deploy(endpoint, deployed.id, dict(request.traffic_split))
             name = endpoint.name
         operation = self._operation(name, self._metadata(v1.DeployModelOperationMetadata))
@@ -411,7 +460,7 @@ class VertexModels:
         ).start()
         return operation
 
-    def _deploy(self, operation: str, endpoint_name: str, deployed: v1.DeployedModel, model: _Model, split) -> None:
+    def _deploy(self, operation: str, endpoint_name: str, deployed: v1.DeployedModel, model: Version, split) -> None:
         try:
             server = self._serve(deployed.id, model)
         except ModelServerError as e:
@@ -434,15 +483,16 @@ class VertexModels:
                 return
             endpoint.deployed_models.append(deployed)
             endpoint.traffic_split = split
-            endpoint.update_time = _now()
+            endpoint.update_time = now()
             model.resource.deployed_models.append(
                 v1.DeployedModelRef(endpoint=endpoint_name, deployed_model_id=deployed.id)
             )
             self._servers[deployed.id] = server
+            self._save()
             self._finish(operation, v1.DeployModelResponse(deployed_model=deployed))
         log.info("Vertex AI stand-in: %s serves %s at %s", endpoint_name, model.resource.artifact_uri, server.url)
 
-    def _serve(self, deployed_id: str, model: _Model) -> ModelServer:
+    def _serve(self, deployed_id: str, model: Version) -> ModelServer:
         """Copies the model's folder (Vertex copies ``artifact_uri`` into its container) and
         starts a model server on the copy."""
         folder = os.path.join(self.workdir, "deployed", deployed_id)
@@ -467,9 +517,8 @@ class VertexModels:
                 )
             endpoint.deployed_models, endpoint.traffic_split = remaining, split
             server = self._servers.pop(request.deployed_model_id, None)
-            for model in self._models.values():
-                refs = [r for r in model.resource.deployed_models if r.deployed_model_id != request.deployed_model_id]
-                model.resource.deployed_models = refs
+            self.registry.drop_deployment(request.deployed_model_id)
+            self._save()
             name = endpoint.name
         if server is not None:
             server.stop()
@@ -484,7 +533,8 @@ class VertexModels:
                     grpc.StatusCode.FAILED_PRECONDITION,
                     f"Endpoint {endpoint.name} has deployed models; undeploy them first.",
                 )
-            del self._endpoints[_parse(endpoint.name, "endpoints")[2]]
+            del self._endpoints[parse_name(endpoint.name, "endpoints")[2]]
+            self._save()
         operation = self._operation(endpoint.name, self._metadata(v1.DeleteOperationMetadata))
         return self._finish(operation.name, empty_pb2.Empty())
 
@@ -500,7 +550,10 @@ class VertexModels:
             if not any(weights):
                 raise ApiError(grpc.StatusCode.FAILED_PRECONDITION, f"Endpoint {endpoint.name} sends no traffic.")
             (deployed,) = random.choices(list(endpoint.deployed_models), weights=weights)
-            return _copy(deployed), self._servers[deployed.id]
+            if deployed.id not in self._servers:  # deployed by an earlier rehearsal
+                version = self.registry.version(f"{deployed.model}@{deployed.model_version_id}")
+                self._servers[deployed.id] = self._serve(deployed.id, version)
+            return copy(deployed), self._servers[deployed.id]
 
     def predict_json(self, endpoint_name: str, instances: list) -> tuple[v1.DeployedModel, list]:
         """The deployed model that answered and its predictions for ``instances`` (JSON)."""
@@ -518,7 +571,7 @@ class VertexModels:
         return (deployed, *http_request(server.port, "POST", PREDICT_ROUTE, body, content_type or "application/json"))
 
     def model_display_name(self, deployed: v1.DeployedModel) -> str:
-        return self._model(deployed.model).resource.display_name
+        return self.registry.version(f"{deployed.model}@{deployed.model_version_id}").resource.display_name
 
     def predict(self, request: v1.PredictRequest) -> v1.PredictResponse:
         raw = v1.PredictRequest.pb(request)

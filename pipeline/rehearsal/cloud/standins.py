@@ -32,6 +32,8 @@ PROJECTS_HOST = "cloudresourcemanager.googleapis.com"
 # read the certificate authorities they trust.
 TRUST_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH")
 LOOPBACK_NAMES = "127.0.0.1,localhost"
+# Under the stand-ins' folder: Vertex AI's models and endpoints, kept from one rehearsal to the next.
+VERTEX_STATE_FILE = "vertex_models.json"
 
 
 def proxy_environment(proxy: str, authority: str) -> dict[str, str]:
@@ -46,7 +48,8 @@ def proxy_environment(proxy: str, authority: str) -> dict[str, str]:
 
 
 class StandIns:
-    """Every stand-in of one rehearsal; ``folder`` keeps their certificates, credentials and logs."""
+    """Every stand-in of one rehearsal; ``folder`` keeps their certificates, credentials and logs,
+    and the Vertex AI models and endpoints that later rehearsals find again."""
 
     def __init__(
         self,
@@ -95,7 +98,12 @@ class StandIns:
         if self._serving_python is not None:
             from pipeline.rehearsal.cloud.endpoints import VertexModels
 
-            self.models = VertexModels(self.gcs_folder, self._serving_python, os.path.join(self.folder, "endpoints"))
+            self.models = VertexModels(
+                self.gcs_folder,
+                self._serving_python,
+                os.path.join(self.folder, "endpoints"),
+                state_path=os.path.join(self.folder, VERTEX_STATE_FILE),
+            )
             self.models.add_to_server(self._grpc)
             rest_port = self.models.start_rest()
         grpc_port = self._grpc.add_insecure_port("127.0.0.1:0")

@@ -42,6 +42,7 @@ def test_the_image_hosts_refusals_jobs_with_what_was_not_rehearsed_and_endpoints
                 "taxi-endpoint",
                 "5",
                 "projects/p/locations/l/models/3",
+                "2",
                 "v1",
                 "gs://b/m",
                 100,
@@ -59,7 +60,7 @@ def test_the_image_hosts_refusals_jobs_with_what_was_not_rehearsed_and_endpoints
         "workerpool2-replica-0 (stopped).",
         "  Not rehearsed: workerpool0: 1 x TPU_V3 on cloud-tpu ran on the CPU, without TPU_NAME",
         "Vertex AI endpoint: taxi-endpoint (projects/p/locations/l/endpoints/9) serves v1 "
-        "(projects/p/locations/l/models/3, from gs://b/m) as deployed model 5 with 100% of its traffic, answering "
-        "TensorFlow Serving's REST API from the serving TensorFlow",
+        "(projects/p/locations/l/models/3 version 2, from gs://b/m) as deployed model 5 with 100% of its traffic, "
+        "answering TensorFlow Serving's REST API from the serving TensorFlow",
     ]
     assert rehearsal.connections_by_host() == {"us-central1-aiplatform.googleapis.com": 1, "www.googleapis.com": 2}

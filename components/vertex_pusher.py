@@ -1,0 +1,169 @@
+"""TFX's Vertex AI Pusher, pushing into the pipeline's own registry model
+(``components.registry``): each blessed model becomes the next version, labelled with its
+run, span and blessing metric, its Evaluator metrics attached; then deployed to the
+endpoint (all of its traffic, or a canary share), or only registered.
+
+A model that is not blessed registers nothing. The pushed model is copied under the
+Pusher's output first, as TFX's does (that copy is the version's ``artifact_uri``). The
+outputs say what happened: ``pushed_destination`` is the version's resource name
+(``.../models/ID@VERSION``), with ``registry_version``, ``registry_changes`` (one line per
+change) and ``model_evaluation`` beside it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from absl import logging
+from tfx.components.pusher import component as tfx_pusher_component
+from tfx.dsl.components.base import executor_spec
+from tfx.extensions.google_cloud_ai_platform import constants
+from tfx.extensions.google_cloud_ai_platform.pusher import executor as tfx_vertex_pusher
+from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
+from tfx.types.component_spec import ChannelParameter, ExecutionParameter
+from tfx.utils import io_utils, json_utils
+
+from components import registry
+from components.drift_gate import PIPELINE_ROOT
+from runtime.paths import is_under
+
+# custom_config[REGISTRY_KEY]: the pipeline's name, the problem's task and blessing metric,
+# whether to deploy (an endpoint is named in TFX's serving args) and the canary share.
+REGISTRY_KEY = "registry"
+EVALUATION = "evaluation"
+EXAMPLES = "examples"
+UNKNOWN_RUN = "unknown"
+
+
+def run_of(uri: str, pipeline_root: str | None) -> str:
+    """The pipeline job an artifact was written by: Vertex lays artifacts out as
+    ``<pipeline_root>/<project number>/<job id>/<task>_<id>/<output>`` (the rehearsal as
+    ``<pipeline_root>/rehearsal/<job id>/...``)."""
+    if not pipeline_root or not is_under(uri, pipeline_root):
+        return UNKNOWN_RUN
+    parts = uri[len(pipeline_root.rstrip("/")) :].strip("/").split("/")
+    return parts[1] if len(parts) > 2 else UNKNOWN_RUN
+
+
+def version_labels(run: str, span: int | None, metric: str, value: float | None) -> dict[str, str]:
+    """The labels a version carries (values as Vertex allows them: ``0.9123`` is ``0-9123``)."""
+    labels = {"run": run, "metric": metric}
+    if value is not None:
+        labels["metric-value"] = f"{value:.4f}"
+    if span is not None:
+        labels["span"] = str(span)
+    return labels
+
+
+def _single(input_dict: dict, key: str):
+    found = input_dict.get(key) or []
+    return found[0] if len(found) == 1 else None
+
+
+class Executor(tfx_vertex_pusher.Executor):
+    def Do(self, input_dict, output_dict, exec_properties) -> None:
+        self._log_startup(input_dict, output_dict, exec_properties)
+        custom_config = json_utils.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null")
+        settings, serving = custom_config[REGISTRY_KEY], custom_config[constants.SERVING_ARGS_KEY]
+        model_push = artifact_utils.get_single_instance(output_dict[standard_component_specs.PUSHED_MODEL_KEY])
+        if not self.CheckBlessing(input_dict):
+            logging.info("The model is not blessed: nothing is registered or deployed.")
+            self._MarkNotPushed(model_push)
+            return
+        io_utils.copy_dir(src=self.GetModelPath(input_dict), dst=model_push.uri)
+        pipeline_root = exec_properties.get(PIPELINE_ROOT)
+        model = registry.RegistryModel.of_pipeline(
+            serving["project_id"], custom_config[constants.VERTEX_REGION_KEY], settings["pipeline_name"], pipeline_root
+        )
+        trained = _single(input_dict, standard_component_specs.MODEL_KEY)
+        run = run_of(trained.uri if trained else model_push.uri, pipeline_root)
+        examples, evaluation = _single(input_dict, EXAMPLES), _single(input_dict, EVALUATION)
+        span = int(examples.span) if examples is not None else None
+        metrics = _metrics(evaluation.uri) if evaluation is not None else {}
+        metric = settings["metric"]
+        value = metrics.get(metric)
+        shown = f"{metric} {value:.4f}" if value is not None else f"{metric} not measured"
+        description = f"{shown} on the eval split; run {run}" + (f", span {span}" if span is not None else "")
+        deployment = None
+        if settings.get("endpoint_name"):
+            deployment = registry.Deployment(
+                settings["endpoint_name"], serving.get("machine_type", "n1-standard-2"), settings["canary_percent"]
+            )
+        uploaded, changes = registry.push(
+            model,
+            registry.Push(
+                artifact_uri=model_push.uri,
+                serving_image=custom_config[constants.VERTEX_CONTAINER_IMAGE_URI_KEY],
+                labels=version_labels(run, span, metric, value),
+                description=description,
+            ),
+            deployment,
+        )
+        if metrics:
+            name = registry.import_evaluation(
+                uploaded,
+                settings["task"],
+                metrics,
+                display_name=f"{model.display_name} run {run}",
+                metadata={"run": run, "span": span, "blessing_metric": metric, "evaluation_uri": evaluation.uri},
+            )
+            model_push.set_string_custom_property("model_evaluation", name)
+            changes.append(f"attached the Evaluator's metrics to version {uploaded.version_id} ({name})")
+        for change in changes:
+            logging.info("Registry: %s", change)
+        self._MarkPushed(model_push, pushed_destination=uploaded.versioned_resource_name)
+        model_push.set_string_custom_property("registry_version", uploaded.version_id)
+        model_push.set_string_custom_property("registry_changes", json.dumps(changes))
+
+
+def _metrics(evaluation_uri: str) -> dict[str, float]:
+    from models.evaluation import overall_metrics
+
+    return overall_metrics(evaluation_uri)
+
+
+class PusherSpec(standard_component_specs.PusherSpec):
+    """TFX's Pusher spec, plus the evaluation and examples the version is labelled from, and
+    the pipeline's root (the registry model's identity)."""
+
+    PARAMETERS = {
+        **standard_component_specs.PusherSpec.PARAMETERS,
+        PIPELINE_ROOT: ExecutionParameter(type=str, optional=True),
+    }
+    INPUTS = {
+        **standard_component_specs.PusherSpec.INPUTS,
+        EVALUATION: ChannelParameter(type=standard_artifacts.ModelEvaluation, optional=True),
+        EXAMPLES: ChannelParameter(type=standard_artifacts.Examples, optional=True),
+    }
+
+
+class Pusher(tfx_pusher_component.Pusher):
+    """TFX's Vertex Pusher with the registry (see the module docstring)."""
+
+    SPEC_CLASS = PusherSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
+
+    def _validate_spec(self, spec) -> None:
+        if not isinstance(spec, standard_component_specs.PusherSpec):
+            raise ValueError(f"Pusher expects a PusherSpec, got {spec!r}")
+
+    def __init__(
+        self,
+        *,
+        custom_config: dict[str, Any],
+        pipeline_root: str,
+        evaluation=None,
+        examples=None,
+        **kwargs,
+    ) -> None:
+        super().__init__(custom_config=custom_config, **kwargs)
+        spec = self.spec
+        self.spec = PusherSpec(
+            **spec.exec_properties,
+            **spec.inputs,
+            **spec.outputs,
+            evaluation=evaluation,
+            examples=examples,
+            pipeline_root=pipeline_root,
+        )

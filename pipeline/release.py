@@ -1,0 +1,169 @@
+"""What serves after the push: show it, promote a canary, or roll back.
+
+    python -m pipeline.release status|promote|rollback [--problem DIR] [--output-root DIR]
+    python -m pipeline.release status|promote|rollback --project P --region R \\
+        --output-root gs://... [--endpoint-name E]
+
+On Vertex AI (``--project``) it acts on the pipeline's registry model and endpoint
+(``components/registry.py``): ``promote`` gives the candidate (a ``--canary-percent``
+push) all of the traffic and undeploys the champion; ``rollback`` gives the champion all
+of it back and undeploys the candidate, or, with no canary running, redeploys the previous
+champion. Without an endpoint, only the aliases move.
+
+Locally it acts on the serving directory the Pusher writes
+(``<output_root>/serving_model/<pipeline>/<version>``), which TensorFlow Serving started on
+it (``--model_base_path``) serves the newest version of: ``rollback`` moves the newest
+version out, to ``<serving dir>.rolled-back/`` (kept, not deleted), so the one before it
+serves. There is no canary locally (TensorFlow Serving has no traffic split), so nothing
+to promote.
+
+Each command says what it changed, or refuses with the reason and changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import warnings
+from collections.abc import Sequence
+
+from models import problem as problem_lib
+from pipeline import flags
+from pipeline.config import DEFAULT_OUTPUT_ROOT, PipelineConfig
+from runtime.terminal import Terminal, add_verbose_flag, command_log, say
+
+ROLLED_BACK_SUFFIX = ".rolled-back"
+COMMANDS = ("status", "promote", "rollback")
+
+
+class Refused(RuntimeError):
+    """What the command cannot do, and why; nothing was changed."""
+
+
+# --- A local serving directory ---------------------------------------------------------------
+
+
+def local_versions(serving_dir: str) -> list[str]:
+    """The versions TensorFlow Serving would load from ``serving_dir`` (numeric folder names),
+    oldest first."""
+    if not os.path.isdir(serving_dir):
+        return []
+    return sorted((name for name in os.listdir(serving_dir) if name.isdigit()), key=int)
+
+
+def local_status(serving_dir: str) -> list[str]:
+    versions = local_versions(serving_dir)
+    if not versions:
+        raise Refused(f"nothing was pushed to {serving_dir} yet: a blessed run pushes there")
+    lines = [f"{serving_dir}: TensorFlow Serving serves version {versions[-1]} (the newest)"]
+    lines += [f"  version {v}{' (serving)' if v == versions[-1] else ''}" for v in reversed(versions)]
+    rolled_back = serving_dir.rstrip("/") + ROLLED_BACK_SUFFIX
+    if os.path.isdir(rolled_back) and os.listdir(rolled_back):
+        lines.append(f"  rolled back, kept in {rolled_back}: {', '.join(sorted(os.listdir(rolled_back), key=str))}")
+    return lines
+
+
+def local_promote(serving_dir: str) -> list[str]:
+    versions = local_versions(serving_dir)
+    serving = f"version {versions[-1]}" if versions else "nothing yet"
+    raise Refused(
+        f"nothing to promote in {serving_dir}: a serving directory has no canary (TensorFlow Serving serves its "
+        f"newest version: {serving}); a canary runs on a Vertex AI endpoint (--canary-percent with --endpoint-name)"
+    )
+
+
+def local_rollback(serving_dir: str) -> list[str]:
+    """Moves the newest version out of ``serving_dir``, so the one before it serves."""
+    versions = local_versions(serving_dir)
+    if len(versions) < 2:
+        serving = f"version {versions[-1]} is the only one" if versions else "nothing was pushed yet"
+        raise Refused(f"no previous version to roll back to in {serving_dir}: {serving}")
+    newest = versions[-1]
+    rolled_back = serving_dir.rstrip("/") + ROLLED_BACK_SUFFIX
+    os.makedirs(rolled_back, exist_ok=True)
+    shutil.move(os.path.join(serving_dir, newest), os.path.join(rolled_back, newest))
+    return [
+        f"moved version {newest} out of {serving_dir} to {rolled_back}/{newest}",
+        f"TensorFlow Serving on {serving_dir} now serves version {versions[-2]}",
+    ]
+
+
+# --- Vertex AI ---------------------------------------------------------------------------------
+
+
+def vertex_command(command: str, config: PipelineConfig, project: str, region: str, endpoint: str | None) -> list[str]:
+    from components import registry
+
+    model = registry.RegistryModel.of_pipeline(project, region, config.pipeline_name, config.pipeline_root)
+    try:
+        if command == "promote":
+            return registry.promote(model, endpoint)
+        if command == "rollback":
+            return registry.rollback(model, endpoint)
+        versions = registry.describe(model, endpoint)
+    except registry.ReleaseError as err:
+        raise Refused(str(err)) from err
+    where = f" on {endpoint}" if endpoint else ""
+    return [f"{config.pipeline_name} in the registry of {project}/{region}{where}:"] + [
+        f"  {v.describe()}" for v in versions
+    ]
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Show what serves a pipeline's model, promote a canary, or roll back: locally on the serving "
+        "directory, on Vertex AI on the pipeline's registry model and endpoint.",
+        epilog="Exit codes: 0 done, 2 refused (the reason is printed) or a wrong flag.",
+    )
+    parser.add_argument("command", choices=COMMANDS)
+    flags.add_shared_flags(parser, ("problem", "pipeline_name"))
+    parser.add_argument(
+        "--output-root",
+        default=DEFAULT_OUTPUT_ROOT,
+        help="Where the runs wrote (default: the project's outputs/; gs:// with --project).",
+    )
+    cloud = parser.add_argument_group("Vertex AI (the pipeline's registry model and endpoint)")
+    cloud.add_argument("--project", help="Google Cloud project: act on Vertex AI instead of the serving directory.")
+    cloud.add_argument("--region", help="Google Cloud region, e.g. us-central1.")
+    cloud.add_argument("--endpoint-name", help="The endpoint the Pusher deploys to (without it: aliases only).")
+    add_verbose_flag(parser)
+    return parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> list[str]:
+    """The command's lines; raises ``Refused`` or ``ValueError`` (a wrong flag)."""
+    on_vertex = bool(args.project)
+    if on_vertex and not (args.region and args.output_root.startswith("gs://")):
+        raise ValueError("--project needs --region and a gs:// --output-root (where the Vertex runs wrote)")
+    if args.endpoint_name and not on_vertex:
+        raise ValueError("--endpoint-name needs --project and --region: endpoints are on Vertex AI")
+    config = PipelineConfig(
+        problem=problem_lib.load(args.problem),
+        pipeline_name=args.pipeline_name,
+        output_root=args.output_root if on_vertex else os.path.abspath(args.output_root),
+        infer_schema=True,  # nothing here reads data
+    )
+    if on_vertex:
+        return vertex_command(args.command, config, args.project, args.region, args.endpoint_name)
+    local = {"status": local_status, "promote": local_promote, "rollback": local_rollback}
+    return local[args.command](config.serving_model_dir)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    args = parse_args(argv)
+    log_root = DEFAULT_OUTPUT_ROOT if args.output_root.startswith("gs://") else args.output_root
+    with Terminal(command_log(log_root, "release"), verbose=args.verbose):
+        try:
+            lines = run(args)
+        except (ValueError, Refused) as err:
+            say(f"{'Refused' if isinstance(err, Refused) else 'error'}: {err}", err=True)
+            return 2
+        for line in lines:
+            say(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
