@@ -48,6 +48,7 @@ from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2, json_format, struct_pb2
 
 from pipeline.rehearsal.cloud.api_error import ApiError
+from pipeline.rehearsal.cloud.batch import BatchPredictions
 from pipeline.rehearsal.cloud.model_servers import PREDICT_ROUTE, ModelServer, ModelServerError, http_request
 from pipeline.rehearsal.cloud.registry import Registry, Version, copy, now, parse_name
 from pipeline.rehearsal.cloud.rest import RestCalls, RestServer
@@ -168,6 +169,7 @@ class VertexModels:
         self._lock = threading.Condition()
         self._ids = itertools.count(1_000_000_001)
         self.registry = Registry(self._ids)
+        self.batch = BatchPredictions(self)
         self._endpoints: dict[str, v1.Endpoint] = {}  # by endpoint ID
         self._servers: dict[str, ModelServer] = {}  # by deployed model ID
         self._operations: dict[str, operations_pb2.Operation] = {}
@@ -237,6 +239,8 @@ class VertexModels:
         }
         return (
             _Service(V1 + "ModelService", model, self.unimplemented),
+            # Batch prediction only: custom jobs are jobs.py's (registered first when there).
+            _Service(V1 + "JobService", self.batch.methods(), self.unimplemented),
             _Service(V1 + "EndpointService", endpoint, self.unimplemented),
             _Service(V1 + "PredictionService", prediction, self.unimplemented),
             _Service("google.longrunning.Operations", operations, self.unimplemented),
@@ -500,6 +504,19 @@ class VertexModels:
         shutil.rmtree(copy, ignore_errors=True)
         shutil.copytree(model.model_dir, copy)
         return ModelServer.start(self.serving_python, copy, folder, self.ready_timeout)
+
+    def server_for(self, version: Version) -> tuple[int, Callable[[], None]]:
+        """A model server's port for ``version`` and how to release it: the one serving it on
+        an endpoint, else one started for the caller (stopped on release)."""
+        with self._lock:
+            for endpoint in self._endpoints.values():
+                for deployed in endpoint.deployed_models:
+                    if f"{deployed.model}@{deployed.model_version_id}" == version.versioned_name:
+                        if deployed.id not in self._servers:
+                            self._servers[deployed.id] = self._serve(deployed.id, version)
+                        return self._servers[deployed.id].port, lambda: None
+        server = self._serve(f"batch-{next(self._ids)}", version)
+        return server.port, server.stop
 
     def undeploy_model(self, request: v1.UndeployModelRequest) -> operations_pb2.Operation:
         with self._lock:
