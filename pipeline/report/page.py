@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping
 
 from pipeline.report import plots
+from pipeline.report.importance import MIN_SLICE_ROWS
 from pipeline.report.read import AT_LEAST, AT_MOST, CHANGE, Report, describe_metric
 from pipeline.run_summary import format_drift
 
@@ -23,6 +24,7 @@ code { background: #f3f3f3; padding: 0 .25em; }
 #verdict { border: 1px solid #ddd; border-radius: 4px; padding: .2em 1em .5em; margin: 1em 0 2em; }
 #verdict-facts th { background: none; white-space: nowrap; } #verdict-facts code { overflow-wrap: anywhere; }
 #settings tr.group td { font-weight: bold; color: #444; }
+.bar { display: inline-block; height: .8em; background: #4a78b5; vertical-align: middle; }
 """
 # Component states (pipeline/run_summary.py): the one that stopped the run, those that let it go on.
 FAILED = "FAILED"
@@ -624,6 +626,47 @@ def _evaluation(report: Report) -> str:
     )
 
 
+def _looks_at(report: Report) -> str:
+    """Permutation importance per input column, and the slices where the model does worst."""
+    found = report.importance
+    title = "<section id='importance'><h2>What the model looks at</h2>"
+    if found is None:
+        if "importance" not in report.unavailable:
+            return ""
+        return f"{title}<p class='bad'>Not measured: {_e(report.unavailable['importance'])}</p></section>"
+    metric = found.metric.upper() if len(found.metric) <= 4 else found.metric
+    worse = "lower" if found.higher_is_better else "higher"
+    said = (
+        f"<p>{metric} of the model at <code>{_e(found.model_dir)}</code> on {found.rows} examples of the eval split: "
+        f"<span data-importance='baseline'>{found.baseline:.4f}</span>. Each input column's values were shuffled "
+        f"across those rows {found.repeats} times; the drop is how much {worse} {metric} got on average (a column "
+        "the model ignores drops nothing), the spread its standard deviation over the shuffles.</p>"
+    )
+    widest = max((c.drop for c in found.columns), default=0.0) or 1.0
+    rows = "".join(
+        f"<tr data-column='{_e(c.column)}'><td>{_e(_column(report, c.column))}</td>"
+        f"<td class='num'>{c.drop:+.4g}</td><td class='num'>{c.spread:.2g}</td>"
+        f"<td><span class='bar' style='width:{max(0.0, c.drop) / widest * 200:.0f}px'></span></td></tr>"
+        for c in found.columns
+    )
+    table = f"<table id='importance-table'><tr><th>column</th><th>drop</th><th>spread</th><th></th></tr>{rows}</table>"
+    if found.slices:
+        slices = "".join(
+            f"<tr><td>{_e(_column(report, s.column))}</td><td>{_e(s.value)}</td><td class='num'>{s.rows}</td>"
+            f"<td class='num'>{s.metric:.4f}</td></tr>"
+            for s in found.slices
+        )
+        worst = (
+            f"<h3>Where it does worst</h3><p>Groups of at least {MIN_SLICE_ROWS} of those rows by one column's value "
+            f"(a number's by its quartiles), whose {metric} is furthest from {found.baseline:.4f}:</p>"
+            f"<table id='worst-slices'><tr><th>column</th><th>value</th><th>rows</th><th>{metric}</th></tr>"
+            f"{slices}</table>"
+        )
+    else:
+        worst = f"<p>No group of at least {MIN_SLICE_ROWS} rows by one column's value does worse than the whole.</p>"
+    return f"{title}{said}{table}{worst}</section>"
+
+
 def _model(report: Report) -> str:
     s = report.summary
     if not s.pushed_to:
@@ -684,6 +727,7 @@ def render(report: Report, config: dict | None = None) -> str:
             _transform(report),
             _training(report),
             _evaluation(report),
+            _looks_at(report),
             _model(report),
             _history(report),
             _configuration(config or {}),

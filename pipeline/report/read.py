@@ -482,6 +482,38 @@ def model_dir(summary: RunSummary) -> str | None:
     return None
 
 
+def eval_examples(summary: RunSummary, limit: int):
+    """The run's serving model, the first ``limit`` raw examples of the eval split (the
+    examples the Evaluator scored, serialized) and whether there were more; raises
+    ``LookupError`` naming what the run lacks."""
+    import tensorflow as tf
+
+    examples = next((uri for key, uri in sorted(summary.outputs.items()) if key.endswith(EXAMPLES)), None)
+    if examples is None:
+        raise LookupError("the run has no ExampleGen examples to predict")
+    files = sorted(tf.io.gfile.glob(os.path.join(examples, EVAL_SPLIT_DIR, "*")))
+    if not files:
+        raise LookupError(f"no eval split under {examples} (no {EVAL_SPLIT_DIR} folder or no file in it)")
+    saved_model = model_dir(summary)
+    if saved_model is None:
+        raise LookupError("the run has no serving model (nothing pushed, and no Trainer model with saved_model.pb)")
+    compression = "GZIP" if all(f.endswith(".gz") for f in files) else ""
+    batch = tf.data.TFRecordDataset(files, compression_type=compression).take(limit + 1).batch(limit + 1)
+    serialized = next(iter(batch), None)
+    if serialized is None or not len(serialized):
+        raise LookupError(f"the eval split under {examples} holds no examples")
+    return saved_model, serialized[:limit], len(serialized) > limit
+
+
+def importance(summary: RunSummary, problem):
+    """What the model looks at (``pipeline.report.importance``), on the first
+    ``IMPORTANCE_ROWS`` examples of the eval split."""
+    from pipeline.report.importance import IMPORTANCE_ROWS, permutation_importance
+
+    saved_model, serialized, _ = eval_examples(summary, IMPORTANCE_ROWS)
+    return permutation_importance(saved_model, serialized.numpy().tolist(), problem)
+
+
 def residuals(summary: RunSummary, problem, limit: int = RESIDUAL_ROWS) -> Residuals:
     """A regression model's prediction against the actual value for each of the first
     ``limit`` examples of the eval split; raises ``LookupError`` naming what the run lacks.
@@ -500,22 +532,7 @@ def residuals(summary: RunSummary, problem, limit: int = RESIDUAL_ROWS) -> Resid
     from models import signatures
 
     started = time.monotonic()
-    examples = next((uri for key, uri in sorted(summary.outputs.items()) if key.endswith(EXAMPLES)), None)
-    if examples is None:
-        raise LookupError("the run has no ExampleGen examples to predict")
-    files = sorted(tf.io.gfile.glob(os.path.join(examples, EVAL_SPLIT_DIR, "*")))
-    if not files:
-        raise LookupError(f"no eval split under {examples} (no {EVAL_SPLIT_DIR} folder or no file in it)")
-    saved_model = model_dir(summary)
-    if saved_model is None:
-        raise LookupError("the run has no serving model (nothing pushed, and no Trainer model with saved_model.pb)")
-    compression = "GZIP" if all(f.endswith(".gz") for f in files) else ""
-    batch = tf.data.TFRecordDataset(files, compression_type=compression).take(limit + 1).batch(limit + 1)
-    serialized = next(iter(batch), None)
-    if serialized is None or not len(serialized):
-        raise LookupError(f"the eval split under {examples} holds no examples")
-    capped = len(serialized) > limit
-    serialized = serialized[:limit]
+    saved_model, serialized, capped = eval_examples(summary, limit)
     model = tf.saved_model.load(saved_model)
     actual = model.signatures[signatures.LABEL_SIGNATURE](examples=serialized)[problem.label_key]
     predicted = model.signatures[signatures.SERVING_SIGNATURE](examples=serialized)[signatures.prediction_key(problem)]
@@ -569,6 +586,8 @@ class Report:
     bounds: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     signatures: list[Signature] = dataclasses.field(default_factory=list)
     residuals: Residuals | None = None
+    # What the model looks at (``pipeline.report.importance.Importance``).
+    importance: Any = None
     # What could not be read, and why: plot name -> reason (the page says it in their place).
     unavailable: dict[str, str] = dataclasses.field(default_factory=dict)
     # The pipeline's runs up to this one (``pipeline.history.Entry``, oldest first).
@@ -609,6 +628,10 @@ def read_report(summary: RunSummary, problem) -> Report:
                 report.residuals = residuals(summary, problem)
             except Exception as err:  # noqa: BLE001 - a plot the report cannot draw must not stop the report
                 report.unavailable["residuals"] = _reason(err)
+        try:
+            report.importance = importance(summary, problem)
+        except Exception as err:  # noqa: BLE001 - as the residuals
+            report.unavailable["importance"] = _reason(err)
     if summary.pushed_to and os.path.exists(os.path.join(summary.pushed_to, "saved_model.pb")):
         report.signatures = signatures(summary.pushed_to)
     return report

@@ -213,6 +213,27 @@ def test_residuals_that_cannot_be_drawn_say_why_and_the_report_still_renders(bod
     assert "Not drawn: " in page and 'data-plot="residuals"' not in page and "id='metrics'" in page
 
 
+# --- both: what the model looks at ---------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run_name", ["species", "body_mass"])
+def test_importance_starts_from_the_evaluators_own_metric_and_covers_every_served_column(run_name, request):
+    run = request.getfixturevalue(run_name)
+    found, problem = run.report.importance, run.problem
+    assert found is not None, run.report.unavailable
+    metric = problem.blessing.metric
+    # Every eval example (fewer than the cap here), so the same value the Evaluator computed.
+    assert found.rows == int(_overall(run.report)["example_count"])
+    assert found.baseline == pytest.approx(run.summary.metrics[metric], rel=1e-4)
+    served = {c for c in problem.raw_columns if c not in problem.not_served_columns}
+    assert {c.column for c in found.columns} == served
+    assert max(c.drop for c in found.columns) > 0  # the model leans on something
+    page = _page(run)
+    assert "<h2>What the model looks at</h2>" in page
+    assert all(f"data-column='{c}'" in page for c in served)
+
+
 # --- both, in a browser --------------------------------------------------------------------
 
 
