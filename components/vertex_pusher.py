@@ -28,8 +28,9 @@ from components import registry
 from components.drift_gate import PIPELINE_ROOT
 from runtime.paths import is_under
 
-# custom_config[REGISTRY_KEY]: the pipeline's name, the problem's task and blessing metric,
-# whether to deploy (an endpoint is named in TFX's serving args) and the canary share.
+# custom_config[REGISTRY_KEY]: the pipeline's name, the problem's task, blessing metric and
+# prediction output, the endpoint (none: register only), the canary share, and whether the
+# upload carries an explanation spec (components/explanation.py).
 REGISTRY_KEY = "registry"
 EVALUATION = "evaluation"
 EXAMPLES = "examples"
@@ -90,6 +91,11 @@ class Executor(tfx_vertex_pusher.Executor):
             deployment = registry.Deployment(
                 settings["endpoint_name"], serving.get("machine_type", "n1-standard-2"), settings["canary_percent"]
             )
+        explanation = None
+        if settings.get("explanations"):
+            from components.explanation import explanation_spec
+
+            explanation = explanation_spec(model_push.uri, settings["prediction_key"])
         uploaded, changes = registry.push(
             model,
             registry.Push(
@@ -97,6 +103,7 @@ class Executor(tfx_vertex_pusher.Executor):
                 serving_image=custom_config[constants.VERTEX_CONTAINER_IMAGE_URI_KEY],
                 labels=version_labels(run, span, metric, value),
                 description=description,
+                explanation=explanation,
             ),
             deployment,
         )

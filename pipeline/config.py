@@ -51,6 +51,8 @@ class VertexEndpoint:
     machine_type: str = "n1-standard-2"
     serving_image: str = DEFAULT_SERVING_IMAGE
     canary_percent: int = 0
+    # Upload each version with an explanation spec for Vertex Explainable AI (components/explanation.py).
+    explanations: bool = False
 
     def __post_init__(self) -> None:
         for name in ("project", "region"):

@@ -213,6 +213,8 @@ def _pusher(config: PipelineConfig, evaluation, examples, **inputs):
                 "metric": problem.blessing.metric,
                 "endpoint_name": endpoint.endpoint_name,
                 "canary_percent": endpoint.canary_percent,
+                "prediction_key": signatures.prediction_key(problem),
+                "explanations": endpoint.explanations,
             },
         },
         pipeline_root=config.pipeline_root,

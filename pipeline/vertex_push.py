@@ -29,6 +29,12 @@ def add_push_flags(parser: argparse.ArgumentParser) -> None:
         help="Deploy a new version beside the champion with this share of the endpoint's traffic (1-99); "
         "python -m pipeline.release promotes or rolls it back. 0: all of the traffic at once.",
     )
+    serving.add_argument(
+        "--explanations",
+        action="store_true",
+        help="Upload each version with an explanation spec (sampled Shapley over the raw input columns) for "
+        "Vertex Explainable AI, which Google deprecated (docs/release.md says what it can and cannot do).",
+    )
     serving.add_argument("--serving-machine-type", default="n1-standard-2", help="Endpoint machine type.")
     serving.add_argument("--serving-image", default=DEFAULT_SERVING_IMAGE, help="Prebuilt serving container.")
 
@@ -43,6 +49,8 @@ def check_push_flags(args: argparse.Namespace) -> None:
             "--canary-percent needs --endpoint-name: a traffic split exists on an endpoint only (a local serving "
             "directory serves its newest version; see docs/release.md)"
         )
+    if args.explanations and not pushes_to_vertex(args):
+        raise SettingsError("--explanations needs --endpoint-name or --register-model: the spec goes with an upload")
     if not 0 <= args.canary_percent < 100:
         raise SettingsError(f"--canary-percent must be between 1 and 99 (0: no canary), not {args.canary_percent}")
 
@@ -57,4 +65,5 @@ def push_from_args(args: argparse.Namespace) -> VertexEndpoint | None:
         machine_type=args.serving_machine_type,
         serving_image=args.serving_image,
         canary_percent=args.canary_percent,
+        explanations=args.explanations,
     )

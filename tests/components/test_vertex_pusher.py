@@ -10,6 +10,7 @@ import pytest
 from tfx.types import standard_artifacts
 
 from components import vertex_pusher
+from models import signatures
 from components.drift_gate import PIPELINE_ROOT
 from components.vertex_pusher import EVALUATION, EXAMPLES, REGISTRY_KEY, Executor, run_of, version_labels
 from pipeline.config import PipelineConfig, VertexEndpoint
@@ -53,6 +54,8 @@ def test_the_pipeline_wires_the_registry_pusher_for_each_task(problem_name):
         "metric": problem.blessing.metric,
         "endpoint_name": "e",
         "canary_percent": 25,
+        "prediction_key": signatures.prediction_key(problem),
+        "explanations": False,
     }
     assert pusher.exec_properties[PIPELINE_ROOT] == config.pipeline_root
     assert pusher.inputs[EVALUATION].producer_component_id == "Evaluator"

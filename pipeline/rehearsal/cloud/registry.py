@@ -7,7 +7,8 @@ What Vertex documents and this keeps: an upload with ``parent_model`` adds the n
 ``default`` alias; an alias names one version of a model at a time, so applying it to a
 version moves it there; ``default`` can be moved but not removed; an alias is lower case
 letters, digits and dashes, starting with a letter, and not a version id. A model listed
-(``ListModels``) is its default version; a name without ``@`` means the default version.
+(``ListModels``) is its default version; a name without ``@`` means the default version. An
+upload's explanation spec is kept, after the checks Vertex makes of its shape.
 """
 
 from __future__ import annotations
@@ -44,6 +45,26 @@ def now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
+def check_explanation_spec(model: v1.Model) -> None:
+    """What Vertex checks of an uploaded explanation spec: one method with its bounds (sampled
+    Shapley's path count 1-50), named inputs, and exactly one output to explain."""
+    if "explanation_spec" not in model:
+        return
+    spec = model.explanation_spec
+    method = spec.parameters._pb.WhichOneof("method")
+    if method is None:
+        raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, "explanation_spec.parameters names no attribution method")
+    paths = spec.parameters.sampled_shapley_attribution.path_count
+    if method == "sampled_shapley_attribution" and not 1 <= paths <= 50:
+        raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, "sampled_shapley_attribution.path_count must be 1-50")
+    if not spec.metadata.inputs or len(spec.metadata.outputs) != 1:
+        raise ApiError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "explanation_spec.metadata needs its inputs and exactly one output, "
+            f"not {len(spec.metadata.inputs)} input(s) and {len(spec.metadata.outputs)} output(s)",
+        )
+
+
 @dataclasses.dataclass
 class Version:
     """One version of a registry model: its resource and the local folder its artifact_uri names."""
@@ -66,6 +87,7 @@ class Registry:
     def add(self, parent: str, request: v1.UploadModelRequest, model_dir: str) -> Version:
         """The version an ``UploadModel`` request creates (a new model, or the next version
         of ``parent_model``)."""
+        check_explanation_spec(request.model)
         aliases = list(request.model.version_aliases)
         for alias in aliases:
             if not ALIAS.match(alias) or alias.isdigit():

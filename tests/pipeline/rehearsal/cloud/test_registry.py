@@ -103,3 +103,19 @@ def test_the_models_and_endpoints_outlive_the_stand_ins(tmp_path):
     assert len(later.list_model_evaluations(v1.ListModelEvaluationsRequest(parent=f"{name}@1")).model_evaluations) == 1
     # New resources never reuse an earlier rehearsal's ids.
     assert int(again.name.rsplit("/", 1)[1]) > int(name.rsplit("/", 1)[1])
+
+
+def test_an_explanation_spec_is_kept_when_its_shape_is_what_vertex_takes(registry):
+    spec = v1.ExplanationSpec(
+        parameters=v1.ExplanationParameters(sampled_shapley_attribution=v1.SampledShapleyAttribution(path_count=10)),
+        metadata=v1.ExplanationMetadata(
+            inputs={"fare": v1.ExplanationMetadata.InputMetadata(input_tensor_name="fare")},
+            outputs={"probability": v1.ExplanationMetadata.OutputMetadata(output_tensor_name="probability")},
+        ),
+    )
+    model = v1.Model(display_name="taxi", artifact_uri="gs://b/m", explanation_spec=spec)
+    version = registry.add(PARENT, v1.UploadModelRequest(parent=PARENT, model=model), "/m")
+    assert version.resource.explanation_spec == spec
+    model.explanation_spec.parameters.sampled_shapley_attribution.path_count = 51
+    with pytest.raises(ApiError, match="path_count must be 1-50"):
+        registry.add(PARENT, v1.UploadModelRequest(parent=PARENT, model=model), "/m")
