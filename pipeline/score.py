@@ -37,13 +37,10 @@ from models import problem as problem_lib
 from models.problem import Problem
 from pipeline import flags
 from pipeline.config import CONTRACT_FILE, DEFAULT_OUTPUT_ROOT, PipelineConfig
+from pipeline.scoring import ScoreError, output_columns
 from runtime.terminal import Terminal, add_verbose_flag, command_log, say
 
 SERVING_ENVIRONMENT = "SERVING"
-
-
-class ScoreError(ValueError):
-    """The input, or the model asked for, cannot be scored; the message names the fix."""
 
 
 def input_files(source: str) -> list[str]:
@@ -109,16 +106,6 @@ def check_contract(files: Sequence[str], problem: Problem, schema_path: str) -> 
             f"the rows do not meet the contract {schema_path} (its {SERVING_ENVIRONMENT} environment):\n  "
             + "\n  ".join(lines)
         )
-
-
-def output_columns(name: str, width: int, problem: Problem) -> list[str]:
-    if width == 1:
-        return [name]
-    from models.signatures import PROBABILITIES_KEY
-
-    if name == PROBABILITIES_KEY and problem.label.classes and len(problem.label.classes) == width:
-        return [f"{name}_{cls}" for cls in problem.label.classes]
-    return [f"{name}_{i}" for i in range(width)]
 
 
 def scored_blocks(files: Sequence[str], model_dir: str, problem: Problem) -> Iterator:

@@ -71,7 +71,7 @@ def write_scored(results: Sequence[str], output: str, problem, raw_spec: dict) -
     """The job's result lines as CSV rows: the columns the model read, then its outputs."""
     import tensorflow as tf
 
-    from pipeline.score import output_columns
+    from pipeline.scoring import output_columns
 
     buffer, writer, rows = io.StringIO(), None, 0
     for uri in results:
@@ -110,7 +110,7 @@ def score_on_vertex(
     from google.cloud import aiplatform
 
     from components import registry
-    from pipeline.score import ScoreError
+    from pipeline.scoring import ScoreError
 
     if not output.startswith("gs://"):
         raise ScoreError(f"--output must be a gs:// folder when scoring on Vertex AI, not {output}")
