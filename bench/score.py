@@ -1,0 +1,45 @@
+"""Scoring a CSV at scale (``python -m bench.score``): ``python -m pipeline.score`` on the
+generated taxi data at each size, with the pushed model of a local run (``make run`` writes
+one), its wall time and peak memory (RSS and PSS of its process tree, ``bench.measure``).
+Memory should stay flat in the input's size: the rows are read and scored a block at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+from bench.generate import cached_dataset
+from bench.measure import run_measured
+from pipeline.config import DEFAULT_OUTPUT_ROOT, DEFAULT_PROBLEM_DIR, REPO_ROOT
+
+DEFAULT_SIZES = (10.0, 100.0)  # 150k and 1.5M rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default=",".join(f"{s:g}" for s in DEFAULT_SIZES), help="Multiples of 15k rows.")
+    parser.add_argument("--output-root", default=DEFAULT_OUTPUT_ROOT, help="Where a run pushed the taxi model.")
+    parser.add_argument("--work", default=os.path.join(DEFAULT_OUTPUT_ROOT, "bench"), help="Data and logs.")
+    args = parser.parse_args(argv)
+    work = Path(args.work)
+    print(f"{'rows':>10} {'wall s':>8} {'rows/s':>9} {'peak RSS MB':>12} {'peak PSS MB':>12}")
+    for size in (float(s) for s in args.sizes.split(",")):
+        data_dir, rows = cached_dataset(work, size, seed=0)
+        with tempfile.TemporaryDirectory(prefix="bench-score-") as scratch:
+            command = ["-m", "pipeline.score", "--problem", DEFAULT_PROBLEM_DIR, "--output-root", args.output_root]
+            command += ["--input", str(data_dir), "--output", os.path.join(scratch, "scored.csv")]
+            measured = run_measured(command, REPO_ROOT, work / f"score-{rows}.log")
+        wall = measured["wall_s"]
+        print(
+            f"{rows:>10} {wall:>8.1f} {rows / wall:>9.0f} {measured['peak_rss_mb']:>12.0f} "
+            f"{measured['peak_pss_mb']:>12.0f}",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
