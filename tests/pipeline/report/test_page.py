@@ -451,3 +451,32 @@ def test_the_training_section_of_trees_tells_the_forest_not_epochs():
     page = render(report)
     assert "Gradient-boosted trees (TensorFlow Decision Forests): 294 trees over 15 features, grown in 12.5 s" in page
     assert "held out for early stopping: loss 0.2500" in page and "epoch" not in page.split("id='training'")[1][:400]
+
+
+def test_what_the_model_looks_at_lists_columns_by_drop_and_the_worst_slices():
+    from pipeline.report.importance import ColumnImportance, Importance, Slice
+
+    report = _report()
+    report.importance = Importance(
+        metric="auc",
+        higher_is_better=True,
+        baseline=0.9312,
+        columns=[ColumnImportance("payment_type", 0.31, 0.004), ColumnImportance("fare", 0.0, 0.0)],
+        slices=[Slice("company", "missing", 66, 0.8812)],
+        rows=2000,
+        repeats=3,
+        model_dir="/m/1",
+        seconds=2.0,
+    )
+    page = render(report)
+    section = page[page.index("<section id='importance'>") :]
+    assert "on 2000 examples of the eval split" in section and "0.9312" in section and "3 times" in section
+    assert section.index("data-column='payment_type'") < section.index("data-column='fare'")
+    assert "+0.31" in section and "<td>missing</td><td class='num'>66</td><td class='num'>0.8812</td>" in section
+
+
+def test_importance_that_could_not_be_measured_says_why():
+    report = _report()
+    report.unavailable["importance"] = "the run has no serving model"
+    assert "Not measured: the run has no serving model" in render(report)
+    assert "id='importance'" not in render(_report())  # nothing to say: no section

@@ -233,3 +233,20 @@ def test_a_relative_change_is_said_in_words_but_bounds_no_value():
     found = [read.Threshold("auc", read.AT_LEAST, 0.9), read.Threshold("auc", read.CHANGE, 0.01, relative=True)]
     assert found[1].words() == "AUC no worse than the baseline model's by more than 0.01 of its value"
     assert read.bounds_by_metric(found) == {"auc": {read.AT_LEAST: 0.9}}
+
+
+def test_importance_of_a_binary_model_starts_from_the_evaluators_auc(examples, trainer, evaluation_uri, small_config):
+    """The component fixtures' run: the Trainer's model on ExampleGen's eval split."""
+    summary = RunSummary(
+        run_id="r",
+        components=[],
+        outputs={read.EXAMPLES: examples[0].uri, read.TRAINER_MODEL: trainer["model"][0].uri},
+    )
+    read_evaluation(summary, evaluation_uri)
+    found = read.importance(summary, small_config.problem)
+    assert found.metric == "auc" and found.higher_is_better
+    # Exact AUC by ranks against TFMA's, computed over 10,000 thresholds.
+    assert found.baseline == pytest.approx(summary.metrics["auc"], abs=2e-3)
+    assert {c.column for c in found.columns} == {
+        c for c in small_config.problem.raw_columns if c not in small_config.problem.not_served_columns
+    }
