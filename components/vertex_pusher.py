@@ -57,6 +57,18 @@ def version_labels(run: str, span: int | None, metric: str, value: float | None)
     return labels
 
 
+def span_of(examples) -> int:
+    """The examples' span: the ``span`` property, or, where a compiled job's metadata handed
+    it over as a custom property of the same name (TFX's Vertex entrypoint does, for a value
+    that does not fit the property's type), that one."""
+    if examples.has_custom_property("span"):
+        for read in (examples.get_json_value_custom_property, examples.get_custom_property):
+            value = read("span")
+            if value is not None:
+                return int(float(value))
+    return int(examples.span)
+
+
 def _single(input_dict: dict, key: str):
     found = input_dict.get(key) or []
     return found[0] if len(found) == 1 else None
@@ -80,7 +92,7 @@ class Executor(tfx_vertex_pusher.Executor):
         trained = _single(input_dict, standard_component_specs.MODEL_KEY)
         run = run_of(trained.uri if trained else model_push.uri, pipeline_root)
         examples, evaluation = _single(input_dict, EXAMPLES), _single(input_dict, EVALUATION)
-        span = int(examples.span) if examples is not None else None
+        span = span_of(examples) if examples is not None else None
         metrics = _metrics(evaluation.uri) if evaluation is not None else {}
         metric = settings["metric"]
         value = metrics.get(metric)

@@ -28,6 +28,15 @@ def test_the_run_is_the_job_folder_under_the_pipeline_root():
     assert run_of(f"{root}/1/2/model", None) == vertex_pusher.UNKNOWN_RUN
 
 
+def test_the_span_is_the_property_or_the_custom_property_a_compiled_job_hands_over():
+    examples = standard_artifacts.Examples()
+    examples.span = 3
+    assert vertex_pusher.span_of(examples) == 3
+    handed_over = standard_artifacts.Examples()
+    handed_over.set_json_value_custom_property("span", 2.0)
+    assert vertex_pusher.span_of(handed_over) == 2
+
+
 def test_version_labels():
     assert version_labels("job-7", 3, "accuracy", 0.91234) == {
         "run": "job-7",

@@ -8,6 +8,11 @@ are rehearsed, then the penguins' body mass (the store's newest blessing is the 
 the body mass must get none), then the species again (the body mass's blessing is now the
 newest: the species must get its own first one, and compare with it). The first two with
 each problem's own settings; all small: the rehearsals' own cost is most of the time.
+
+Each pushes to Vertex AI (the stand-ins keep their models and endpoints from one rehearsal
+to the next, as a project does): one registry model per pipeline, the species' second run a
+version of the first one's model deployed as a canary, which ``python -m pipeline.release``
+then promotes.
 """
 
 from __future__ import annotations
@@ -17,13 +22,19 @@ import glob
 import io
 import json
 import os
+import re
 import shutil
+import subprocess
+import sys
 
 import pytest
 
 import kubeflow_runner
+from components import registry
+from pipeline.rehearsal.cloud.standins import VERTEX_STATE_FILE, StandIns
 from pipeline.rehearsal.runner import RECORD_FILE
 from pipeline.run_summary import RunSummary, read_evaluation
+from tests.support.fresh_python import REPO_ROOT
 from tests.support.problems import SHIPPED, SHIPPED_DIRS
 from tests.support.rehearsals import BUCKET, local_uri, rehearsal_argv
 from tests.support.runs import EXECUTED_COMPONENTS, SMALL_RUN
@@ -33,12 +44,19 @@ MODEL_RESOLVER = "latest_blessed_model_resolver-model-resolver"
 OTHER, PENGUINS = SHIPPED["penguin-body-mass"].name, SHIPPED["penguins"].name
 IGNORED = "Baseline ignored"
 FIRST_RUN = "(first blessed model: no baseline to compare against)"
+PROJECT, REGION = "penguin-project", "us-central1"
+ENDPOINTS = {PENGUINS: "species-endpoint", OTHER: "body-mass-endpoint"}
+CANARY = 40
+
+
+def _pushing(pipeline: str, *extra: str) -> list[str]:
+    return ["--project", PROJECT, "--region", REGION, "--endpoint-name", ENDPOINTS[pipeline], *extra]
 
 
 def _argv(root, problem_dir, data_dir, *extra, as_shipped: bool = False) -> list[str]:
     """One problem's rehearsal: ``as_shipped``, with the problem's own settings and threshold,
     its report and the served-model check; otherwise small and quick."""
-    settings = [] if as_shipped else ["--serving-python", str(root / "no-serving-python"), *SMALL_RUN]
+    settings = [] if as_shipped else SMALL_RUN
     return rehearsal_argv(
         root, data_dir, *settings, "--enable-cache", *extra,
         problem_dir=problem_dir, job_file=f"{problem_dir.name}.json",
@@ -89,9 +107,9 @@ def rehearsals(rehearsal_image, tmp_path_factory):
     in_spans = ["--data-pattern", SPAN_PATTERN, "--accept-drift"]
     runs = [
         # The first two as shipped: each problem's compiled job to a blessed, pushed, served model.
-        (SHIPPED_DIRS["penguins"], spans, in_spans, True),
-        (SHIPPED_DIRS["penguin-body-mass"], SHIPPED_DIRS["penguin-body-mass"], [], True),
-        (SHIPPED_DIRS["penguins"], spans, in_spans, False),
+        (SHIPPED_DIRS["penguins"], spans, [*in_spans, *_pushing(PENGUINS)], True),
+        (SHIPPED_DIRS["penguin-body-mass"], SHIPPED_DIRS["penguin-body-mass"], _pushing(OTHER), True),
+        (SHIPPED_DIRS["penguins"], spans, [*in_spans, *_pushing(PENGUINS, "--canary-percent", str(CANARY))], False),
     ]
     codes, printed, records, span = [], [], [], 0
     for problem_dir, data_dir, extra, as_shipped in runs:
@@ -106,6 +124,38 @@ def rehearsals(rehearsal_image, tmp_path_factory):
         with open(path) as f:
             records.append(json.load(f))
     return root, codes, printed, records
+
+
+def _vertex_state(root) -> dict:
+    with open(root / "cloud" / VERTEX_STATE_FILE) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def vertex_after_runs(rehearsals) -> dict:
+    """What the Vertex AI stand-ins held after the three rehearsals."""
+    return _vertex_state(rehearsals[0])
+
+
+@pytest.fixture(scope="module")
+def released(rehearsals, vertex_after_runs):
+    """``python -m pipeline.release status``, ``promote``, ``status`` on the species' endpoint,
+    against the stand-ins started again on the rehearsals' state (as a project's Vertex AI
+    outlives its jobs); each command's exit code and output, then the state after them."""
+    root = rehearsals[0]
+    done = []
+    with StandIns(
+        str(root / "cloud"), str(root / "gcs"), PROJECT, serving_python=kubeflow_runner.DEFAULT_SERVING_PYTHON
+    ) as stand_ins:
+        env = {"PATH": os.environ["PATH"], "PYTHONPATH": REPO_ROOT, "HOME": str(root), **stand_ins.environment()}
+        for command in ("status", "promote", "status"):
+            argv = [sys.executable, "-m", "pipeline.release", command, "--problem", str(SHIPPED_DIRS["penguins"])]
+            argv += ["--output-root", f"{BUCKET}/out", "--project", PROJECT, "--region", REGION]
+            argv += ["--endpoint-name", ENDPOINTS[PENGUINS], "--verbose"]
+            run = subprocess.run(argv, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+            done.append((run.returncode, run.stdout, run.stderr[-3000:]))
+        refused = [c for c in stand_ins.connections() if c.refused]
+    return done, _vertex_state(root), refused
 
 
 def _id(artifact: dict) -> int:
@@ -210,7 +260,8 @@ def test_each_problems_compiled_job_rehearses_to_a_blessed_pushed_served_model(r
     assert f"Data contract: {BUCKET}/data/schema.pbtxt" in out
     out_root = f"{BUCKET}/out"
     examples = tasks["CsvExampleGen"]["outputs"]["examples"][0]["uri"]
-    assert examples.startswith(f"{out_root}/pipelines/{problem.name}/rehearsal/{record['job_id']}/")
+    # Laid out as Vertex lays it out: <pipeline root>/<project>/<job id>/<task>_<id>/<output>.
+    assert examples.startswith(f"{out_root}/pipelines/{problem.name}/{PROJECT}/{record['job_id']}/")
     # Blessed on the problem's own metric and threshold, on every eval row, and pushed.
     assert _metadata(tasks["Evaluator"], "blessing")["blessed"] == 1.0
     evaluated = RunSummary(run_id="", components=[])
@@ -221,15 +272,14 @@ def test_each_problems_compiled_job_rehearses_to_a_blessed_pushed_served_model(r
     assert evaluated.validation_failures == []
     pushed = _metadata(tasks["Pusher"], "pushed_model")
     assert pushed["pushed"] == 1.0
-    assert pushed["pushed_destination"].startswith(f"{out_root}/serving_model/{problem.name}/")
-    assert os.path.exists(os.path.join(local_uri(root, pushed["pushed_destination"]), "saved_model.pb"))
+    # The first version of the pipeline's own registry model, from the copy under the Pusher's output.
+    assert re.fullmatch(rf"projects/{PROJECT}/locations/{REGION}/models/\d+@1", pushed["pushed_destination"])
+    copy = local_uri(root, tasks["Pusher"]["outputs"]["pushed_model"][0]["uri"])
+    assert os.path.exists(os.path.join(copy, "saved_model.pb"))
     assert "Model: BLESSED" in out and f"Pushed to: {pushed['pushed_destination']}" in out
     assert glob.glob(str(root / "report" / problem.name / record["job_id"] / "index.html")), out
     # Last, the pushed model answering a Vertex request in TensorFlow 2.15 (make test installs it).
-    if os.path.exists(kubeflow_runner.DEFAULT_SERVING_PYTHON):
-        assert "Served model: answered" in out
-    else:
-        assert "Served model: NOT rehearsed" in out
+    assert "Served model: answered" in out
     assert codes[index] == 0
 
 
@@ -240,3 +290,65 @@ def _rows(examples_uri: str, split: str) -> int:
     files = sorted(glob.glob(os.path.join(examples_uri, f"Split-{split}", "*.gz")))
     assert files, f"no Split-{split} under {examples_uri}"
     return sum(1 for _ in tf.data.TFRecordDataset(files, compression_type="GZIP"))
+
+
+def _models_by_name(state: dict) -> dict[str, dict[str, dict]]:
+    """Registry models by display name: version id -> the version's resource and evaluations."""
+    found = {}
+    for versions in state["models"].values():
+        (name,) = {v["resource"]["display_name"] for v in versions.values()}
+        found[name] = versions
+    return found
+
+
+def _aliases(versions: dict) -> dict[str, list[str]]:
+    return {vid: sorted(v["resource"]["version_aliases"]) for vid, v in versions.items()}
+
+
+def _traffic_by_version(state: dict, endpoint_name: str) -> dict[str, int]:
+    (endpoint,) = [e for e in state["endpoints"].values() if e["display_name"] == endpoint_name]
+    return {d["model_version_id"]: endpoint["traffic_split"].get(d["id"], 0) for d in endpoint["deployed_models"]}
+
+
+@pytest.mark.slow
+def test_each_pipeline_has_one_registry_model_and_the_second_push_is_its_next_version(rehearsals, vertex_after_runs):
+    _, _, printed, records = rehearsals
+    models = _models_by_name(vertex_after_runs)
+    assert sorted(models) == sorted([PENGUINS, OTHER])
+    species, other = models[PENGUINS], models[OTHER]
+    assert sorted(species) == ["1", "2"] and sorted(other) == ["1"]
+    assert _aliases(species) == {"1": ["champion", "default"], "2": ["candidate"]}
+    assert _aliases(other) == {"1": ["champion", "default"]}
+    # Labelled with the run, span and metric; the evaluation attached to each version.
+    for version, record, span in (("1", records[0], "1"), ("2", records[2], "2")):
+        labels = species[version]["resource"]["labels"]
+        assert labels["run"] == registry.label_value(record["job_id"]) and labels["span"] == span
+        assert labels["metric"] == SHIPPED["penguins"].blessing.metric and labels["metric-value"]
+        (evaluation,) = species[version]["evaluations"]
+        assert evaluation["metrics_schema_uri"] == registry.CLASSIFICATION_SCHEMA
+        assert evaluation["metadata"]["run"] == record["job_id"]
+        assert evaluation["metadata"]["tfma_metrics"][SHIPPED["penguins"].blessing.metric] > 0.9
+    (evaluation,) = other["1"]["evaluations"]
+    assert evaluation["metrics_schema_uri"] == registry.REGRESSION_SCHEMA
+    assert evaluation["metrics"]["rootMeanSquaredError"] > 0
+    # The canary serves its share beside the champion, and the summary says what changed.
+    assert _traffic_by_version(vertex_after_runs, ENDPOINTS[PENGUINS]) == {"1": 100 - CANARY, "2": CANARY}
+    assert _traffic_by_version(vertex_after_runs, ENDPOINTS[OTHER]) == {"1": 100}
+    assert "Served model: answered" in printed[2]
+
+
+@pytest.mark.slow
+def test_release_shows_the_canary_then_promotes_it(released):
+    done, state, refused = released
+    (status_code, status, _), (code, promoted, err), (_, after, _) = done
+    assert status_code == 0 and code == 0, err
+    assert "version 2 [candidate], 40% of the traffic" in status
+    assert "version 1 [champion, default], 60% of the traffic" in status
+    assert f"{ENDPOINTS[PENGUINS]}: version 2 has 100% of the traffic" in promoted
+    assert f"{ENDPOINTS[PENGUINS]}: undeployed version 1" in promoted
+    assert "version 2 [champion, default], 100% of the traffic" in after
+    assert "version 1 [previous], 0% of the traffic" in after
+    species = _models_by_name(state)[PENGUINS]
+    assert _aliases(species) == {"1": ["previous"], "2": ["champion", "default"]}
+    assert _traffic_by_version(state, ENDPOINTS[PENGUINS]) == {"2": 100}
+    assert not refused
