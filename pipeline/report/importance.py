@@ -76,13 +76,14 @@ def metric_function(problem) -> Callable[[np.ndarray, np.ndarray], float]:
 
 def auc(labels: np.ndarray, scores: np.ndarray) -> float:
     """ROC AUC by ranks (ties share their mean rank); NaN without both classes."""
-    from scipy.stats import rankdata
-
     labels, scores = labels.reshape(-1) >= 0.5, scores.reshape(-1)
     positives, negatives = int(labels.sum()), int((~labels).sum())
     if not positives or not negatives:
         return float("nan")
-    ranks = rankdata(scores)
+    order = np.argsort(scores, kind="mergesort")
+    _, first, counts = np.unique(scores[order], return_index=True, return_counts=True)
+    ranks = np.empty(len(scores))
+    ranks[order] = np.repeat(first + (counts + 1) / 2, counts)  # 1-based, ties at their mean rank
     return float((ranks[labels].sum() - positives * (positives + 1) / 2) / (positives * negatives))
 
 
