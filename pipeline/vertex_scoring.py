@@ -56,15 +56,11 @@ def stage_instances(files: Sequence[str], folder: str, problem, schema_path: str
 
 def _row_of(instance: dict, raw_spec: dict) -> dict[str, str]:
     """The columns a staged instance carried, as text (a missing value empty)."""
-    import tensorflow as tf
 
-    example = tf.train.Example.FromString(base64.b64decode(instance["examples"]["b64"]))
-    row = {}
-    for name in raw_spec:
-        feature = example.features.feature.get(name)
-        values = [] if feature is None else getattr(feature, feature.WhichOneof("kind")).value
-        row[name] = "" if not values else values[0].decode() if isinstance(values[0], bytes) else f"{values[0]:g}"
-    return row
+    from pipeline.report.importance import raw_columns
+
+    example = base64.b64decode(instance["examples"]["b64"])
+    return {name: values[0] for name, values in raw_columns([example], list(raw_spec)).items()}
 
 
 def write_scored(results: Sequence[str], output: str, problem, raw_spec: dict) -> int:

@@ -88,6 +88,9 @@ def test_every_row_comes_back_with_the_models_answer(scored):
         expected = tiny_model.expected_probability({"fare": row["fare"] or "0", "company": row["company"]})
         assert float(row["probability"]) == pytest.approx(expected, abs=1e-6)
     assert {"predicted_company", "big_tipper"} <= set(rows[0])  # the input has a company column already
+    # The columns come back as the file had them, large integers included.
+    column = SHIPPED["taxi"].header_of("trip_start_timestamp")
+    assert sorted(r[column] for r in rows) == sorted(r[column] for r in given_rows)
     assert "Batch prediction job projects/my-proj/locations/us-central1/batchPredictionJobs/" in done.stdout
     assert not refused and not unimplemented
 
