@@ -10,9 +10,9 @@ import pytest
 from tfx.types import standard_artifacts
 
 from components import vertex_pusher
-from models import signatures
 from components.drift_gate import PIPELINE_ROOT
 from components.vertex_pusher import EVALUATION, EXAMPLES, REGISTRY_KEY, Executor, run_of, version_labels
+from models import signatures
 from pipeline.config import PipelineConfig, VertexEndpoint
 from pipeline.pipeline import create_pipeline
 from tests.support.harness import node
