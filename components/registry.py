@@ -216,9 +216,14 @@ def push(model: RegistryModel, pushed: Push, deployment: Deployment | None = Non
     changes.append(
         f"registered {model.display_name} version {uploaded.version_id} ({uploaded.resource_name}) as {role}"
     )
-    if not canary and champion is not None:
-        aiplatform.models.ModelRegistry(uploaded.resource_name).add_version_aliases([PREVIOUS], version=champion)
-        changes.append(f"version {champion} is now {PREVIOUS}")
+    if not canary:
+        registry = aiplatform.models.ModelRegistry(uploaded.resource_name)
+        if champion is not None:
+            registry.add_version_aliases([PREVIOUS], version=champion)
+            changes.append(f"version {champion} is now {PREVIOUS}")
+        if (candidate := _holder(before, CANDIDATE)) is not None:  # a canary this push replaces
+            registry.remove_version_aliases([CANDIDATE], version=candidate)
+            changes.append(f"version {candidate} is no longer the {CANDIDATE}")
     if endpoint is None:
         return uploaded, changes
     if canary:

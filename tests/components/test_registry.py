@@ -77,6 +77,8 @@ step("rollback-again", lambda: registry.rollback(model, endpoint_name), predict=
 step("push-3-canary", lambda: push(given["uris"][2], 50, "job-3"))
 step("rollback-canary", lambda: registry.rollback(model, endpoint_name))
 step("rollback-unknown-endpoint", lambda: registry.rollback(model, "no-such-endpoint"), predict=False)
+step("push-4-canary", lambda: push(given["uris"][0], 20, "job-4"), predict=False)
+step("push-5-in-full", lambda: push(given["uris"][1], 0, "job-5"))
 listed = aiplatform.Model.list(filter=model.list_filter)
 evaluations = {
     v: [e.metrics for e in aiplatform.Model(listed[0].resource_name, version=v).list_model_evaluations()]
@@ -173,6 +175,15 @@ def test_rolling_back_a_canary_undeploys_it_and_removes_its_alias(released):
     assert _state(steps["push-3-canary"])["3"] == (["candidate"], 50)
     assert _state(steps["rollback-canary"]) == {"3": ([], 0), "2": ([], 0), "1": (["champion", "default"], 100)}
     assert steps["rollback-canary"]["answered"] == {"1": 40}
+
+
+def test_a_push_in_full_replaces_a_running_canary_and_the_champion(released):
+    steps = released[0]["steps"]
+    assert _state(steps["push-4-canary"])["4"] == (["candidate"], 20)
+    after = _state(steps["push-5-in-full"])
+    assert after["5"] == (["champion", "default"], 100) and after["4"] == ([], 0) and after["1"] == (["previous"], 0)
+    assert steps["push-5-in-full"]["answered"] == {"5": 40}
+    assert "version 4 is no longer the candidate" in steps["push-5-in-full"]["changes"]
 
 
 def test_refusals_name_what_is_missing(released):
