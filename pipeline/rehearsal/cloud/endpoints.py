@@ -183,19 +183,18 @@ class VertexModels:
     def _load(self, path: str) -> None:
         with open(path) as f:
             state = json.load(f)
+        self._ids = itertools.count(state["next_id"])  # ids only grow, across rehearsals too
+        self.registry = Registry(self._ids)
         self.registry.from_state(state["models"])
         self._endpoints = {k: v1.Endpoint(v) for k, v in state["endpoints"].items()}
-        self._ids = itertools.count(state["next_id"])
-        self.registry._ids = self._ids
 
     def _save(self) -> None:
         """Writes the state (when there is a ``state_path``); call after each change."""
         if not self.state_path:
             return
         with self._lock:
-            next_id = next(self._ids)
             state = {
-                "next_id": next_id + 1,
+                "next_id": next(self._ids),  # spent here: a later rehearsal starts from it
                 "models": self.registry.to_state(),
                 "endpoints": {k: v1.Endpoint.to_dict(e) for k, e in self._endpoints.items()},
             }
