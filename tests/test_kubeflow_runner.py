@@ -99,6 +99,10 @@ def test_endpoint_deployment_swaps_in_the_vertex_pusher(tmp_path):
         ([*cloud.CLOUD_ARGS, "--label", "oops"], "--label"),
         ([*cloud.CLOUD_ARGS, "--rehearse", "--submit", *cloud.PROJECT_ARGS], "--rehearse"),
         ([*cloud.CLOUD_ARGS, "--rehearse", "--rehearse-gcs", "data"], "gs://bucket/prefix=LOCAL_DIR"),
+        ([*cloud.CLOUD_ARGS, *cloud.PROJECT_ARGS, "--register-model", "--canary-percent", "20"], "--endpoint-name"),
+        ([*cloud.CLOUD_ARGS, *cloud.PROJECT_ARGS, "--endpoint-name", "e", "--canary-percent", "100"], "1 and 99"),
+        ([*cloud.CLOUD_ARGS, "--explanations"], "--register-model"),
+        ([*cloud.CLOUD_ARGS, "--register-model", "--region", cloud.REGION], "--project"),
     ],
 )
 def test_bad_settings_fail_before_anything_is_sent_naming_the_flag(argv, flag, capsys):

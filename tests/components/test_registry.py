@@ -79,6 +79,12 @@ step("rollback-canary", lambda: registry.rollback(model, endpoint_name))
 step("rollback-unknown-endpoint", lambda: registry.rollback(model, "no-such-endpoint"), predict=False)
 step("push-4-canary", lambda: push(given["uris"][0], 20, "job-4"), predict=False)
 step("push-5-in-full", lambda: push(given["uris"][1], 0, "job-5"))
+only = registry.RegistryModel.of_pipeline(given["project"], given["region"], "registered", given["root"] + "-2")
+registered = [
+    registry.push(only, registry.Push(uri, given["image"], {"run": run}, run))[1]
+    for uri, run in zip(given["uris"][:2], ("r1", "r2"))
+]
+registered_versions = [[v.version_id, list(v.aliases), v.traffic] for v in registry.describe(only, None)]
 listed = aiplatform.Model.list(filter=model.list_filter)
 evaluations = {
     v: [e.metrics for e in aiplatform.Model(listed[0].resource_name, version=v).list_model_evaluations()]
@@ -89,6 +95,8 @@ print(json.dumps({
     "models": [m.resource_name for m in listed],
     "display_name": listed[0].display_name,
     "evaluations": {v: [dict(m) for m in found] for v, found in evaluations.items()},
+    "registered": registered,
+    "registered_versions": registered_versions,
 }))
 """
 
@@ -184,6 +192,13 @@ def test_a_push_in_full_replaces_a_running_canary_and_the_champion(released):
     assert after["5"] == (["champion", "default"], 100) and after["4"] == ([], 0) and after["1"] == (["previous"], 0)
     assert steps["push-5-in-full"]["answered"] == {"5": 40}
     assert "version 4 is no longer the candidate" in steps["push-5-in-full"]["changes"]
+
+
+def test_registering_without_an_endpoint_moves_only_the_aliases(released):
+    done = released[0]
+    assert done["registered_versions"] == [["2", ["champion", "default"], None], ["1", ["previous"], None]]
+    assert not any("deployed" in change for changes in done["registered"] for change in changes)
+    assert done["registered"][1][-1] == "version 1 is now previous"
 
 
 def test_refusals_name_what_is_missing(released):
