@@ -145,27 +145,37 @@ def scored_blocks(files: Sequence[str], model_dir: str, problem: Problem) -> Ite
 
 
 def score_locally(files: Sequence[str], model_dir: str, output: str, problem: Problem) -> int:
-    """Writes the scored rows of ``files`` to ``output`` (a gs:// one is written here first,
-    then copied); how many rows."""
+    """Writes the scored rows of ``files`` to ``output``; how many rows. The rows go to a
+    file beside it first (here, for a gs:// output), which becomes ``output`` only once every
+    row is scored: a failure leaves no half-written output."""
     import pyarrow.csv as pa_csv
     import tensorflow as tf
 
-    local = output if "://" not in output else os.path.join(tempfile.mkdtemp(prefix="score-"), "scored.csv")
+    remote = "://" in output
+    partial = os.path.join(tempfile.mkdtemp(prefix="score-"), "scored.csv") if remote else output + ".partial"
     rows, writer = 0, None
     try:
         for block in scored_blocks(files, model_dir, problem):
             if writer is None:
-                writer, names = pa_csv.CSVWriter(local, block.schema), block.schema.names
+                writer, names = pa_csv.CSVWriter(partial, block.schema), block.schema.names
             elif block.schema.names != names:
                 raise ScoreError(f"the files' headers differ ({block.schema.names} after {names}): score each alone")
             writer.write_batch(block)
             rows += block.num_rows
+        if writer is not None:
+            writer.close()
+            writer = None
+            if remote:
+                tf.io.gfile.copy(partial, output, overwrite=True)
+            else:
+                os.replace(partial, output)
     finally:
         if writer is not None:
             writer.close()
-    if local != output:
-        tf.io.gfile.copy(local, output, overwrite=True)
-        shutil.rmtree(os.path.dirname(local), ignore_errors=True)
+        if remote:
+            shutil.rmtree(os.path.dirname(partial), ignore_errors=True)
+        elif os.path.exists(partial):
+            os.remove(partial)
     return rows
 
 

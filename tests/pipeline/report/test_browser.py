@@ -29,6 +29,7 @@ def test_the_report_loads_without_errors_or_any_other_request(opened):
         "transform",
         "training",
         "evaluation",
+        "importance",
         "model",
         "history",
         "configuration",
