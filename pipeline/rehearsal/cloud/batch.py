@@ -107,19 +107,30 @@ class BatchPredictions:
         count = 0
         try:
             with open(os.path.join(self._local(directory), "prediction.results-00000-of-00001"), "w") as out:
-                for path in sources:
-                    with open(path) as f:
-                        lines = [json.loads(line) for line in f if line.strip()]
-                    for start in range(0, len(lines), BATCH_SIZE):
-                        instances = lines[start : start + BATCH_SIZE]
-                        status, _, body = http_request(
-                            port, "POST", PREDICT_ROUTE, json.dumps({"instances": instances}).encode()
-                        )
-                        if status != 200:
-                            raise ValueError(f"the model answered {status}: {body.decode(errors='replace')[:500]}")
-                        for instance, prediction in zip(instances, json.loads(body)["predictions"], strict=True):
-                            out.write(json.dumps({"instance": instance, "prediction": prediction}) + "\n")
-                        count += len(instances)
+                for instances in _batches(sources):
+                    status, _, body = http_request(
+                        port, "POST", PREDICT_ROUTE, json.dumps({"instances": instances}).encode()
+                    )
+                    if status != 200:
+                        raise ValueError(f"the model answered {status}: {body.decode(errors='replace')[:500]}")
+                    for instance, prediction in zip(instances, json.loads(body)["predictions"], strict=True):
+                        out.write(json.dumps({"instance": instance, "prediction": prediction}) + "\n")
+                    count += len(instances)
         finally:
             stop()
         return directory, count
+
+
+def _batches(paths: list[str]):
+    """The instances of the JSON Lines files, ``BATCH_SIZE`` at a time, read as they go."""
+    batch = []
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    batch.append(json.loads(line))
+                    if len(batch) == BATCH_SIZE:
+                        yield batch
+                        batch = []
+    if batch:
+        yield batch
