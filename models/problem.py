@@ -267,6 +267,11 @@ class Problem:
         return tuple(dict.fromkeys(self.label_only_columns + tuple(self.features.unused)))
 
     @property
+    def served_columns(self) -> tuple[str, ...]:
+        """The columns a serving request carries: the raw ones but ``not_served_columns``."""
+        return tuple(c for c in self.raw_columns if c not in self.not_served_columns)
+
+    @property
     def higher_is_better(self) -> bool:
         return BLESSING_METRICS[self.task][self.blessing.metric]
 

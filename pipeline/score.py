@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> list[str]:
         infer_schema=True,
     )
     files = input_files(args.input)
-    served = [c for c in problem.raw_columns if c not in problem.not_served_columns]
+    served = problem.served_columns
     for path in files:
         check_columns(path, served, problem)
     schema_path = args.schema_path or os.path.join(problem.directory, CONTRACT_FILE)

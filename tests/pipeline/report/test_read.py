@@ -247,6 +247,4 @@ def test_importance_of_a_binary_model_starts_from_the_evaluators_auc(examples, t
     assert found.metric == "auc" and found.higher_is_better
     # Exact AUC by ranks against TFMA's, computed over 10,000 thresholds.
     assert found.baseline == pytest.approx(summary.metrics["auc"], abs=2e-3)
-    assert {c.column for c in found.columns} == {
-        c for c in small_config.problem.raw_columns if c not in small_config.problem.not_served_columns
-    }
+    assert {c.column for c in found.columns} == set(small_config.problem.served_columns)

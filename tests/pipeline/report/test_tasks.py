@@ -226,7 +226,7 @@ def test_importance_starts_from_the_evaluators_own_metric_and_covers_every_serve
     # Every eval example (fewer than the cap here), so the same value the Evaluator computed.
     assert found.rows == int(_overall(run.report)["example_count"])
     assert found.baseline == pytest.approx(run.summary.metrics[metric], rel=1e-4)
-    served = {c for c in problem.raw_columns if c not in problem.not_served_columns}
+    served = set(problem.served_columns)
     assert {c.column for c in found.columns} == served
     assert max(c.drop for c in found.columns) > 0  # the model leans on something
     page = _page(run)
