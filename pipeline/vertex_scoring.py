@@ -30,16 +30,16 @@ def _raw_spec(schema_path: str, columns: Sequence[str]) -> dict:
     return {name: spec[name] for name in columns if name in spec}
 
 
-def stage_instances(files: Sequence[str], folder: str, problem, schema_path: str) -> list[str]:
-    """Writes the rows of ``files`` as JSON Lines of tf.Examples under ``folder``, one file
-    per input file, a block of rows at a time; their URIs."""
+def stage_instances(files: Sequence[str], folder: str, problem, raw_spec: dict) -> list[str]:
+    """Writes the rows of ``files`` as JSON Lines of tf.Examples (``raw_spec``: the served
+    columns' types) under ``folder``, one file per input file, a block of rows at a time;
+    their URIs."""
     import tensorflow as tf
 
     from components import csv_encoding
     from pipeline.rehearsal.serving import tf_example
 
-    served = [c for c in problem.raw_columns if c not in problem.not_served_columns]
-    raw_spec = _raw_spec(schema_path, served)
+    served = problem.served_columns
     staged = []
     for index, path in enumerate(files):
         uri = f"{folder.rstrip('/')}/instances-{index:05d}.jsonl"
@@ -118,7 +118,8 @@ def score_on_vertex(
     target = aiplatform.Model(found.resource_name, version=version or registry.CHAMPION)
     folder = output.rstrip("/")
     problem = config.problem
-    staged = stage_instances(files, f"{folder}/instances", problem, schema_path)
+    raw_spec = _raw_spec(schema_path, problem.served_columns)
+    staged = stage_instances(files, f"{folder}/instances", problem, raw_spec)
     job = target.batch_predict(
         job_display_name=f"{config.pipeline_name}-score",
         gcs_source=staged,
@@ -132,8 +133,7 @@ def score_on_vertex(
         raise ScoreError(f"the batch prediction job {job.resource_name} ended {job.state.name}: {job.error.message}")
     directory = job.output_info.gcs_output_directory
     results = sorted(tf.io.gfile.glob(f"{directory}/prediction.results-*"))
-    served = [c for c in problem.raw_columns if c not in problem.not_served_columns]
-    rows = write_scored(results, f"{folder}/scored.csv", problem, _raw_spec(schema_path, served))
+    rows = write_scored(results, f"{folder}/scored.csv", problem, raw_spec)
     return [
         f"Batch prediction job {job.resource_name}: {rows} row(s) scored by {found.display_name} version "
         f"{target.version_id}",
