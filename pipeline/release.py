@@ -28,10 +28,10 @@ import shutil
 import warnings
 from collections.abc import Sequence
 
-from models import problem as problem_lib
 from pipeline import flags
+from pipeline.after_push import run_command, runs_config
 from pipeline.config import DEFAULT_OUTPUT_ROOT, PipelineConfig
-from runtime.terminal import Terminal, add_verbose_flag, command_log, say
+from runtime.terminal import add_verbose_flag
 
 ROLLED_BACK_SUFFIX = ".rolled-back"
 COMMANDS = ("status", "promote", "rollback")
@@ -133,18 +133,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> list[str]:
     """The command's lines; raises ``Refused`` or ``ValueError`` (a wrong flag)."""
-    on_vertex = bool(args.project)
-    if on_vertex and not (args.region and args.output_root.startswith("gs://")):
-        raise ValueError("--project needs --region and a gs:// --output-root (where the Vertex runs wrote)")
-    if args.endpoint_name and not on_vertex:
+    config = runs_config(args, ValueError)
+    if args.endpoint_name and not args.project:
         raise ValueError("--endpoint-name needs --project and --region: endpoints are on Vertex AI")
-    config = PipelineConfig(
-        problem=problem_lib.load(args.problem),
-        pipeline_name=args.pipeline_name,
-        output_root=args.output_root if on_vertex else os.path.abspath(args.output_root),
-        infer_schema=True,  # nothing here reads data
-    )
-    if on_vertex:
+    if args.project:
         return vertex_command(args.command, config, args.project, args.region, args.endpoint_name)
     local = {"status": local_status, "promote": local_promote, "rollback": local_rollback}
     return local[args.command](config.serving_model_dir)
@@ -152,17 +144,7 @@ def run(args: argparse.Namespace) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning)
-    args = parse_args(argv)
-    log_root = DEFAULT_OUTPUT_ROOT if args.output_root.startswith("gs://") else args.output_root
-    with Terminal(command_log(log_root, "release"), verbose=args.verbose):
-        try:
-            lines = run(args)
-        except (ValueError, Refused) as err:
-            say(f"{'Refused' if isinstance(err, Refused) else 'error'}: {err}", err=True)
-            return 2
-        for line in lines:
-            say(line)
-    return 0
+    return run_command("release", parse_args(argv), run, refusals=(Refused,), errors=(ValueError,))
 
 
 if __name__ == "__main__":

@@ -36,9 +36,10 @@ from collections.abc import Iterator, Sequence
 from models import problem as problem_lib
 from models.problem import Problem
 from pipeline import flags
-from pipeline.config import CONTRACT_FILE, DEFAULT_OUTPUT_ROOT, PipelineConfig
+from pipeline.after_push import run_command, runs_config
+from pipeline.config import CONTRACT_FILE, DEFAULT_OUTPUT_ROOT
 from pipeline.scoring import ScoreError, output_columns
-from runtime.terminal import Terminal, add_verbose_flag, command_log, say
+from runtime.terminal import add_verbose_flag
 
 SERVING_ENVIRONMENT = "SERVING"
 
@@ -204,23 +205,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> list[str]:
-    problem = problem_lib.load(args.problem)
-    on_vertex = bool(args.project)
-    if on_vertex and not (args.region and args.output_root.startswith("gs://")):
-        raise ScoreError("--project needs --region and a gs:// --output-root (where the Vertex runs wrote)")
-    config = PipelineConfig(
-        problem=problem,
-        pipeline_name=args.pipeline_name,
-        output_root=args.output_root if on_vertex else os.path.abspath(args.output_root),
-        infer_schema=True,
-    )
+    config = runs_config(args, ScoreError)
+    problem = config.problem
     files = input_files(args.input)
-    served = problem.served_columns
     for path in files:
-        check_columns(path, served, problem)
+        check_columns(path, problem.served_columns, problem)
     schema_path = args.schema_path or os.path.join(problem.directory, CONTRACT_FILE)
     check_contract(files, problem, schema_path)
-    if on_vertex:
+    if args.project:
         from pipeline.vertex_scoring import score_on_vertex
 
         return score_on_vertex(
@@ -233,17 +225,7 @@ def run(args: argparse.Namespace) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning)
-    args = parse_args(argv)
-    log_root = DEFAULT_OUTPUT_ROOT if args.output_root.startswith("gs://") else args.output_root
-    with Terminal(command_log(log_root, "score"), verbose=args.verbose):
-        try:
-            lines = run(args)
-        except (ScoreError, problem_lib.ProblemError) as err:
-            say(f"Refused: {err}", err=True)
-            return 2
-        for line in lines:
-            say(line)
-    return 0
+    return run_command("score", parse_args(argv), run, refusals=(ScoreError, problem_lib.ProblemError))
 
 
 if __name__ == "__main__":
