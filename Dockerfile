@@ -1,6 +1,6 @@
 # The image every task of the compiled pipeline runs in (Vertex AI Pipelines, Kubeflow
 # Pipelines v2, Vertex AI Training replicas), built from uv.lock: the same Python minor
-# version and the same packages as `make test` (tests/pipeline/rehearsal/test_image.py
+# version and the same packages as `make test` (tests/rehearsal/test_image.py
 # compares them). `make image` builds it here with podman; a cloud build is
 # `gcloud builds submit --config cloudbuild.yaml` (docs/vertex.md).
 #
@@ -13,7 +13,7 @@
 # own authorities are used.
 
 # Debian 12, a dated tag a cloud build pulls; here `podman build --from` stands in a
-# debootstrap of the same release for it (pipeline/rehearsal/image.py).
+# debootstrap of the same release for it (rehearsal/image.py).
 FROM docker.io/library/debian:bookworm-20251229-slim AS base
 ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8
 RUN apt-get update -qq \

@@ -20,7 +20,7 @@ PYTEST := $(PY) -m pytest -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadfile 
 BENCH_ARGS ?=
 REHEARSE_ARGS ?=
 # TensorFlow of Vertex AI's tf2-cpu.2-15 serving image, in its own environment: the
-# rehearsal loads the pushed model with it (pipeline/rehearsal/serving.py names the same version).
+# rehearsal loads the pushed model with it (rehearsal/serving.py names the same version).
 SERVING_TF := 2.15.1
 SERVING_ENV := $(TOOLS)/serving-tf$(SERVING_TF)
 SERVING_PY := $(SERVING_ENV)/bin/python
@@ -42,7 +42,7 @@ IMAGE ?= localhost/pipeline:rehearsal
 GPU ?=
 # Podman's settings for this project (runc, the caller's resource limits), used by every
 # podman command the project runs.
-export CONTAINERS_CONF := $(CURDIR)/pipeline/rehearsal/containers.conf
+export CONTAINERS_CONF := $(CURDIR)/rehearsal/containers.conf
 
 .PHONY: run test test-fast test-image lint format bench rehearse image serving-env setup lock clean system-tools
 
@@ -74,7 +74,7 @@ bench: $(STAMP)
 # The image, with podman (a debootstrap of Debian 12 stands in for the registry's base, made
 # once); rebuilds only what changed. Prints its time and size, and checks it against uv.lock.
 image: $(STAMP) system-tools
-	$(PY) -m pipeline.rehearsal.image --tag $(IMAGE) $(if $(GPU),--gpu)
+	$(PY) -m rehearsal.image --tag $(IMAGE) $(if $(GPU),--gpu)
 
 # The suite's rehearsals run in the image: built before the tests (where podman could not be
 # installed, they are skipped and say why).
@@ -107,7 +107,7 @@ setup: $(STAMP)
 
 # Debian packages the project needs: Chromium, for the run report's browser test
 # (tests/pipeline/report/test_browser.py); strace, which records every connection a
-# rehearsal makes (tests/pipeline/rehearsal/test_vertex_services.py); podman, runc and
+# rehearsal makes (tests/rehearsal/test_vertex_services.py); podman, runc and
 # debootstrap, which build the image and run the rehearsal's containers. Installed with
 # apt-get as root (or through sudo); where neither works, the tests that need them are
 # skipped and say why, and `make image` fails naming podman.

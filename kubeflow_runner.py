@@ -7,7 +7,7 @@ Flags become a ``PipelineConfig``; ``pipeline.compiler`` compiles the same
 ``create_pipeline(config)`` that ``local_runner.py`` runs, and ``pipeline.submission``
 sends it: ``--submit`` to Vertex AI Pipelines, ``--schedule-cron`` as a Vertex AI Pipelines
 schedule, ``--kfp-host`` to a Kubeflow Pipelines v2 endpoint; ``--rehearse`` executes it on
-this machine instead (``pipeline.rehearsal.session``).
+this machine instead (``rehearsal.session``).
 This file is the command line only: parse, validate, configure, dispatch; each flag group,
 its checks and what it becomes live with the module that owns it. Nothing talks to a cloud
 at import, and every setting is checked before anything is sent.
@@ -26,8 +26,6 @@ from pipeline.config import CONTRACT_FILE, DEFAULT_OUTPUT_ROOT, PipelineConfig
 from pipeline.dataflow import add_dataflow_flags, check_dataflow_flags, dataflow_args
 from pipeline.flag_errors import SettingsError, require, require_gcs
 from pipeline.flags import add_pipeline_flags, pipeline_config_kwargs
-from pipeline.rehearsal.serving import SERVING_TF_VERSION
-from pipeline.rehearsal.session import add_rehearsal_flags, rehearsal_options, rehearse_compiled_job
 from pipeline.schedule import Schedule, how_runs_find_data, schedule_from_args, schedule_summary
 from pipeline.submission import (
     add_submission_flags,
@@ -41,6 +39,8 @@ from pipeline.submission import (
 )
 from pipeline.vertex_push import add_push_flags, check_push_flags, push_from_args, pushes_to_vertex
 from pipeline.vertex_training import add_training_flags, check_training_flags, training_from_args
+from rehearsal.serving import SERVING_TF_VERSION
+from rehearsal.session import add_rehearsal_flags, rehearsal_options, rehearse_compiled_job
 from runtime.terminal import Terminal, add_verbose_flag, command_log, say
 
 PROJECT_DIR = os.path.dirname(os.path.abspath(__file__))

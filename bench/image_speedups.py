@@ -19,7 +19,7 @@ import sys
 import tempfile
 
 from pipeline.config import DEFAULT_PROBLEM_DIR, REPO_ROOT
-from pipeline.rehearsal import image, podman
+from rehearsal import image, podman
 
 WITHOUT = "localhost/pipeline:no-speedups"
 BUCKET = "gs://speedups-bench"

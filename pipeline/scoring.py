@@ -1,7 +1,10 @@
 """What scoring locally (``pipeline.score``) and on Vertex AI (``pipeline.vertex_scoring``)
-share: the error that refuses an input, and how a model's outputs become CSV columns."""
+share: the error that refuses an input, how a row becomes the tf.Example ``serving_default``
+takes, and how a model's outputs become CSV columns."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from models.problem import Problem
 
@@ -20,3 +23,21 @@ def output_columns(name: str, width: int, problem: Problem) -> list[str]:
     if name == PROBABILITIES_KEY and problem.label.classes and len(problem.label.classes) == width:
         return [f"{name}_{cls}" for cls in problem.label.classes]
     return [f"{name}_{i}" for i in range(width)]
+
+
+def tf_example(row: Mapping[str, str], raw_spec: Mapping) -> bytes:
+    """A CSV row as the serialized tf.Example ``serving_default`` takes (empty cells left out)."""
+    import tensorflow as tf
+
+    feature = {}
+    for key, spec in raw_spec.items():
+        value = row.get(key, "")
+        if value == "":
+            continue
+        if spec.dtype == tf.string:
+            feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+        elif spec.dtype.is_floating:
+            feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
+        else:
+            feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(float(value))]))
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()

@@ -37,7 +37,7 @@ def stage_instances(files: Sequence[str], folder: str, problem, raw_spec: dict) 
     import tensorflow as tf
 
     from components import csv_encoding
-    from pipeline.rehearsal.serving import tf_example
+    from pipeline.scoring import tf_example
 
     served = problem.served_columns
     staged = []

@@ -21,7 +21,7 @@ def rehearsal_image() -> str:
     built it, podman's cache makes this a few seconds (one build at a time on the machine);
     podman's output goes to outputs/image-build.log."""
     from pipeline.config import REPO_ROOT
-    from pipeline.rehearsal import image, podman
+    from rehearsal import image, podman
 
     if not podman.available():
         pytest.skip("podman is not installed: `make image` (run by `make test`) installs it")

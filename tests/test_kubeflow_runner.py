@@ -10,7 +10,7 @@ import pytest
 from google.auth.credentials import AnonymousCredentials
 
 import kubeflow_runner as kr
-from pipeline.rehearsal.session import RehearsalOptions
+from rehearsal.session import RehearsalOptions
 from tests.support import cloud
 from tests.support.standin_server import StandInServer, kfp_routes, vertex_routes
 
@@ -246,7 +246,7 @@ def test_submit_dry_run_from_the_command_line_sends_nothing(tmp_path, capsys, mo
 @pytest.fixture
 def image_built_here(monkeypatch):
     """The compiled job's image, as if `make image` had built it under that name."""
-    from pipeline.rehearsal import podman
+    from rehearsal import podman
 
     monkeypatch.setattr(podman, "image_exists", lambda image: image == cloud.IMAGE)
 

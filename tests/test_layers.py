@@ -1,4 +1,5 @@
-"""Layers point one way: runtime <- models <- components <- pipeline <- runners (and bench).
+"""Layers point one way: runtime <- models <- components <- pipeline <- rehearsal <- runners
+(and bench).
 Checked on every import statement of every module of a package, subpackages and lazy
 imports inside functions included."""
 
@@ -13,10 +14,11 @@ REPO = Path(__file__).resolve().parent.parent
 RUNNERS = {"local_runner", "kubeflow_runner"}
 # What each package may not import, by top-level name.
 FORBIDDEN = {
-    "runtime": {"models", "components", "pipeline", "bench", "tests", *RUNNERS},
-    "models": {"components", "pipeline", "bench", "tests", *RUNNERS},
-    "components": {"pipeline", "bench", "tests", *RUNNERS},
-    "pipeline": {"bench", "tests", *RUNNERS},
+    "runtime": {"models", "components", "pipeline", "rehearsal", "bench", "tests", *RUNNERS},
+    "models": {"components", "pipeline", "rehearsal", "bench", "tests", *RUNNERS},
+    "components": {"pipeline", "rehearsal", "bench", "tests", *RUNNERS},
+    "pipeline": {"rehearsal", "bench", "tests", *RUNNERS},
+    "rehearsal": {"bench", "tests", *RUNNERS},
 }
 
 

@@ -4,7 +4,7 @@ PIPELINE_SPEEDUPS=0 alone."""
 from __future__ import annotations
 
 from bench import image_speedups
-from pipeline.rehearsal import podman
+from rehearsal import podman
 
 
 def test_the_derived_image_differs_in_the_speedups_switch_alone(rehearsal_image):

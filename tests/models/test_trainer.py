@@ -23,7 +23,7 @@ from tfx.utils import path_utils
 from models import strategy as strategy_lib
 from models import trainer
 from models.hparams import HParams
-from pipeline.rehearsal.cloud.jobs import free_ports
+from rehearsal.cloud.jobs import free_ports
 from tests.support.fn_args import fn_args_for, trainer_outputs
 from tests.support.problems import with_problem
 from tests.support.raw_examples import raw_example

@@ -18,8 +18,8 @@ from kubeflow_runner import DEFAULT_SERVING_PYTHON
 from models import signatures, trainer, trees
 from models.problem import ModelFamily, Task
 from models.trainer import TRAINING_RECORD
-from pipeline.rehearsal.cloud.model_servers import PREDICT_ROUTE, ModelServer, http_request
-from pipeline.rehearsal.serving import check_served_model, instances_from_csv
+from rehearsal.cloud.model_servers import PREDICT_ROUTE, ModelServer, http_request
+from rehearsal.serving import check_served_model, instances_from_csv
 from tests.support.fn_args import fn_args_for
 from tests.support.problems import SHIPPED, TAXI, with_problem
 

@@ -92,7 +92,7 @@ def _resolver_filters(job: dict) -> dict[str, str]:
 
 def test_the_blessing_query_asks_for_this_pipelines_own_blessings(compiled_job):
     from components.evaluator import PIPELINE_ROOT
-    from pipeline.rehearsal import filters
+    from rehearsal import filters
 
     _, job = compiled_job
     config = PipelineConfig(data_root=cloud.DATA_ROOT, output_root=cloud.OUTPUT_ROOT, schema_path=cloud.CONTRACT)
@@ -109,7 +109,7 @@ def test_the_blessing_query_asks_for_this_pipelines_own_blessings(compiled_job):
 
 
 def test_a_root_with_quotes_is_escaped_in_the_clause():
-    from pipeline.rehearsal import filters
+    from rehearsal import filters
 
     root = 'gs://b/a "quoted" \\ root'
     (clause,) = filters.parse(compiler.owner_clause(root)).clauses

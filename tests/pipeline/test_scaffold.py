@@ -622,8 +622,8 @@ def test_a_csv_of_spreadsheet_headers_runs_to_a_pushed_model_answering_by_featur
     skew): the pushed model's serving_raw takes the feature names, and a request built from
     the export's rows gets an answer."""
     import local_runner
-    from pipeline.rehearsal.serving import instances_from_csv
     from pipeline.run_summary import summarize_run
+    from rehearsal.serving import instances_from_csv
     from tests.support.runs import SMALL_RUN
 
     _, (_, folder, _) = exported

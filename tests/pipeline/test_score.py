@@ -82,7 +82,7 @@ def _served_default(run, rows: list[dict[str, str]]) -> dict[str, np.ndarray]:
     import tensorflow as tf
     import tensorflow_transform as tft
 
-    from pipeline.rehearsal.serving import tf_example
+    from pipeline.scoring import tf_example
 
     problem, config, _, transform_dir = run
     model_dir = score.served_model_dir(config.serving_model_dir, None)

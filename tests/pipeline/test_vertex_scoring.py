@@ -14,7 +14,7 @@ import pytest
 
 import kubeflow_runner
 from pipeline.config import REPO_ROOT
-from pipeline.rehearsal.cloud.standins import StandIns
+from rehearsal.cloud.standins import StandIns
 from tests.support import tiny_model
 from tests.support.problems import SHIPPED, SHIPPED_DIRS
 

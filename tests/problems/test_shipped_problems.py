@@ -3,7 +3,7 @@ regression), each end to end: a local run with its own contract and default sett
 blessed and pushed, as good as references computed here on the run's own split; the pushed
 model serves the spec's outputs; and the compiled job carries the problem's names, never the
 taxi problem's. Each problem's compiled job is rehearsed to a served model in
-tests/pipeline/rehearsal/test_two_problems.py, both into one store."""
+tests/rehearsal/test_two_problems.py, both into one store."""
 
 from __future__ import annotations
 

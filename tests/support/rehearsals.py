@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.rehearsal.image import DEFAULT_IMAGE
+from rehearsal.image import DEFAULT_IMAGE
 
 BUCKET = "gs://rehearsal-test"
 

@@ -1,4 +1,4 @@
-"""The Vertex AI model, endpoint and prediction stand-ins (pipeline/rehearsal/cloud/
+"""The Vertex AI model, endpoint and prediction stand-ins (rehearsal/cloud/
 endpoints.py) behind the rehearsal's TLS proxy, for a client process that knows only the
 proxy and its certificate authority (the environment this yields)."""
 
@@ -12,10 +12,10 @@ from concurrent import futures
 import grpc
 
 from kubeflow_runner import DEFAULT_SERVING_PYTHON
-from pipeline.rehearsal.cloud.certificates import make_certificates
-from pipeline.rehearsal.cloud.endpoints import VertexModels
-from pipeline.rehearsal.cloud.proxy import Proxy, Route
-from pipeline.rehearsal.cloud.standins import proxy_environment
+from rehearsal.cloud.certificates import make_certificates
+from rehearsal.cloud.endpoints import VertexModels
+from rehearsal.cloud.proxy import Proxy, Route
+from rehearsal.cloud.standins import proxy_environment
 
 
 @contextlib.contextmanager

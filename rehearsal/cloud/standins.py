@@ -1,0 +1,158 @@
+"""The Google Cloud a rehearsed task talks to, all on this machine: Cloud Storage over a
+folder, the OAuth token endpoint, Vertex AI Training's JobService, Vertex AI's Model,
+Endpoint and Prediction services, Cloud Resource Manager's project lookup, and the proxy
+that routes the tasks' unmodified clients to them. Started together when a rehearsal
+starts, on ports chosen then, listening on 127.0.0.1 only; stopped together when it ends.
+
+A task reaches them through standard configuration alone (``environment()``): the proxy
+variables every Google client honours, the rehearsal's certificate authority as the only
+one trusted, and Application Default Credentials in an ``authorized_user`` file whose
+refresh token the token endpoint here exchanges for a made-up access token. On Vertex the
+same clients find the job's service account on the metadata server instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent import futures
+
+import grpc
+
+from rehearsal.cloud.certificates import make_certificates
+from rehearsal.cloud.projects import Projects
+from rehearsal.cloud.proxy import Connection, Proxy, Route
+from rehearsal.cloud.storage import StorageServer
+
+# The hosts Google's clients call, and which stand-in answers them.
+STORAGE_HOSTS = ("www.googleapis.com", "storage.googleapis.com", "oauth2.googleapis.com")
+VERTEX_HOSTS = "*-aiplatform.googleapis.com"
+PROJECTS_HOST = "cloudresourcemanager.googleapis.com"
+# Where requests/google-auth, libcurl (TensorFlow's GCS file system, curl), OpenSSL and gRPC
+# read the certificate authorities they trust.
+TRUST_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH")
+LOOPBACK_NAMES = "127.0.0.1,localhost"
+# Under the stand-ins' folder: Vertex AI's models and endpoints, kept from one rehearsal to the next.
+VERTEX_STATE_FILE = "vertex_models.json"
+
+
+def proxy_environment(proxy: str, authority: str) -> dict[str, str]:
+    """The variables that send Google's clients through ``proxy`` (loopback excepted) and
+    make ``authority`` the only certificate authority they trust."""
+    return {
+        **dict.fromkeys(("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY"), proxy),
+        "no_proxy": LOOPBACK_NAMES,
+        "NO_PROXY": LOOPBACK_NAMES,
+        **dict.fromkeys(TRUST_VARIABLES, authority),
+    }
+
+
+class StandIns:
+    """Every stand-in of one rehearsal; ``folder`` keeps their certificates, credentials and logs,
+    and the Vertex AI models and endpoints that later rehearsals find again."""
+
+    def __init__(
+        self,
+        folder: str,
+        gcs_folder: str,
+        project: str,
+        launcher=None,
+        serving_python: str | None = None,
+    ) -> None:
+        self.folder = folder
+        self.gcs_folder = gcs_folder
+        self.project = project
+        self._launcher = launcher  # a cloud.jobs.ReplicaLauncher: without one, no JobService
+        self._serving_python = serving_python
+        self.storage: StorageServer | None = None
+        self.jobs = None  # rehearsal.cloud.jobs.JobService, when replicas can be set up
+        self.models = None  # rehearsal.cloud.endpoints.VertexModels, when a serving Python is given
+        self._grpc: grpc.Server | None = None
+        self._proxy: Proxy | None = None
+        self._env: dict[str, str] = {}
+
+    def __enter__(self) -> StandIns:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        os.makedirs(self.folder, exist_ok=True)
+        certificates = make_certificates(os.path.join(self.folder, "tls"))
+        self.storage = StorageServer(self.gcs_folder)
+        storage_port = self.storage.start()
+        self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+        Projects(self.project).add_to_server(self._grpc)
+        rest_port = None
+        if self._launcher is not None:
+            from rehearsal.cloud.jobs import JobService
+
+            self.jobs = JobService(os.path.join(self.folder, "jobs"), self._launcher)
+            self.jobs.add_to_server(self._grpc)
+        if self._serving_python is not None:
+            from rehearsal.cloud.endpoints import VertexModels
+
+            self.models = VertexModels(
+                self.gcs_folder,
+                self._serving_python,
+                os.path.join(self.folder, "endpoints"),
+                state_path=os.path.join(self.folder, VERTEX_STATE_FILE),
+            )
+            self.models.add_to_server(self._grpc)
+            rest_port = self.models.start_rest()
+        grpc_port = self._grpc.add_insecure_port("127.0.0.1:0")
+        self._grpc.start()
+        routes = [Route(host, http1=storage_port) for host in STORAGE_HOSTS]
+        routes.append(Route(VERTEX_HOSTS, http1=rest_port, h2=grpc_port))
+        routes.append(Route(PROJECTS_HOST, h2=grpc_port))
+        self._proxy = Proxy(routes, certificates)
+        proxy = f"http://127.0.0.1:{self._proxy.start()}"
+        credentials = os.path.join(self.folder, "application_default_credentials.json")
+        with open(credentials, "w") as f:
+            json.dump(
+                {
+                    "type": "authorized_user",
+                    "client_id": "rehearsal.apps.googleusercontent.com",
+                    "client_secret": "rehearsal",
+                    "refresh_token": "rehearsal",
+                    "quota_project_id": self.project,
+                },
+                f,
+            )
+        self._env = {
+            **proxy_environment(proxy, certificates.authority),
+            "GOOGLE_APPLICATION_CREDENTIALS": credentials,
+            "GOOGLE_CLOUD_PROJECT": self.project,
+            # TensorFlow's GCS file system asks the GCE metadata server whether it runs on
+            # Google Compute Engine before reading the credentials file; there is none here.
+            "NO_GCE_CHECK": "true",
+            # gRPC's default (c-ares) resolver asks the system's DNS server for
+            # _grpclb._tcp.<proxy host> SRV records, even for the proxy's numeric address (the
+            # Vertex AI SDK's channels enable those queries); the native resolver does not.
+            "GRPC_DNS_RESOLVER": "native",
+        }
+
+    def environment(self) -> dict[str, str]:
+        """What a task's environment adds to reach the stand-ins instead of Google."""
+        return dict(self._env)
+
+    def connections(self) -> list[Connection]:
+        return self._proxy.connections() if self._proxy else []
+
+    def stop(self) -> None:
+        for stop in (
+            self._proxy and self._proxy.stop,
+            self.jobs and self.jobs.stop,
+            self.models and self.models.stop,
+            self._grpc and (lambda: self._grpc.stop(grace=None)),
+            self.storage and self.storage.stop,
+        ):
+            if stop:
+                stop()
+        self._proxy = self._grpc = None

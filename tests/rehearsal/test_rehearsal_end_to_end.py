@@ -1,0 +1,216 @@
+"""The shipped pipeline's compiled job, rehearsed through the command line users run, its
+tasks reading and writing gs:// through the stand-in Cloud Storage: to a pushed model,
+against the first rehearsal's blessed model, fully cached, stopped by bad data at the gate,
+and on the full data as good as a local run."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import pytest
+from google.protobuf import json_format
+from kfp.pipeline_spec import pipeline_spec_pb2
+
+import kubeflow_runner
+from rehearsal.runner import RECORD_FILE
+from tests.support.problems import TAXI
+from tests.support.rehearsals import BUCKET, local_uri, rehearsal_argv
+from tests.support.runs import EXECUTED_COMPONENTS, SMALL_RUN, with_inferred_schema
+from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
+
+# The rehearsals of the sample infer its schema (--infer-schema): SchemaGen runs.
+CONTAINER_TASKS = set(with_inferred_schema(EXECUTED_COMPONENTS))
+RESOLVER = "latest_blessed_model_resolver-model-resolver"
+
+
+def _argv(root, data_dir, *extra) -> list[str]:
+    return rehearsal_argv(root, data_dir, *extra)
+
+
+def _records(root) -> list[dict]:
+    """Each rehearsal's record, oldest first."""
+    found = [json.loads(open(p).read()) for p in glob.glob(str(root / "logs" / "*" / RECORD_FILE))]
+    return sorted(found, key=lambda r: r["job_id"])
+
+
+def _tasks(record: dict) -> dict[str, dict]:
+    return {t["name"]: t for t in record["tasks"]}
+
+
+@pytest.fixture(scope="module")
+def rehearsals(rehearsal_image, sample_dir, tmp_path_factory):
+    """Four rehearsals in one store, caching on: the first (with its run report), then three
+    unchanged reruns. (A rehearsal that trains again against its own first model is in
+    test_two_problems.py.)"""
+    root = tmp_path_factory.mktemp("rehearsal")
+    codes = []
+    for extra in (["--report"], [], [], []):
+        # The sample has no data contract beside it (the full-data rehearsal below uses data/'s).
+        argv = _argv(root, sample_dir, *SMALL_RUN, "--enable-cache", "--infer-schema", *extra)
+        codes.append(kubeflow_runner.main(argv))
+    records = _records(root)
+    assert len(records) == 4
+    return root, codes, records
+
+
+@pytest.mark.slow
+def test_the_compiled_job_rehearses_to_a_pushed_model(rehearsals):
+    root, codes, records = rehearsals
+    assert codes == [0, 0, 0, 0]
+    first = _tasks(records[0])
+    assert {n for n, t in first.items() if t["kind"] == "container"} == CONTAINER_TASKS
+    assert all(t["state"] == "SUCCEEDED" for t in first.values())
+    pushed = first["Pusher"]["outputs"]["pushed_model"][0]["metadata"]
+    assert pushed["pushed"] == 1.0
+    # gs:// stays gs://: the tasks wrote through the stand-in Cloud Storage, which keeps
+    # gs://BUCKET/NAME at <root>/gcs/BUCKET/NAME.
+    assert pushed["pushed_destination"].startswith(f"{BUCKET}/out/serving_model/")
+    assert os.path.exists(local_uri(root, pushed["pushed_destination"]) + "/saved_model.pb")
+    # Vertex's layout: <pipeline root>/<project>/<job id>/<task>_<id>/<output key>
+    examples_uri = first["CsvExampleGen"]["outputs"]["examples"][0]["uri"]
+    assert examples_uri.startswith(f"{BUCKET}/out/pipelines/taxi-big-tipper/rehearsal/{records[0]['job_id']}/")
+    assert "/CsvExampleGen_" in examples_uri
+    assert os.path.isdir(local_uri(root, examples_uri) + "/Split-train")
+    # Each task ran in a fresh container: nothing of theirs is left on local disk.
+    assert not os.path.exists(root / "containers" / records[0]["job_id"])
+    # The driver's span and fingerprint travelled on the artifact to its consumers.
+    assert "input_fingerprint" in first["CsvExampleGen"]["outputs"]["examples"][0]["metadata"]
+    # The run report, from the rehearsal's own record, under the rehearsal root.
+    (report,) = glob.glob(str(root / "report" / "taxi-big-tipper" / records[0]["job_id"] / "index.html"))
+    page = open(report).read()
+    assert "id='evaluation'" in page and "data-slice='Overall'" in page and 'data-plot="roc"' in page
+
+
+@pytest.mark.slow
+def test_the_served_model_answered_a_vertex_request_in_tensorflow_2_15(rehearsals, sample_dir):
+    root, _, records = rehearsals
+    assert os.path.exists(kubeflow_runner.DEFAULT_SERVING_PYTHON), "make test installs it (make serving-env)"
+    from rehearsal.serving import SERVING_TF_VERSION, check_served_model
+
+    first = _tasks(records[0])
+    check = check_served_model(
+        local_uri(root, first["Pusher"]["outputs"]["pushed_model"][0]["metadata"]["pushed_destination"]),
+        local_uri(root, first["Transform"]["outputs"]["transform_graph"][0]["uri"]),
+        str(sample_dir / "data.csv"),
+        kubeflow_runner.DEFAULT_SERVING_PYTHON,
+        TAXI,
+    )
+    assert check.tensorflow == SERVING_TF_VERSION
+    predictions = check.response["predictions"]
+    assert len(predictions) == len(check.request["instances"]) == 8
+    assert set(check.request["instances"][0]) >= {"fare", "payment_type", "company"}
+    assert all(isinstance(v, str) for v in check.request["instances"][0].values())
+    assert all(0.0 <= p["probability"][0] <= 1.0 for p in predictions)
+    assert check.largest_difference <= 1e-5
+
+
+@pytest.mark.slow
+def test_a_rerun_evaluates_against_the_first_rehearsals_blessed_model(rehearsals):
+    _, _, records = rehearsals
+    first, second = _tasks(records[0]), _tasks(records[1])
+    assert first["Evaluator"]["inputs"]["baseline_model"] == []
+    first_model = first["Trainer"]["outputs"]["model"][0]["name"]
+    assert first["Evaluator"]["outputs"]["blessing"][0]["metadata"]["blessed"] == 1.0
+    # The resolver found the first rehearsal's blessed model in the store that persists.
+    assert second[RESOLVER]["outputs"]["model"][0]["name"] == first_model
+    assert second["Evaluator"]["inputs"]["baseline_model"] == [first_model]
+    assert second["Evaluator"]["inputs"]["model"] == [first_model]  # the same, cached, Trainer
+    assert {n for n, t in second.items() if t["state"] == "CACHED"} >= {"CsvExampleGen", "Transform", "Trainer"}
+
+
+@pytest.mark.slow
+def test_an_unchanged_rerun_executes_no_task(rehearsals):
+    root, _, records = rehearsals
+    second, third, fourth = (_tasks(r) for r in records[1:4])
+
+    def executed(tasks: dict) -> set[str]:
+        return {n for n, t in tasks.items() if t["state"] == "SUCCEEDED" and t["kind"] == "container"}
+
+    # Nothing changed since the first rehearsal, but its blessed
+    # model is a new baseline: the Evaluator (and DriftGate) run again, and the Evaluator's
+    # new blessing is DriftGate's input once more in the third (docs/pipeline.md, Drift).
+    assert executed(second) <= {"DriftGate", "Evaluator", "Pusher"}
+    assert executed(third) <= {"DriftGate"}
+    assert {n: t["state"] for n, t in fourth.items() if t["kind"] == "container"} == dict.fromkeys(
+        CONTAINER_TASKS, "CACHED"
+    )
+    # Only ExampleGen's driver ran (it is the pre-cache check that fingerprints the data).
+    ran = os.listdir(root / "logs" / records[3]["job_id"])
+    assert [f for f in ran if f.endswith("executor_input.json")] == []
+    assert "CsvExampleGen.driver_input.json" in ran
+
+
+@pytest.mark.slow
+def test_every_executor_input_built_parses_as_kfp_executor_input(rehearsals):
+    root, _, _ = rehearsals
+    files = glob.glob(str(root / "logs" / "*" / "*_input.json"))
+    # Every task of the first rehearsal, and at least the Evaluator and Pusher of the second.
+    assert len(files) >= len(CONTAINER_TASKS) + 2
+    for path in files:
+        with open(path) as f:
+            proto = json_format.Parse(f.read(), pipeline_spec_pb2.ExecutorInput())  # unknown fields fail
+        assert proto.outputs.output_file.endswith("/executor_output.json"), path
+        for artifacts in list(proto.inputs.artifacts.values()) + list(proto.outputs.artifacts.values()):
+            for artifact in artifacts.artifacts:
+                assert "/metadataStores/default/artifacts/" in artifact.name and artifact.uri, path
+                assert artifact.type.instance_schema.startswith("title: tfx."), path
+
+
+@pytest.mark.slow
+def test_a_planted_anomaly_stops_the_rehearsal_at_the_gate_naming_it(rehearsals, tmp_path_factory, capsys):
+    first_root, _, records = rehearsals
+    schema_dir = local_uri(first_root, _tasks(records[0])["SchemaGen"]["outputs"]["schema"][0]["uri"])
+
+    def plant(row, i):
+        return {**row, "payment_type": "Bitcoin"} if i % 10 == 0 else row
+
+    bad_dir = write_sample(tmp_path_factory.mktemp("bad"), SAMPLE_ROWS, every=EMBEDDED_ROWS // SAMPLE_ROWS, edit=plant)
+    root = tmp_path_factory.mktemp("anomalous")
+    capsys.readouterr()
+    code = kubeflow_runner.main(
+        _argv(
+            root,
+            bad_dir,
+            "--schema-path",
+            f"{BUCKET}/schema/schema.pbtxt",
+            "--rehearse-gcs",
+            f"{BUCKET}/schema={schema_dir}",
+            *SMALL_RUN,
+        )
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "FAILED at task AnomalyGate" in err and "payment_type" in err and "Bitcoin" in err
+    (record,) = _records(root)
+    tasks = _tasks(record)
+    assert tasks["AnomalyGate"]["state"] == "FAILED" and tasks["AnomalyGate"]["exit_code"] != 0
+    assert {n for n, t in tasks.items() if t["state"] == "NOT_RUN"} >= {"Transform", "Trainer", "Evaluator", "Pusher"}
+    assert tasks["ImportSchemaGen"]["state"] == "SUCCEEDED"
+    logs = root / "logs" / record["job_id"]
+    assert {"CsvExampleGen.log", "ExampleValidator.log", "AnomalyGate.log"} <= set(os.listdir(logs))
+    assert not glob.glob(str(root / "gcs" / "rehearsal-test" / "out" / "serving_model" / "*" / "*"))
+
+
+@pytest.mark.slow
+def test_on_the_full_data_the_rehearsed_model_scores_as_the_local_run_does(
+    rehearsal_image, full_local_run, tmp_path, capsys
+):
+    """Same data, same code, trained in a task's container rather than in-process: the eval
+    AUC agrees within run-to-run noise (training is not bit-for-bit deterministic)."""
+    from pipeline.config import DEFAULT_PROBLEM_DIR
+
+    assert kubeflow_runner.main(_argv(tmp_path, DEFAULT_PROBLEM_DIR)) == 0
+    out = capsys.readouterr().out
+    (record,) = _records(tmp_path)
+    tasks = _tasks(record)
+    assert tasks["ImportSchemaGen"]["state"] == "SUCCEEDED"  # the data contract, data/taxi/schema.pbtxt
+    evaluation = local_uri(tmp_path, tasks["Evaluator"]["outputs"]["evaluation"][0]["uri"])
+    from pipeline.run_summary import RunSummary, read_evaluation
+
+    rehearsed = RunSummary(run_id="", components=[])
+    read_evaluation(rehearsed, evaluation)
+    assert f"auc {rehearsed.metrics['auc']:.4f}" in out
+    assert rehearsed.metrics["example_count"] == full_local_run.metrics["example_count"]
+    assert abs(rehearsed.metrics["auc"] - full_local_run.metrics["auc"]) <= 0.01, (rehearsed.metrics, full_local_run)
