@@ -28,7 +28,7 @@ from tensorflow_model_analysis.extractors import slice_key_extractor, unbatch_ex
 from tensorflow_model_analysis.slicer import slicer_lib
 from tensorflow_model_analysis.utils import util
 
-from models import batched_metrics
+from models import batched_combiners, batched_metrics
 
 # TFMA's metrics evaluator runs after the stage of this name (TFMA's slicing), so the
 # batched slicing that replaces it takes its name.
@@ -141,7 +141,7 @@ def _rows_by_slice(batch: dict, rows: int, columns: set[str], specs: list, model
 def slice_batch(batch: dict, columns: set[str], specs: list, model_names: list[str]) -> list[dict]:
     """One extract per slice found in ``batch``: that slice's rows of the labels,
     predictions and example weights, and the slice key (what TFMA's fan-out reads)."""
-    rows = batched_metrics.batch_rows(batch.get(tfma.constants.LABELS_KEY), batch.get(tfma.constants.PREDICTIONS_KEY))
+    rows = batched_combiners.batch_rows(batch.get(tfma.constants.LABELS_KEY), batch.get(tfma.constants.PREDICTIONS_KEY))
     metric_inputs = {key: batch[key] for key in METRIC_KEYS if key in batch}
     result = []
     for slice_key, found in _rows_by_slice(batch, rows, columns, specs, model_names).items():

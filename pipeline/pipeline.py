@@ -42,9 +42,10 @@ from pipeline.config import EVALUATOR_MODULE, PREPROCESSING_FN, RUN_FN, TUNER_FN
 
 EVAL_SPLIT = "eval"
 TRAIN_SPLIT = "train"
-# The Evaluator's metrics per task, by the names the spec's [evaluation] metric uses. Binary
-# ones are computed a batch at a time (models/batched_metrics.py); the others by TFMA.
-_KERAS_METRICS = {
+# The Evaluator's metrics per task, by the names the spec's [evaluation] metric uses: the
+# class TFMA is given for each (its own, or Keras'), all computed a batch at a time
+# (models/batched_metrics.py).
+_NAMED_METRICS = {
     "accuracy": "SparseCategoricalAccuracy",
     "rmse": "RootMeanSquaredError",
     "mae": "MeanAbsoluteError",
@@ -86,17 +87,17 @@ def _metric_configs(config: PipelineConfig) -> list[tfma.MetricConfig]:
             batched_metrics.metric_config("CalibrationPlot", config='{"num_buckets": 10}'),
         ]
     names = ("accuracy",) if problem.task == Task.MULTICLASS else ("rmse", "mae")
-    metrics = [tfma.MetricConfig(class_name="ExampleCount")]
+    metrics = [batched_metrics.metric_config("ExampleCount")]
     for name in names:
         metrics.append(
-            tfma.MetricConfig(class_name=_KERAS_METRICS[name], config=json.dumps({"name": name}), **gated(name))
+            batched_metrics.metric_config(_NAMED_METRICS[name], config=json.dumps({"name": name}), **gated(name))
         )
     if problem.task == Task.MULTICLASS:
         # The report's confusion matrix between the classes.
-        metrics.append(tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot"))
+        metrics.append(batched_metrics.metric_config("MultiClassConfusionMatrixPlot"))
     else:
-        # The report's predicted-against-actual means and residuals per bucket of the prediction.
-        metrics += [tfma.MetricConfig(class_name="MeanLabel"), tfma.MetricConfig(class_name="MeanPrediction")]
+        # The report's predicted-against-actual means.
+        metrics += [batched_metrics.metric_config("MeanLabel"), batched_metrics.metric_config("MeanPrediction")]
     return metrics
 
 
@@ -126,12 +127,6 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
         options=tfma.Options(include_default_metrics=BoolValue(value=False)),
         metrics_specs=[tfma.MetricsSpec(metrics=_metric_configs(config))],
     )
-
-
-def evaluator_module(problem: Problem) -> str | None:
-    """TFMA's extractors, slicing whole batches for the batched metrics (same results), where
-    the task's metrics have batched versions (binary); TFMA's own path otherwise."""
-    return EVALUATOR_MODULE if problem.task == Task.BINARY else None
 
 
 def _trainer(config: PipelineConfig, **inputs):
@@ -365,7 +360,8 @@ def create_pipeline(
         # Kept with the blessing: the next run's DriftGate baseline.
         statistics=statistics_gen.outputs["statistics"],
         eval_config=eval_config(config),
-        module_path=evaluator_module(config.problem),
+        # TFMA's extractors, slicing whole batches for the batched metrics (same results).
+        module_path=EVALUATOR_MODULE,
     )
     pusher = _pusher(
         config,

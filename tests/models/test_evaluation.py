@@ -188,34 +188,66 @@ def _tfma_default(config: tfma.EvalConfig) -> tfma.EvalConfig:
     return default
 
 
-@pytest.fixture(scope="module")
-def evaluations(small_config, root, examples, trainer):
-    """The pipeline's Evaluator, with the project's extractors and batched metrics and with
-    TFMA's defaults (TFMA's metric classes, no module_path); without a baseline, and with a
-    copy of the model as the baseline (so the change metrics and thresholds run too)."""
-    base = node(create_pipeline(small_config), "Evaluator")
-    config = tfma.EvalConfig()
-    json_format.Parse(base.exec_properties["eval_config"], config)
+def _evaluate_both_ways(config, examples, model, root: str) -> dict:
+    """The pipeline's Evaluator on ``model``, with the project's extractors and batched
+    metrics and with TFMA's defaults (TFMA's metric classes, no module_path); without a
+    baseline, and with a copy of the model as the baseline (so the change metrics and
+    thresholds run too)."""
+    base = node(create_pipeline(config), "Evaluator")
+    eval_config = tfma.EvalConfig()
+    json_format.Parse(base.exec_properties["eval_config"], eval_config)
     baseline = standard_artifacts.Model()
     # Under the pipeline's root: a baseline elsewhere is another pipeline's, and ignored.
-    baseline.uri = os.path.join(small_config.pipeline_root, "baseline_model")
-    shutil.copytree(trainer["model"][0].uri, baseline.uri, dirs_exist_ok=True)
+    baseline.uri = os.path.join(config.pipeline_root, "baseline_model")
+    shutil.copytree(model[0].uri, baseline.uri, dirs_exist_ok=True)
     results = {}
-    for name, module_path, eval_config in (
-        ("batched", base.exec_properties["module_path"], config),
-        ("default", None, _tfma_default(config)),
+    for name, module_path, evaluated_with in (
+        ("batched", base.exec_properties["module_path"], eval_config),
+        ("default", None, _tfma_default(eval_config)),
     ):
         for with_baseline in (False, True):
-            evaluator = node(create_pipeline(small_config), "Evaluator")
-            evaluator.exec_properties["eval_config"] = json_format.MessageToJson(eval_config)
+            evaluator = node(create_pipeline(config), "Evaluator")
+            evaluator.exec_properties["eval_config"] = json_format.MessageToJson(evaluated_with)
             evaluator.exec_properties["module_path"] = module_path
-            inputs = {"examples": examples, "model": trainer["model"]}
+            inputs = {"examples": examples, "model": model}
             if with_baseline:
                 inputs["baseline_model"] = [baseline]
             results[name, with_baseline] = run_component(
                 evaluator, inputs, os.path.join(root, "evaluations", name, str(with_baseline))
             )
     return results
+
+
+@pytest.fixture(scope="module")
+def evaluations(small_config, root, examples, trainer):
+    """The binary problem's evaluations, both ways (``_evaluate_both_ways``)."""
+    return _evaluate_both_ways(small_config, examples, trainer["model"], root)
+
+
+@pytest.fixture(scope="module", params=["penguins", "penguin-body-mass"])
+def task_evaluations(request, tmp_path_factory):
+    """A multi-class and a regression problem (the shipped penguins' species and body mass)
+    trained briefly by the pipeline's own components, then evaluated both ways."""
+    from models import problem as problem_lib
+    from models.hparams import HParams
+    from pipeline.config import REPO_ROOT, PipelineConfig
+
+    root = str(tmp_path_factory.mktemp(request.param))
+    config = PipelineConfig(
+        problem=problem_lib.load(str(REPO_ROOT / "data" / request.param)),
+        output_root=root,
+        infer_schema=True,
+        train_steps=40,
+        hparams=HParams(per_replica_batch_size=32, epochs=2),
+    )
+    pipe = create_pipeline(config)
+    examples = run_component(node(pipe, "CsvExampleGen"), {}, root)["examples"]
+    statistics = run_component(node(pipe, "StatisticsGen"), {"examples": examples}, root)["statistics"]
+    schema = run_component(node(pipe, "SchemaGen"), {"statistics": statistics}, root)["schema"]
+    transform = run_component(node(pipe, "Transform"), {"examples": examples, "schema": schema}, root)
+    inputs = {"examples": examples, "transform_graph": transform["transform_graph"], "schema": schema}
+    model = run_component(node(pipe, "Trainer"), inputs, root)["model"]
+    return config.problem, _evaluate_both_ways(config, examples, model, root)
 
 
 def test_the_pipeline_evaluator_uses_the_batched_extractors_and_metrics(small_config):
@@ -239,8 +271,21 @@ def test_metrics_and_plots_equal_tfmas_default_computation_per_slice(evaluations
     assert any(key[3] is True for key in default if len(key) == 4) == with_baseline  # change metrics
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_baseline", [False, True])
-def test_validation_and_blessing_are_the_same(evaluations, with_baseline):
+def test_multi_class_and_regression_metrics_equal_tfmas_default_computation(task_evaluations, with_baseline):
+    problem, evaluations = task_evaluations
+    batched = _results(evaluations["batched", with_baseline]["evaluation"])
+    default = _results(evaluations["default", with_baseline]["evaluation"])
+    _assert_close(batched, default)
+    assert len({key[0] for key in default}) > 1  # the overall slice and the spec's
+    expected = {"accuracy", "plot"} if problem.task.value == "multiclass" else {"rmse", "mae", "mean_label"}
+    assert {key[1] for key in default} >= expected | {"example_count"}
+    assert any(key[3] is True for key in default if len(key) == 4) == with_baseline  # change metrics
+    _assert_same_validation(evaluations, with_baseline)
+
+
+def _assert_same_validation(evaluations: dict, with_baseline: bool) -> None:
     batched, default = evaluations["batched", with_baseline], evaluations["default", with_baseline]
     assert batched["blessing"][0].get_int_custom_property("blessed") == default["blessing"][0].get_int_custom_property(
         "blessed"
@@ -252,6 +297,11 @@ def test_validation_and_blessing_are_the_same(evaluations, with_baseline):
     _assert_close(validation["batched"], validation["default"])
     # TFMA reads the batched evaluation as it reads its own.
     assert tfma.load_eval_result(batched["evaluation"][0].uri).slicing_metrics
+
+
+@pytest.mark.parametrize("with_baseline", [False, True])
+def test_validation_and_blessing_are_the_same(evaluations, with_baseline):
+    _assert_same_validation(evaluations, with_baseline)
 
 
 def test_signatures_called_positionally_bind_by_keyword(tmp_path):

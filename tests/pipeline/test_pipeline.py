@@ -13,10 +13,10 @@ from tfx import v1 as tfx
 from tfx.dsl.compiler import compiler
 from tfx.proto.orchestration import executable_spec_pb2, pipeline_pb2
 
-from models import signatures
+from models import batched_metrics, signatures
 from models.hparams import PIPELINE_ROOT_KEY, WARM_START_KEY
 from models.preprocessing import PROBLEM_KEY
-from models.problem import Problem, Task
+from models.problem import Problem
 from pipeline.config import PipelineConfig
 from pipeline.pipeline import create_pipeline
 from runtime.beam_args import POOLED_RUNNER
@@ -120,8 +120,8 @@ def test_evaluator_has_an_auc_floor_and_a_no_regression_threshold():
 
 @pytest.mark.parametrize("name", sorted(SHIPPED))
 def test_the_evaluator_follows_each_problems_spec(name):
-    """Slices, label, prediction and the blessing gate come from the problem's spec; the
-    batched extractors only where the task's metrics have batched versions (binary)."""
+    """Slices, label, prediction and the blessing gate come from the problem's spec; every
+    task's metrics are the batched ones, fed by the batched extractors."""
     problem = SHIPPED[name]
     pipe = create_pipeline(PipelineConfig(problem=problem))
     eval_config = _eval_config(pipe)
@@ -134,8 +134,8 @@ def test_the_evaluator_follows_each_problems_spec(name):
     bound = gate.value_threshold.lower_bound if problem.higher_is_better else gate.value_threshold.upper_bound
     assert bound.value == pytest.approx(problem.blessing.threshold)
     assert json.loads(_gated(eval_config).config or "{}").get("name", "auc") == problem.blessing.metric
-    module = _ids(pipe)["Evaluator"].exec_properties.get("module_path")
-    assert bool(module) == (problem.task == Task.BINARY)
+    assert _ids(pipe)["Evaluator"].exec_properties.get("module_path") == "models.evaluation"
+    assert all(batched_metrics.is_batched(m) for spec in eval_config.metrics_specs for m in spec.metrics)
 
 
 def test_an_error_metric_is_gated_by_a_ceiling_and_may_not_grow():
