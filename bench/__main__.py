@@ -28,6 +28,7 @@ from bench.measure import (
     trainer_input_benchmark,
 )
 from bench.report import machine_info, markdown
+from bench.tasks import TASK_LABELS, benchmark_task, parse_tasks
 from bench.template import benchmark_template
 from models.hparams import HParams
 from pipeline.config import DEFAULT_OUTPUT_ROOT
@@ -46,9 +47,11 @@ def benchmark_once(
     batch_size: int,
     input_steps: int,
     template: bool = False,
+    tasks: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """One repeat at one size: fresh run, cached reruns, Trainer input benchmark, and
-    optionally a fresh run of TFX's taxi template on the same data."""
+    """One repeat at one size: fresh run, cached reruns, Trainer input benchmark, each of
+    ``tasks`` scaffolded and run fresh (``bench.tasks``), and optionally a fresh run of TFX's
+    taxi template on the same data."""
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
@@ -81,7 +84,12 @@ def benchmark_once(
     print(f"  trainer input benchmark ({input_steps} steps)", flush=True)
     trainer_input = trainer_input_benchmark(output_root, batch_size, input_steps)
     example_gen = seconds.get("CsvExampleGen", 0.0)
-    extra = {"template": benchmark_template(data_dir, run_dir)} if template else {}
+    task_args = [*runner_args, "--batch-size", str(batch_size)]
+    extra: dict[str, Any] = {}
+    if tasks:
+        extra["tasks"] = {task: benchmark_task(task, data_dir, run_dir, task_args) for task in tasks}
+    if template:
+        extra["template"] = benchmark_template(data_dir, run_dir)
     return {
         "rows": rows,
         "wall_s": first["wall_s"],
@@ -144,6 +152,13 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, l
         "ratios use its figures quoted in bench/template_reference.json.",
     )
     parser.add_argument(
+        "--tasks",
+        default=",".join(TASK_LABELS),
+        help="Besides the binary problem, the same data scaffolded and run as these tasks (labels: "
+        + ", ".join(f"{task} {label}" for task, label in TASK_LABELS.items())
+        + "), or none.",
+    )
+    parser.add_argument(
         "--input-steps",
         type=int,
         default=200,
@@ -158,6 +173,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, l
         parser.error(f"--sizes must be numbers, got {args.sizes!r}")
     if not args.size_list or any(s <= 0 for s in args.size_list):
         parser.error("--sizes must be positive")
+    try:
+        args.task_list = parse_tasks(args.tasks)
+    except ValueError as err:
+        parser.error(f"--tasks: {err}")
     if args.repeats < 1 or args.input_steps < 1:
         parser.error("--repeats and --input-steps must be at least 1")
     return args, runner_args
@@ -174,6 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "repeats": args.repeats,
             "batch_size": args.batch_size,
             "input_steps": args.input_steps,
+            "tasks": {task: TASK_LABELS[task] for task in args.task_list},
             "runner_args": runner_args,
             "rss": "peak_rss_mb: psutil poll of process-tree RSS sum; peak_pss_mb: the same for PSS; "
             "max_process_rss_mb: ru_maxrss via a fresh intermediate process",
@@ -188,7 +208,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_dir = output_dir / "runs" / f"rows-{rows}" / f"repeat-{repeat}"
             repeats.append(
                 benchmark_once(
-                    data_dir, rows, run_dir, runner_args, args.batch_size, args.input_steps, template=args.template
+                    data_dir,
+                    rows,
+                    run_dir,
+                    runner_args,
+                    args.batch_size,
+                    args.input_steps,
+                    template=args.template,
+                    tasks=args.task_list,
                 )
             )
         results["sizes"].append({"size": size, "median": median_of(repeats), "repeats": repeats})

@@ -68,6 +68,43 @@ def _steady_states(figures: dict[str, Any]) -> str:
     return f"{figures['steady_components']:g}/{figures['components']:g}"
 
 
+def _tasks_table(sizes: list[dict[str, Any]], components: list[str]) -> list[str]:
+    """Each task's run beside the binary one's, per size: the scaffold's seconds and peak
+    PSS, the run's wall seconds and peak PSS, seconds per component, and the Evaluator's
+    seconds against the binary Evaluator's; then peak PSS per component."""
+    with_tasks = [s["median"] for s in sizes if s["median"].get("tasks")]
+    if not with_tasks:
+        return []
+    header = ["rows", "task", "scaffold s", "scaffold PSS MB", "wall s", "peak PSS MB", *components]
+    header.append("Evaluator vs binary")
+    seconds = ["", "Each task on the same data (`bench/tasks.py`), scaffolded and run once fresh:", ""]
+    seconds += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    memory = ["", "Peak PSS (MB, process tree) while each component ran, per task:", ""]
+    memory += ["| rows | task | " + " | ".join(components) + " |", "|" + "---|" * (len(components) + 2)]
+    for r in with_tasks:
+        binary_evaluator = r["component_s"].get("Evaluator", 0.0)
+        runs = {"binary": {**r, "scaffold_s": None}, **r["tasks"]}
+        for task, run in runs.items():
+            evaluator = run["component_s"].get("Evaluator", 0.0)
+            scaffolded = run.get("scaffold_s") is not None
+            cells = [
+                f"{r['rows']:,.0f}",
+                task,
+                f"{run['scaffold_s']:.1f}" if scaffolded else "-",
+                f"{run['scaffold_peak_pss_mb']:.0f}" if scaffolded else "-",
+                f"{run['wall_s']:.1f}",
+                f"{run['peak_pss_mb']:.0f}",
+                *(f"{run['component_s'].get(c, 0.0):.1f}" for c in components),
+                f"{evaluator / binary_evaluator:.2f}x" if binary_evaluator else "-",
+            ]
+            seconds.append("| " + " | ".join(cells) + " |")
+            peaks = run.get("component_peak_pss_mb", {})
+            memory.append(
+                f"| {r['rows']:,.0f} | {task} | " + " | ".join(f"{peaks.get(c, 0.0):.0f}" for c in components) + " |"
+            )
+    return seconds + memory
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The results as Markdown: a summary per size, then seconds per component."""
     sizes = results["sizes"]
@@ -157,6 +194,7 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| {r['rows']:,.0f} | {t['wall_s']:.1f} | {t['peak_rss_mb']:.0f} | "
                 f"{t['peak_pss_mb']:.0f} | " + " | ".join(f"{t['component_s'].get(c, 0.0):.1f}" for c in names) + " |"
             )
+    lines += _tasks_table(sizes, components)
     for measure in ("rss", "pss"):
         lines += ["", f"Peak {measure.upper()} (MB, process tree) while each component ran:", ""]
         lines += ["| rows | " + " | ".join(components) + " |", "|" + "---|" * (len(components) + 1)]

@@ -53,6 +53,11 @@ def test_help_and_bad_sizes():
     with pytest.raises(SystemExit):
         parse_args(["--enable-cache"])
     assert parse_args([])[0].template and not parse_args(["--no-template"])[0].template
+    assert parse_args([])[0].task_list == ["multiclass", "regression"]
+    assert parse_args(["--tasks", "regression,regression"])[0].task_list == ["regression"]
+    assert parse_args(["--tasks", "none"])[0].task_list == []
+    with pytest.raises(SystemExit):
+        parse_args(["--tasks", "ranking"])
 
 
 NUMBERS = (
@@ -101,6 +106,9 @@ def test_harness_end_to_end_at_a_tiny_size(tmp_path):
             "--blessing-threshold",
             "0",
             "--template",
+            # One other task covers bench/tasks.py; each task costs a scaffold and a run.
+            "--tasks",
+            "regression",
         ],
         check=True,
         cwd=REPO_ROOT,
@@ -130,6 +138,11 @@ def test_harness_end_to_end_at_a_tiny_size(tmp_path):
     assert "| x0.04 | 600 |" in table and "| Trainer |" in table
     assert "Peak RSS (MB, process tree) while each component ran" in table
     assert "Peak PSS (MB, process tree) while each component ran" in table
+    # The regression problem was scaffolded from the same CSV and run through every component.
+    regression = figures["tasks"]["regression"]
+    assert regression["scaffold_s"] > 0 and regression["scaffold_peak_pss_mb"] > 0
+    assert regression["component_s"]["Evaluator"] > 0 and "rmse" in regression["metrics"]
+    assert "| 600 | regression |" in table
     # The template ran on the same data; the ratios use it, not the quoted figures.
     template = figures["template"]
     assert template["wall_s"] > 0 and template["peak_rss_mb"] > 0 and template["peak_pss_mb"] > 0

@@ -64,3 +64,31 @@ def test_the_third_run_says_whether_tfx_started():
         "unchanged: TFX not started"
     )
     assert report._steady_states({"steady_reused": False, "steady_components": 9, "components": 11}) == "9/11"
+
+
+def test_each_task_is_shown_beside_the_binary_run_with_its_evaluator_ratio():
+    def run(evaluator: float, **extra) -> dict:
+        return {
+            "wall_s": 100.0,
+            "peak_pss_mb": 1500,
+            "component_s": {"Trainer": 30.0, "Evaluator": evaluator},
+            "component_peak_pss_mb": {"Trainer": 1400, "Evaluator": 1200},
+            **extra,
+        }
+
+    scaffolded = {"scaffold_s": 12.5, "scaffold_peak_pss_mb": 400}
+    figures = {
+        "rows": 1_500_200,
+        **run(20.0),
+        "tasks": {"multiclass": run(25.0, **scaffolded), "regression": run(40.0, **scaffolded)},
+    }
+    lines = report._tasks_table([{"size": 100, "median": figures}], ["Trainer", "Evaluator"])
+    seconds, memory = ({}, {})
+    for line in (line for line in lines if line.startswith("| 1,500,200 | ")):
+        (memory if line.split(" | ")[1] in seconds else seconds)[line.split(" | ")[1]] = line
+    rows = seconds
+    assert rows["binary"].startswith("| 1,500,200 | binary | - | - | 100.0 | 1500 | 30.0 | 20.0 | 1.00x")
+    assert "| 12.5 | 400 |" in rows["multiclass"] and rows["multiclass"].endswith("| 25.0 | 1.25x |")
+    assert rows["regression"].endswith("| 40.0 | 2.00x |")
+    assert memory["regression"] == "| 1,500,200 | regression | 1400 | 1200 |"  # peak PSS per component
+    assert report._tasks_table([{"size": 100, "median": {"rows": 10}}], ["Trainer"]) == []
