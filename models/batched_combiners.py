@@ -88,9 +88,10 @@ def _labels_predictions_weights(
     )
     if labels.shape[1] != 1 or predictions.shape[1] != 1:
         raise ValueError(
-            f"Batched metrics take one label and one prediction per example (a binary model); got "
-            f"labels {labels.shape} and predictions {predictions.shape} for {key}. Use TFMA's own "
-            "metric classes (without module=models.batched_metrics) for multi-class or multi-label models."
+            f"Binary batched metrics take one label and one prediction per example; got labels "
+            f"{labels.shape} and predictions {predictions.shape} for {key}. For a multi-class model use the "
+            "batched SparseCategoricalAccuracy and MultiClassConfusionMatrixPlot; for a multi-label one, TFMA's "
+            "own metric classes (without module=models.batched_metrics)."
         )
     return (
         labels[:, 0].astype(np.float64),
