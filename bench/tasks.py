@@ -4,7 +4,7 @@ peak memory) and run once in a fresh output directory, for each task's seconds a
 per component beside the binary problem's.
 
 The labels are the taxi data's (``bench/generate.py`` makes taxi rows): the fare as a
-quantity, and the day of the week as classes. Not the payment type: four of its classes
+quantity, and the day of the week as classes. Not the payment type: three of its classes
 have 1-4 rows in the 15,002 embedded ones, which the scaffold refuses at small sizes.
 """
 
