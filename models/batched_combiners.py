@@ -265,7 +265,7 @@ class BatchedKerasCombiner(beam.CombineFn):
 
     def add_input(self, accumulator: tuple, element: metric_types.StandardMetricInputs) -> tuple:
         c = self._tfma
-        weights_so_far, pending = accumulator
+        pending = accumulator[1]
         pending.append(
             [
                 batch_arrays(
