@@ -70,6 +70,9 @@ MAX_LABEL_CLASS_FRACTION = 0.05
 # The train:eval hash buckets CsvExampleGen splits by (the pipeline's defaults).
 _FIELDS = {f.name: f for f in dataclasses.fields(PipelineConfig)}
 SPLIT_BUCKETS = {"train": _FIELDS["train_buckets"].default, "eval": _FIELDS["eval_buckets"].default}
+# Rows per class and split: every row's split up to this many rows, then only rare classes'.
+EXACT_SPLIT_ROWS = 100_000
+RARE_CLASS_ROWS = 1_000
 DRAFT_NOTE = (
     "# DRAFT data contract, drafted by `python -m pipeline.contract` from {files} on {date}.\n"
     "# Review before use: the ranges below are the ones observed in this data; make them the\n"
@@ -129,50 +132,122 @@ def label_classes(block, types: dict, problem: Problem) -> np.ndarray:
         if text:
             return np.array([c == label.positive for c in cells.to_pylist()], np.int64)
         return (_numbers(cells) == np.float32(float(label.positive))).astype(np.int64)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     if text:
-        values = [MISSING_TOKEN if c is None else c for c in cells.to_pylist()]
-    else:
-        present = cells.is_valid().to_numpy(zero_copy_only=False)
-        values = [str(int(v)) if p else MISSING_TOKEN for v, p in zip(_numbers(cells), present, strict=True)]
+        found = pc.index_in(pc.fill_null(cells, MISSING_TOKEN), value_set=pa.array(list(label.classes), pa.string()))
+        return found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    # Numbers as integers, named as str(int(value)) names them.
     index = {name: i for i, name in enumerate(label.classes)}
-    return np.array([index.get(v, -1) for v in values], np.int64)
+    integral = {int(name): i for name, i in index.items() if re.fullmatch(r"-?(0|[1-9][0-9]*)", name)}
+    keys = np.array(sorted(integral), np.int64)
+    positions = np.array([integral[k] for k in keys], np.int64)
+    integers = _numbers(cells).astype(np.int64)
+    at = np.minimum(np.searchsorted(keys, integers), max(len(keys) - 1, 0))
+    found = np.where(keys[at] == integers, positions[at], -1) if len(keys) else np.full(len(integers), -1)
+    present = cells.is_valid().to_numpy(zero_copy_only=False)
+    return np.where(present, found, index.get(MISSING_TOKEN, -1)).astype(np.int64)
 
 
-def _write_examples(
-    files: Sequence[str], records: str, problem: Problem | None = None, headers: Mapping[str, str] | None = None
-) -> dict[str, list[int]]:
+def _write_examples(files: Sequence[str], records: str, headers: Mapping[str, str] | None = None) -> None:
     """Writes the rows of ``files`` as CsvExampleGen encodes them to ``records`` (a TFRecord
-    file; ``headers``: the problem's header names by feature name); for a classification
-    ``problem``, returns rows per class of each split (as in ``Draft.label_counts``), each
-    row put in the split CsvExampleGen puts it in."""
+    file; ``headers``: the problem's header names by feature name)."""
     import tensorflow as tf
 
     from components import csv_encoding
 
     types = csv_encoding.infer_column_types(files, headers)
-    counting = problem is not None and problem.task != Task.REGRESSION
-    names = list(SPLIT_BUCKETS)
-    buckets = list(np.cumsum(list(SPLIT_BUCKETS.values())))
-    counts = {name: [0] * (problem.num_classes + 1) for name in names} if counting else {}
     with tf.io.TFRecordWriter(records) as writer:
         for path in files:
             for block in csv_encoding.read_blocks(path, headers=headers):
-                encoded = csv_encoding.encode_block(block, types)
-                for record in encoded:
+                for record in csv_encoding.encode_block(block, types):
                     writer.write(record)
-                if counting:
-                    for record, cls in zip(encoded, label_classes(block, types, problem), strict=True):
-                        counts[names[csv_encoding.split_index(record, buckets)]][int(cls) + 1] += 1
-    return counts
 
 
-def _statistics(files: Sequence[str], problem: Problem | None = None, headers: Mapping[str, str] | None = None):
-    import tensorflow_data_validation as tfdv
+class _SplitCounter:
+    """Rows per class of each split, each row put in the split CsvExampleGen puts it in (its
+    tf.Example hashed). Hashing every row is most of a pass's time at a million rows, and
+    only rare classes need every row: so the first ``EXACT_SPLIT_ROWS`` rows are hashed,
+    and after them each row of a class with fewer than ``RARE_CLASS_ROWS`` rows so far. A
+    class whose every row was hashed has its exact counts; another's rows are divided
+    between the splits as its hashed rows were (at least ``RARE_CLASS_ROWS`` of them)."""
 
-    with tempfile.TemporaryDirectory(prefix="contract-") as scratch:
-        records = os.path.join(scratch, "examples.tfrecord")
-        counts = _write_examples(files, records, problem, headers)
-        return tfdv.generate_statistics_from_tfrecord(records), counts
+    def __init__(self, problem: Problem, types) -> None:
+        self.problem, self.types = problem, types
+        self.names = list(SPLIT_BUCKETS)
+        self.buckets = list(np.cumsum(list(SPLIT_BUCKETS.values())))
+        self.hashed = np.zeros((len(self.names), problem.num_classes + 1), np.int64)
+        self.totals = np.zeros(problem.num_classes + 1, np.int64)
+        self.rows = 0
+
+    def add(self, block) -> None:
+        import pyarrow as pa
+
+        from components import csv_encoding
+
+        classes = label_classes(block, self.types, self.problem) + 1
+        chosen = np.arange(max(0, min(len(classes), EXACT_SPLIT_ROWS - self.rows)))
+        rest = classes[len(chosen) :]
+        rare = [
+            np.flatnonzero(rest == cls)[: max(0, RARE_CLASS_ROWS - self.totals[cls])] + len(chosen)
+            for cls in np.unique(rest)
+        ]
+        chosen = np.sort(np.concatenate([chosen, *rare]))
+        self.totals += np.bincount(classes, minlength=len(self.totals))
+        self.rows += len(classes)
+        if len(chosen):
+            records = csv_encoding.encode_block(block.take(pa.array(chosen)), self.types)
+            for record, cls in zip(records, classes[chosen], strict=True):
+                self.hashed[csv_encoding.split_index(record, self.buckets), cls] += 1
+
+    @property
+    def estimated(self) -> list[int]:
+        """The classes (index + 1) whose rows per split are estimated, not counted."""
+        return [int(c) for c in np.flatnonzero(self.hashed.sum(axis=0) < self.totals)]
+
+    def counts(self) -> dict[str, list[int]]:
+        counted = self.hashed.sum(axis=0)
+        found = self.hashed.astype(np.float64)
+        for cls in self.estimated:
+            shares = self.hashed[:, cls] / counted[cls]
+            found[:, cls] = np.round(shares * self.totals[cls])
+            found[-1, cls] = self.totals[cls] - found[:-1, cls].sum()
+        return {name: [int(v) for v in found[i]] for i, name in enumerate(self.names)}
+
+
+def _statistics(
+    files: Sequence[str],
+    problem: Problem | None = None,
+    headers: Mapping[str, str] | None = None,
+    types: Mapping[str, object] | None = None,
+):
+    """TFDV's statistics of the rows as CsvExampleGen encodes them, and (for a
+    classification ``problem``) a ``_SplitCounter``: one streaming pass, in memory.
+
+    TFDV's in-memory generators are the ones StatisticsGen runs, fed the columns tfx_bsl's
+    decoder would make of each block's tf.Examples; distinct values and top values come
+    from TFDV's sketches, exact up to 16,384 and 1,024 distinct values (what a string
+    domain needs: at most 100)."""
+    import pyarrow as pa
+    from tensorflow_data_validation.statistics import stats_impl, stats_options
+
+    from components import csv_encoding
+
+    types = types or csv_encoding.infer_column_types(files, headers)
+    names = sorted(types)
+    options = stats_options.StatsOptions()
+    generators = stats_impl.get_generators(options, in_memory=True)
+    partial = [generator.create_accumulator() for generator in generators]
+    counter = _SplitCounter(problem, types) if problem is not None and problem.task != Task.REGRESSION else None
+    for path in files:
+        for block in csv_encoding.read_blocks(path, headers=headers):
+            columns = [csv_encoding.to_feature_column(block.column(n), types[n]) for n in names]
+            batch = pa.RecordBatch.from_arrays(columns, names)
+            partial = [g.add_input(p, batch) for g, p in zip(generators, partial, strict=True)]
+            if counter is not None:
+                counter.add(block)
+    return stats_impl.extract_statistics_output(partial, generators), counter
 
 
 def csv_statistics(files: Sequence[str], problem: Problem | None = None):
@@ -180,7 +255,12 @@ def csv_statistics(files: Sequence[str], problem: Problem | None = None):
     with no value, not an absent one; with a ``problem``, its headers renamed to its feature
     names), so a contract drafted or checked with them means what it will mean in the
     pipeline."""
-    return _statistics(files, headers=problem.header_names if problem is not None else None)[0]
+    import tensorflow_data_validation as tfdv
+
+    with tempfile.TemporaryDirectory(prefix="contract-") as scratch:
+        records = os.path.join(scratch, "examples.tfrecord")
+        _write_examples(files, records, problem.header_names if problem is not None else None)
+        return tfdv.generate_statistics_from_tfrecord(records)
 
 
 def _round_down(value: float, digits: int = 2) -> float:
@@ -229,7 +309,7 @@ def _loosen(schema, feature) -> None:
             schema.string_domain.extend(kept)
 
 
-def _apply_problem(found: Draft, statistics, problem: Problem, counts: dict[str, list[int]]) -> None:
+def _apply_problem(found: Draft, statistics, problem: Problem, counter: _SplitCounter | None) -> None:
     """The label-aware parts of the draft (see the module's docstring)."""
     import tensorflow_data_validation as tfdv
 
@@ -281,7 +361,8 @@ def _apply_problem(found: Draft, statistics, problem: Problem, counts: dict[str,
     if label_only:
         del schema.default_environment[:]
         schema.default_environment.extend([TRAINING, SERVING])
-    if counts:
+    if counter is not None:
+        counts = counter.counts()
         names = class_names(problem)
         fraction, why = label_class_fraction(counts, names)
         unknown = sum(c[0] for c in counts.values())
@@ -306,13 +387,22 @@ def _apply_problem(found: Draft, statistics, problem: Problem, counts: dict[str,
         found.annotation_comments = [
             f"Each class of {problem.label.describe()} at least this share of every split (AnomalyGate): {why}."
         ]
+        if estimated := [(["none of the classes"] + names)[c] for c in counter.estimated]:
+            found.annotation_comments.append(
+                f"Rows per split counted for the first {EXACT_SPLIT_ROWS:,} rows and every row of a class under "
+                f"{RARE_CLASS_ROWS:,} rows; the rows of {', '.join(map(repr, estimated))} after them are divided "
+                "between the splits as the counted ones were."
+            )
         found.label_counts, found.min_label_class_fraction = counts, fraction
 
 
-def draft_contract(data_root: str, data_pattern: str = "*.csv", problem: Problem | None = None) -> Draft:
+def draft_contract(
+    data_root: str, data_pattern: str = "*.csv", problem: Problem | None = None, types: Mapping | None = None
+) -> Draft:
     """The contract drafted from the CSV files (see the module's docstring); label-aware with
-    a ``problem``. Raises ``FileNotFoundError`` without files, ``DraftError`` when the
-    data lacks a column the problem names."""
+    a ``problem``; ``types``: the columns' ``csv_encoding.ColumnType`` by feature name, where
+    the caller already inferred them from these files. Raises ``FileNotFoundError``
+    without files, ``DraftError`` when the data lacks a column the problem names."""
     import tensorflow_data_validation as tfdv
     from tensorflow_metadata.proto.v0 import schema_pb2
 
@@ -331,7 +421,8 @@ def draft_contract(data_root: str, data_pattern: str = "*.csv", problem: Problem
                 f"{files[0]} does not have (its columns: {', '.join(column_names(files[0]))}). Is --problem the "
                 "folder of this data's problem?"
             )
-    statistics, counts = _statistics(files, problem, problem.header_names if problem is not None else None)
+    headers = problem.header_names if problem is not None else None
+    statistics, counter = _statistics(files, problem, headers, types)
     schema = tfdv.infer_schema(statistics)
     dataset = statistics.datasets[0]
     rows = dataset.num_examples
@@ -355,7 +446,7 @@ def draft_contract(data_root: str, data_pattern: str = "*.csv", problem: Problem
             target.float_domain.disallow_nan = target.float_domain.disallow_inf = True
     found = Draft(schema=schema, files=files, rows=rows)
     if problem is not None:
-        _apply_problem(found, statistics, problem, counts)
+        _apply_problem(found, statistics, problem, counter)
     return found
 
 

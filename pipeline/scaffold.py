@@ -57,6 +57,7 @@ import argparse
 import dataclasses
 import datetime
 import glob
+import importlib
 import json
 import math
 import os
@@ -65,12 +66,14 @@ import shutil
 import sys
 import tempfile
 import textwrap
+import threading
 from collections.abc import Sequence
 
 from models import budget as budget_lib
 from models import problem as problem_lib
 from models.hparams import HParams
 from models.problem import CONTRACT_FILE, PROBLEM_FILE, Task, transformed_name
+from pipeline import csv_profile
 from pipeline.config import DEFAULT_OUTPUT_ROOT, PIPELINE_NAME_PATTERN, REPO_ROOT, PipelineConfig
 from runtime.terminal import Terminal, add_verbose_flag, command_log, say
 
@@ -164,12 +167,11 @@ def derive_name(csv_path: str) -> str:
     return name or "problem"
 
 
-def read_csv(csv_path: str):
-    """The CSV as CsvExampleGen reads it: a pandas frame of text cells (None where empty)
-    and each column's type (``components.csv_encoding``), both by feature name, and the
-    header names by feature name (``models.problem.feature_names``) where they differ."""
-    import pyarrow as pa
-
+def read_csv(csv_path: str, label: str) -> tuple[dict[str, csv_profile.ColumnProfile], dict[str, str]]:
+    """The CSV as CsvExampleGen reads it, each column summarised in one streaming pass
+    (``pipeline.csv_profile``: its cells, types as ``components.csv_encoding`` infers them;
+    the ``label`` column's distinct values all counted), by feature name, and the header
+    names by feature name (``models.problem.feature_names``) where they differ."""
     from components import csv_encoding
 
     names = csv_encoding.column_names(csv_path)
@@ -177,21 +179,11 @@ def read_csv(csv_path: str):
         raise ScaffoldError(f"{csv_path}: column(s) {', '.join(duplicates)} appear twice in the header: rename one.")
     headers = {feature: header for header, feature in problem_lib.feature_names(names).items() if feature != header}
     types = {name: t.name for name, t in csv_encoding.infer_column_types([csv_path], headers).items()}
-    blocks = list(csv_encoding.read_blocks(csv_path, headers=headers))
-    if not blocks:
+    label = {header: feature for feature, header in headers.items()}.get(label, label)
+    profiles = csv_profile.profile(csv_encoding.read_blocks(csv_path, headers=headers), types, exact=(label,))
+    if not next(iter(profiles.values())).rows:
         raise ScaffoldError(f"{csv_path} has a header but no rows.")
-    frame = pa.Table.from_batches(blocks).to_pandas()
-    return frame, types, headers
-
-
-def _numbers(cells):
-    """Text cells of a number column as floats (NaN where empty), parsed as CsvExampleGen does."""
-    import pandas as pd
-
-    try:
-        return pd.to_numeric(cells)
-    except (ValueError, TypeError):  # cells only Python's parser accepts (" 5", "1_000")
-        return cells.map(lambda c: float("nan") if c is None else float(c.encode())).astype(float)
+    return profiles, headers
 
 
 def _share(count: int, rows: int) -> str:
@@ -201,21 +193,19 @@ def _share(count: int, rows: int) -> str:
 # ---------------------------------------------------------------- the label
 
 
-def infer_task(values, column_type: str, rows: int) -> tuple[Task, str]:
-    """The task for a label with these (present) text values, after AutoGluon's rule."""
-    distinct = values.nunique()
+def infer_task(label: csv_profile.ColumnProfile) -> tuple[Task, str]:
+    """The task for a label (every row has a value), after AutoGluon's rule."""
+    distinct, rows = label.distinct, label.rows
     if distinct == 2:
         return Task.BINARY, "the label has 2 distinct values"
-    if column_type == "STRING":
+    if label.type == "STRING":
         return Task.MULTICLASS, f"the label is text with {distinct} distinct values"
     limit = CLASS_SHARE_SMALL_DATA if rows <= LARGE_DATA_ROWS else CLASS_SHARE_LARGE_DATA
-    numbers = _numbers(values)
-    integral = bool((numbers == numbers.round()).all())
     few = distinct <= MAX_CLASSES and distinct <= limit * rows
     rule = f"at most {limit:.0%} of the {rows} rows and at most {MAX_CLASSES}: AutoGluon's rule"
-    if integral and few:
+    if label.integral and few:
         return Task.MULTICLASS, f"the label is integers with few distinct values ({distinct}; {rule})"
-    if not integral:
+    if not label.integral:
         return Task.REGRESSION, f"the label is numbers with fractions ({distinct} distinct values)"
     return Task.REGRESSION, f"the label is integers with many distinct values ({distinct}; classes need {rule})"
 
@@ -226,38 +216,43 @@ def _reads_positive(value: str, values: Sequence[str], numeric: bool) -> bool:
     return value.strip().lower() in POSITIVE_WORDS
 
 
-def choose_positive(values, column_type: str) -> tuple[str, str]:
-    """The positive value of a 2-valued label (present text cells), and why."""
-    counts = values.value_counts()
-    distinct = sorted(counts.index)
-    numeric = column_type != "STRING"
+def choose_positive(label: csv_profile.ColumnProfile) -> tuple[str, str]:
+    """The positive value of a 2-valued label, and why."""
+    counts = label.counts
+    distinct = sorted(counts)
+    numeric = label.type != "STRING"
     positive = [v for v in distinct if _reads_positive(v, distinct, numeric)]
     if len(positive) == 1:
-        return positive[0], f"{positive[0]!r} reads as positive ({_share(int(counts[positive[0]]), len(values))})"
+        return positive[0], f"{positive[0]!r} reads as positive ({_share(counts[positive[0]], label.present)})"
     # The less frequent value; on a tie the later one in sorted order.
     rarest = min(reversed(distinct), key=lambda v: counts[v])
     return rarest, (
         f"no single value reads as positive (yes/true/1/...): the less frequent one, "
-        f"{_share(int(counts[rarest]), len(values))}"
+        f"{_share(counts[rarest], label.present)}"
     )
 
 
-def _classes(values, column_type: str) -> list[str]:
-    """The class names as ``preprocessing_fn`` sees them: text as it is, numbers as integers."""
-    if column_type == "STRING":
-        return sorted(values.unique())
-    numbers = _numbers(values)
-    if not (numbers == numbers.round()).all():
-        raise ScaffoldError(
-            "a multi-class label of numbers needs whole numbers (class codes); this one has fractions: "
-            "use --task regression, or encode the classes as integers or text."
-        )
-    return sorted({str(int(v)) for v in numbers})
+def _class_counts(label: csv_profile.ColumnProfile) -> dict[str, int]:
+    """Rows per class name as ``preprocessing_fn`` reads the label: text as it is, numbers
+    as integers (refused with fractions), most rows first."""
+    if label.type == "STRING":
+        counts = dict(label.counts)
+    else:
+        if not label.integral:
+            raise ScaffoldError(
+                "a multi-class label of numbers needs whole numbers (class codes); this one has fractions: "
+                "use --task regression, or encode the classes as integers or text."
+            )
+        counts = {}
+        for value, count in label.counts.items():
+            key = str(int(float(value.encode())))
+            counts[key] = counts.get(key, 0) + count
+    return dict(sorted(counts.items(), key=lambda item: -item[1]))
 
 
-def _too_rare(label: str, counts, advice: str) -> None:
+def _too_rare(label: str, counts: dict[str, int], advice: str) -> None:
     """Refuses classes with fewer than ``MIN_CLASS_ROWS`` rows."""
-    if rare := [c for c in sorted(counts.index) if counts[c] < MIN_CLASS_ROWS]:
+    if rare := [c for c in sorted(counts) if counts[c] < MIN_CLASS_ROWS]:
         listed = ", ".join(f"{c!r} ({counts[c]} rows)" for c in rare[:10])
         raise ScaffoldError(
             f"the label '{label}' has class(es) with fewer than {MIN_CLASS_ROWS} rows: {listed}"
@@ -267,30 +262,29 @@ def _too_rare(label: str, counts, advice: str) -> None:
 
 
 def plan_label(
-    frame, types: dict[str, str], label: str, task: Task | None, headers: dict[str, str] | None = None
+    profiles: dict[str, csv_profile.ColumnProfile], label: str, task: Task | None, headers: dict[str, str] | None = None
 ) -> tuple[Task, str, dict, str]:
     """The task and its reason, the spec's [label] table and the label's description
     (``headers``: the header names by feature name, for messages)."""
     headers = headers or {}
-    if label not in frame.columns:
+    if label not in profiles:
         raise ScaffoldError(
             f"--label {label!r} is not a column of the CSV; its columns: "
-            + ", ".join(headers.get(c, c) for c in frame.columns)
+            + ", ".join(headers.get(c, c) for c in profiles)
         )
     named = headers.get(label, label)
-    cells = frame[label]
-    rows = len(cells)
-    if empty := int(cells.isna().sum()):
+    cells = profiles[label]
+    rows = cells.rows
+    if empty := rows - cells.present:
         raise ScaffoldError(
             f"the label '{named}' is empty in {_share(empty, rows)}: a row without a label teaches nothing (and "
             "counts as 0 or 'no class' in the pipeline). Remove those rows from the CSV and scaffold again."
         )
-    column_type = types[label]
-    distinct = cells.nunique()
+    distinct = cells.distinct
     if distinct < 2:
-        raise ScaffoldError(f"the label '{named}' has one value only ({cells.iloc[0]!r}): there is nothing to learn.")
+        raise ScaffoldError(f"the label '{named}' has one value only ({cells.first!r}): there is nothing to learn.")
     if task is None:
-        task, task_reason = infer_task(cells, column_type, rows)
+        task, task_reason = infer_task(cells)
     else:
         task_reason = "given (--task)"
     spec: dict = {"column": label}
@@ -300,8 +294,8 @@ def plan_label(
                 f"the label '{named}' has {distinct} distinct values; a binary label has 2. Use --task multiclass "
                 "(or regression for a quantity), or reduce the column to two values."
             )
-        _too_rare(named, cells.value_counts(), "collect more rows of it.")
-        spec["positive"], reason = choose_positive(cells, column_type)
+        _too_rare(named, cells.counts, "collect more rows of it.")
+        spec["positive"], reason = choose_positive(cells)
         return task, task_reason, spec, f"positive class {spec['positive']!r}: {reason}"
     if task == Task.MULTICLASS:
         if distinct == 2:
@@ -311,74 +305,58 @@ def plan_label(
                 f"the label '{named}' has {distinct} distinct values, more than the {MAX_CLASSES} classes a "
                 "classifier here takes: if it is a quantity use --task regression, else group the values."
             )
-        spec["classes"] = _classes(cells, column_type)
-        counts = _class_keys(cells, column_type).value_counts()
+        counts = _class_counts(cells)
+        spec["classes"] = sorted(counts)
         _too_rare(
             named,
             counts,
             "remove those rows or merge them into another class (say 'other'); if the label is a quantity, use "
             "--task regression.",
         )
-        majority = counts.idxmax()
+        majority = next(iter(counts))
         return (
             task,
             task_reason,
             spec,
             f"{len(spec['classes'])} classes, sorted as text; the commonest is {majority!r} "
-            f"({_share(int(counts[majority]), rows)})",
+            f"({_share(counts[majority], rows)})",
         )
-    if column_type == "STRING":
-        texts = [v for v in cells.unique() if not _is_number(v)][:3]
+    if cells.type == "STRING":
+        texts = list(cells.tokens)[:3]
         raise ScaffoldError(
             f"the label '{named}' holds text (such as {', '.join(repr(v) for v in texts)}): regression needs "
             "numbers. Fix those cells, or use --task binary or multiclass for a label of categories."
         )
-    numbers = _numbers(cells)
-    return task, task_reason, spec, f"numbers from {numbers.min():g} to {numbers.max():g}, mean {numbers.mean():g}"
-
-
-def _class_keys(cells, column_type: str):
-    """Each row's class name as ``preprocessing_fn`` reads it (numbers as integers)."""
-    return cells if column_type == "STRING" else _numbers(cells).map(lambda v: str(int(v)))
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text.encode())
-    except ValueError:
-        return False
-    return True
+    return task, task_reason, spec, f"numbers from {cells.low:g} to {cells.high:g}, mean {cells.mean:g}"
 
 
 # ---------------------------------------------------------------- the columns
 
 
-def column_treatment(name: str, cells, column_type: str) -> tuple[str, str, int]:
+def column_treatment(cells: csv_profile.ColumnProfile) -> tuple[str, str, int]:
     """What the spec does with one (non-label) column: its kind, the reason, and its number
     of distinct values."""
-    rows = len(cells)
-    present = cells.dropna()
-    distinct = int(present.nunique())
-    missing = 1 - len(present) / rows if rows else 1.0
+    rows, present, distinct = cells.rows, cells.present, cells.distinct
+    missing = cells.missing
+    column_type = cells.type
     if column_type == "UNKNOWN" or missing > MOSTLY_EMPTY:
         return "unused", f"empty in {missing:.0%} of the rows (more than {MOSTLY_EMPTY:.0%}): no signal", distinct
     if distinct == 1:
-        return "unused", f"constant: {present.iloc[0]!r} in every row that has a value", distinct
+        return "unused", f"constant: {cells.first!r} in every row that has a value", distinct
     if column_type in ("STRING", "INT") and distinct == rows:
         return "unused", "unique in every row: an identifier, nothing a model can generalize from", distinct
     if column_type == "STRING":
-        if distinct > FREE_TEXT_SHARE * len(present):
+        if distinct > FREE_TEXT_SHARE * present:
             return (
                 "unused",
-                f"text with {distinct} distinct values in {len(present)} rows (more than half): free text or an id, "
+                f"text with {distinct} distinct values in {present} rows (more than half): free text or an id, "
                 "which a vocabulary cannot generalize from",
                 distinct,
             )
         return "categorical", f"text with {distinct} distinct values", distinct
     if column_type == "INT" and distinct <= FEW_INTEGER_VALUES:
         return "categorical", f"integers with {distinct} distinct values (codes or levels)", distinct
-    numbers = _numbers(present)
-    low, high, median = float(numbers.min()), float(numbers.max()), float(numbers.median())
+    low, high, median = cells.low, cells.high, cells.median
     if low >= 0 and high > HEAVY_TAIL_RATIO * median:
         return (
             "log_numeric",
@@ -389,13 +367,10 @@ def column_treatment(name: str, cells, column_type: str) -> tuple[str, str, int]
     return "numeric", f"numbers from {low:g} to {high:g}: z-score", distinct
 
 
-def _text_that_is_numbers(name: str, cells) -> str | None:
+def _text_that_is_numbers(name: str, cells: csv_profile.ColumnProfile) -> str | None:
     """A note for a text column whose values are numbers but for a few tokens ("NA", "?")."""
-    values = cells.dropna()
-    numeric = values.map(_is_number)
-    if len(values) and 1 > numeric.mean() >= NUMBERS_BUT_FOR_A_FEW:
-        tokens = values[~numeric].value_counts()
-        shown = ", ".join(f"{t!r} ({n} rows)" for t, n in tokens.head(3).items())
+    if cells.present and 1 > cells.numeric_cells / cells.present >= NUMBERS_BUT_FOR_A_FEW:
+        shown = ", ".join(f"{t!r} ({n} rows)" for t, n in cells.tokens.most_common(3))
         return (
             f"'{name}' is read as text because of {shown}; the rest are numbers. If those mean 'no value', empty "
             "those cells and scaffold again to treat it as a number."
@@ -423,10 +398,9 @@ def _accuracy_noise(rows: int) -> tuple[float, str]:
     return two_rows, f"two rows of an eval split of about {eval_rows:.0f}: run-to-run noise of retraining on small data"
 
 
-def plan_blessing(task: Task, frame, label_spec: dict, types: dict[str, str]) -> tuple[str, float, str, float, str]:
+def plan_blessing(task: Task, label: csv_profile.ColumnProfile) -> tuple[str, float, str, float, str]:
     """The blessing metric, its threshold and how it was computed, ``max_regression`` and why."""
     metric = problem_lib.DEFAULT_METRIC[task]
-    cells = frame[label_spec["column"]]
     if task == Task.BINARY:
         return (
             metric,
@@ -437,18 +411,18 @@ def plan_blessing(task: Task, frame, label_spec: dict, types: dict[str, str]) ->
             "run-to-run noise of retraining on the same data",
         )
     if task == Task.MULTICLASS:
-        keys = _class_keys(cells, types[label_spec["column"]])
-        counts = keys.value_counts()
-        majority = counts.iloc[0] / len(keys)
+        counts = _class_counts(label)
+        commonest = next(iter(counts))
+        majority = counts[commonest] / label.rows
         threshold = math.floor(min(majority + ACCURACY_MARGIN, majority + (1 - majority) / 2) * 1000) / 1000
         return (
             metric,
             threshold,
-            f"always answering the commonest class ({counts.index[0]!r}) scores {majority:.3f}; the floor is that "
+            f"always answering the commonest class ({commonest!r}) scores {majority:.3f}; the floor is that "
             f"+ {ACCURACY_MARGIN:g} (at most halfway to 1)",
-            *_accuracy_noise(len(keys)),
+            *_accuracy_noise(label.rows),
         )
-    deviation = float(_numbers(cells).std(ddof=0))
+    deviation = label.std
     return (
         metric,
         _round_up(deviation),
@@ -469,23 +443,21 @@ def plan(csv_path: str, label: str, task: Task | str | None = None, name: str | 
     if not PIPELINE_NAME_PATTERN.fullmatch(name):
         raise ScaffoldError(f"--name {name!r} must match [a-z0-9][a-z0-9-]{{0,127}} (lower case, digits, dashes).")
     task = Task(task) if task else None
-    frame, types, headers = read_csv(csv_path)
+    profiles, headers = read_csv(csv_path, label)
     label = {header: feature for feature, header in headers.items()}.get(label, label)
-    rows = len(frame)
-    task, task_reason, label_spec, label_reason = plan_label(frame, types, label, task, headers)
+    task, task_reason, label_spec, label_reason = plan_label(profiles, label, task, headers)
+    rows = profiles[label].rows
     notes: list[str] = []
     columns = []
-    for column in frame.columns:
+    for column, cells in profiles.items():
         if column == label:
             columns.append(
-                Column(column, "label", "the label: not a model input", types[column], 0, 0.0, headers.get(column, ""))
+                Column(column, "label", "the label: not a model input", cells.type, 0, 0.0, headers.get(column, ""))
             )
             continue
-        cells = frame[column]
-        kind, reason, distinct = column_treatment(column, cells, types[column])
-        missing = float(cells.isna().mean())
-        columns.append(Column(column, kind, reason, types[column], distinct, missing, headers.get(column, "")))
-        if types[column] == "STRING" and (note := _text_that_is_numbers(columns[-1].shown, cells)):
+        kind, reason, distinct = column_treatment(cells)
+        columns.append(Column(column, kind, reason, cells.type, distinct, cells.missing, headers.get(column, "")))
+        if cells.type == "STRING" and (note := _text_that_is_numbers(columns[-1].shown, cells)):
             notes.append(note)
     inputs = [c for c in columns if c.kind not in ("unused", "label")]
     if not inputs:
@@ -496,9 +468,7 @@ def plan(csv_path: str, label: str, task: Task | str | None = None, name: str | 
     label_name = label_spec.get("name", label)
     if transformed_name(label_name) in {transformed_name(c.name) for c in inputs}:
         label_spec["name"] = f"{label_name}_label"
-    metric, threshold, threshold_reason, max_regression, max_regression_reason = plan_blessing(
-        task, frame, label_spec, types
-    )
+    metric, threshold, threshold_reason, max_regression, max_regression_reason = plan_blessing(task, profiles[label])
     low, high = SLICE_VALUES
     slices = [c.name for c in columns if c.kind == "categorical" and low <= c.distinct <= high][:MAX_SLICES]
     return Plan(
@@ -630,11 +600,18 @@ def scaffold(
 ) -> tuple[Plan, str, object]:
     """Writes the problem folder for ``csv_path``; returns the plan, the folder and the
     drafted contract (``pipeline.contract.Draft``). Raises ``ScaffoldError``."""
-    from pipeline import contract
+    from components.csv_encoding import ColumnType
 
     if not os.path.isfile(csv_path):
         raise ScaffoldError(f"--csv {csv_path}: no such file.")
+    # The contract needs TensorFlow Data Validation, whose import (TensorFlow, Beam) takes
+    # seconds of mostly one core: it runs while the plan reads the CSV, mostly in Arrow.
+    importing = threading.Thread(target=importlib.import_module, args=("tensorflow_data_validation",), daemon=True)
+    importing.start()
     p = plan(csv_path, label, task, name)
+    importing.join()
+    from pipeline import contract
+
     folder = os.path.abspath(output or os.path.join(REPO_ROOT, "data", p.name))
     source = os.path.abspath(csv_path)
     inside = os.path.dirname(source) == folder
@@ -666,7 +643,8 @@ def scaffold(
             problem = problem_lib.load(scratch)
         except problem_lib.ProblemError as err:
             raise ScaffoldError(f"the drafted spec does not load ({err}); please report this") from err
-        drafted = contract.draft_contract(scratch, glob.escape(copy_name), problem)
+        types = {c.name: ColumnType[c.type] for c in p.columns}
+        drafted = contract.draft_contract(scratch, glob.escape(copy_name), problem, types)
         absent = [
             f"{cls!r} in {split}"
             for split, counts in drafted.label_counts.items()
