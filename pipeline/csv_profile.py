@@ -153,6 +153,11 @@ class ColumnProfile:
         return float(np.sqrt(self._squares / self.present)) if self.present else float("nan")
 
     @property
+    def sampled(self) -> bool:
+        """Whether ``median`` is a random sample's (more than SAMPLE_ROWS numbers)."""
+        return self.numeric and self.present > SAMPLE_ROWS
+
+    @property
     def median(self) -> float:
         """The numbers' median: exact up to SAMPLE_ROWS values, else a random sample's."""
         return float(np.median(self._sample)) if len(self._sample) else float("nan")

@@ -358,9 +358,10 @@ def column_treatment(cells: csv_profile.ColumnProfile) -> tuple[str, str, int]:
         return "categorical", f"integers with {distinct} distinct values (codes or levels)", distinct
     low, high, median = cells.low, cells.high, cells.median
     if low >= 0 and high > HEAVY_TAIL_RATIO * median:
+        of = f"the median of {csv_profile.SAMPLE_ROWS:,} random rows" if cells.sampled else "the median"
         return (
             "log_numeric",
-            f"never negative and heavy-tailed (max {high:g} > {HEAVY_TAIL_RATIO:g}x the median {median:g}): log1p, "
+            f"never negative and heavy-tailed (max {high:g} > {HEAVY_TAIL_RATIO:g}x {of} {median:g}): log1p, "
             "then z-score",
             distinct,
         )

@@ -4,8 +4,10 @@ inputs break it with one line each, as AnomalyGate prints them."""
 from __future__ import annotations
 
 import csv
+import glob
 import os
 
+import numpy as np
 import pytest
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import schema_pb2
@@ -320,3 +322,83 @@ def test_the_label_is_counted_as_preprocessing_fn_computes_it():
         inputs = {key: tensor(key) for key in problem.label.sources}
         expected = preprocessing.label(inputs, problem)[problem.label_key].numpy().reshape(-1)
         assert np.array_equal(contract.label_classes(block, types, problem), expected), spec
+
+
+# ---------------------------------------------------------------- one streaming pass
+
+
+def _every_rows_split(files, problem) -> dict[str, list[int]]:
+    """Rows per class and split, each row's tf.Example hashed as CsvExampleGen splits it."""
+    from components import csv_encoding
+
+    types = csv_encoding.infer_column_types(files, problem.header_names)
+    buckets = list(np.cumsum(list(contract.SPLIT_BUCKETS.values())))
+    counts = {name: [0] * (problem.num_classes + 1) for name in contract.SPLIT_BUCKETS}
+    for path in files:
+        for block in csv_encoding.read_blocks(path, headers=problem.header_names):
+            classes = contract.label_classes(block, types, problem)
+            for record, cls in zip(csv_encoding.encode_block(block, types), classes, strict=True):
+                counts[list(counts)[csv_encoding.split_index(record, buckets)]][cls + 1] += 1
+    return counts
+
+
+@pytest.mark.parametrize("name", ["taxi", "penguins", "penguin-body-mass"])
+def test_streamed_statistics_draft_what_tfdvs_own_pipeline_statistics_draft(name):
+    """The draft's statistics (TFDV's in-memory generators over each block) against TFDV's
+    Beam statistics over a TFRecord copy of every row, as StatisticsGen computes them."""
+    folder = os.path.join(REPO_ROOT, "data", name)
+    problem = problem_lib.load(folder)
+    files = sorted(glob.glob(os.path.join(folder, "*.csv")))
+    streamed, _ = contract._statistics(files, problem, problem.header_names)
+    beam = contract.csv_statistics(files, problem)
+    assert tfdv.infer_schema(streamed) == tfdv.infer_schema(beam)
+    ours, theirs = streamed.datasets[0], beam.datasets[0]
+    assert ours.num_examples == theirs.num_examples
+    by_path = {tuple(f.path.step): f for f in theirs.features}
+    for feature in ours.features:
+        other = by_path.pop(tuple(feature.path.step))
+        kind = feature.WhichOneof("stats")
+        assert kind == other.WhichOneof("stats") and feature.type == other.type
+        if kind is None:
+            continue
+        mine, yours = getattr(feature, kind), getattr(other, kind)
+        for field in ("num_non_missing", "num_missing", "min_num_values", "max_num_values", "tot_num_values"):
+            assert getattr(mine.common_stats, field) == getattr(yours.common_stats, field), (feature.path, field)
+        if kind == "num_stats":
+            assert (mine.min, mine.max) == (yours.min, yours.max)
+        if kind == "string_stats":
+            assert mine.unique == yours.unique
+            assert {(b.label, b.sample_count) for b in mine.rank_histogram.buckets} == {
+                (b.label, b.sample_count) for b in yours.rank_histogram.buckets
+            }
+    assert not by_path
+
+
+def test_split_counts_are_every_rows_split_up_to_the_exact_size():
+    problem = problem_lib.load(DEFAULT_PROBLEM_DIR)
+    files = sorted(glob.glob(os.path.join(DEFAULT_PROBLEM_DIR, "*.csv")))
+    assert EMBEDDED_ROWS <= contract.EXACT_SPLIT_ROWS
+    found = contract.draft_contract(DEFAULT_PROBLEM_DIR, problem=problem)
+    assert found.label_counts == _every_rows_split(files, problem)
+    assert "divided" not in " ".join(found.annotation_comments)
+
+
+def test_past_the_exact_size_rare_classes_are_counted_and_the_rest_divided(monkeypatch):
+    """The penguins' species with the sizes made small: the first 100 rows and each class's
+    first 80 rows hashed. Chinstrap (68 rows) is counted exactly; the other two classes' rows
+    not hashed are divided between the splits as all hashed rows fell."""
+    monkeypatch.setattr(contract, "EXACT_SPLIT_ROWS", 100)
+    monkeypatch.setattr(contract, "RARE_CLASS_ROWS", 80)
+    folder = os.path.join(REPO_ROOT, "data", "penguins")
+    problem = problem_lib.load(folder)
+    truth = _every_rows_split(sorted(glob.glob(os.path.join(folder, "*.csv"))), problem)
+    found = contract.draft_contract(folder, problem=problem)
+    rare = problem.label.classes.index("Chinstrap") + 1
+    assert [found.label_counts[s][rare] for s in truth] == [truth[s][rare] for s in truth]
+    for cls in range(problem.num_classes + 1):  # every class keeps its rows
+        assert sum(found.label_counts[s][cls] for s in truth) == sum(truth[s][cls] for s in truth)
+    for cls in (problem.label.classes.index(c) + 1 for c in ("Adelie", "Gentoo")):
+        total = sum(truth[s][cls] for s in truth)
+        assert found.label_counts["eval"][cls] == pytest.approx(truth["eval"][cls], abs=0.15 * total)
+    (comment,) = [c for c in found.annotation_comments if "divided" in c]
+    assert "'Adelie', 'Gentoo'" in comment and "Chinstrap" not in comment

@@ -19,7 +19,7 @@ from models import budget
 from models import problem as problem_lib
 from models.hparams import HParams
 from models.problem import CONTRACT_FILE, PROBLEM_FILE, Problem, Task
-from pipeline import scaffold
+from pipeline import contract, scaffold
 from pipeline.choose_model import Trial
 from pipeline.config import REPO_ROOT, PipelineConfig
 from pipeline.scaffold import ScaffoldError
@@ -441,6 +441,44 @@ def test_choose_model_hands_the_drafted_folder_to_the_chooser_and_says_its_choic
     out = capsys.readouterr().out
     assert handed == [str(folder)] and problem_lib.load(str(folder)).model == ModelFamily.TREES
     assert "Model: Chosen by `python -m pipeline.choose_model`" in out and "network 0.8100 (40 s), trees 0.8400" in out
+
+
+# ---------------------------------------------------------------- large files
+
+
+def _decisions(planned: scaffold.Plan) -> tuple:
+    return (
+        planned.task,
+        planned.label,
+        [(c.name, c.kind, c.type, c.missing) for c in planned.columns],
+        (planned.metric, planned.threshold, planned.max_regression),
+        planned.slices,
+    )
+
+
+@pytest.mark.parametrize(
+    ("folder", "label"),
+    [("penguins", "species"), ("penguin-body-mass", "body_mass_g"), ("taxi", "trip_start_day")],
+)
+def test_past_the_sample_and_the_exact_split_sizes_the_shipped_data_gets_the_same_decisions(
+    folder, label, tmp_path, monkeypatch
+):
+    """A file larger than the profile's sample and the contract's hashed rows takes the
+    medians from a random sample and divides common classes' rows between the splits. On
+    the shipped data, with those sizes made small enough to apply, nothing it decides
+    changes: the spec's decisions and the contract."""
+    (csv_path,) = glob.glob(str(SHIPPED_DIRS[folder] / "*.csv"))
+    exact, exact_folder, exact_draft = scaffold.scaffold(csv_path, label, output=str(tmp_path / "exact"))
+    monkeypatch.setattr(scaffold.csv_profile, "SAMPLE_ROWS", 60)
+    monkeypatch.setattr(contract, "EXACT_SPLIT_ROWS", 100)
+    monkeypatch.setattr(contract, "RARE_CLASS_ROWS", 60)
+    sampled, sampled_folder, sampled_draft = scaffold.scaffold(csv_path, label, output=str(tmp_path / "sampled"))
+    assert _decisions(sampled) == _decisions(exact)
+    assert sampled_draft.schema == exact_draft.schema
+    assert any(c.kind == "label" for c in sampled.columns)
+    if exact.task != Task.REGRESSION:  # the sizes did apply
+        assert any("divided" in c for c in sampled_draft.annotation_comments)
+        assert not any("divided" in c for c in exact_draft.annotation_comments)
 
 
 # ---------------------------------------------------------------- end to end (slow)
