@@ -140,7 +140,7 @@ def label_classes(block, types: dict, problem: Problem) -> np.ndarray:
         return found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
     # Numbers as integers, named as str(int(value)) names them.
     index = {name: i for i, name in enumerate(label.classes)}
-    integral = {int(name): i for name, i in index.items() if re.fullmatch(r"-?(0|[1-9][0-9]*)", name)}
+    integral = {int(name): i for name, i in index.items() if re.fullmatch(r"0|-?[1-9][0-9]*", name)}
     keys = np.array(sorted(integral), np.int64)
     positions = np.array([integral[k] for k in keys], np.int64)
     integers = _numbers(cells).astype(np.int64)
