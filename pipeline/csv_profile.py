@@ -10,11 +10,13 @@ and each block folded into a ``ColumnProfile``:
 
 - rows, present cells, the first present cell: exact;
 - distinct cells and each value's rows: exact while a column has at most
-  ``COUNTED_VALUES`` distinct values (a label with more is refused anyway); beyond that the
-  count of distinct values stays exact (64-bit hashes of the values, 8 bytes each: a
-  collision between two of a million values has odds of about 1 in 30 million) and the
-  rows per value are dropped. A number column's distinct values beyond that are counted as
-  numbers ("1.5" and "1.50" are one);
+  ``COUNTED_VALUES`` distinct values (a classification label with more is refused anyway).
+  Beyond that the rows per value are dropped, and the count of distinct values stays exact
+  where a rule reads it (64-bit hashes of the values, 8 bytes each: a collision among a
+  million values has odds of about 1 in 30 million): text, the columns asked for (the
+  label), and an integer column without a repeated value so far (it may be an id). A
+  number column's values are then counted as numbers ("1.5" and "1.50" are one). Other
+  number columns keep a lower bound: no rule tells them apart by how many more they have;
 - numbers: minimum, maximum, whether all are whole, mean and standard deviation (merged
   per block, Chan's formula): exact to rounding;
 - numbers' median: exact up to ``SAMPLE_ROWS`` values, then the median of a random sample
@@ -24,7 +26,7 @@ and each block folded into a ``ColumnProfile``:
   the rows of the others, kept for up to ``COUNTED_VALUES`` distinct values.
 
 Memory is flat in the file's size: a block, the counted values, the samples, and 8 bytes
-per distinct value of a column with many.
+per distinct value of a text column, an id or the label with many.
 """
 
 from __future__ import annotations
