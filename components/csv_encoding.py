@@ -319,14 +319,21 @@ def infer_column_types(paths: Sequence[str], headers: Mapping[str, str] | None =
 # ---------------------------------------------------------------- encoding
 
 
+def parse_numbers(cells: pa.Array, column_type: ColumnType = ColumnType.FLOAT) -> pa.Array:
+    """Text cells of an INT or FLOAT column as int64 or float64 (nulls stay null), parsed
+    as tfx_bsl parses them: Arrow's cast, and Python's ``int()``/``float()`` for the cells
+    only Python's parser accepts (" 5", "1_000")."""
+    arrow_type, parse = (pa.int64(), int) if column_type == ColumnType.INT else (pa.float64(), float)
+    try:
+        return pc.cast(cells, arrow_type)
+    except pa.ArrowInvalid:
+        return pa.array([None if cell is None else parse(cell.encode()) for cell in cells.to_pylist()], arrow_type)
+
+
 def _typed_values(present: pa.Array, column_type: ColumnType) -> pa.Array:
     if column_type == ColumnType.STRING:
         return present.cast(pa.large_binary())
-    arrow_type, parse = (pa.int64(), int) if column_type == ColumnType.INT else (pa.float64(), float)
-    try:
-        values = pc.cast(present, arrow_type)
-    except pa.ArrowInvalid:  # cells only Python's parser accepts (" 5", "1_000")
-        values = pa.array([parse(cell.encode()) for cell in present.to_pylist()], arrow_type)
+    values = parse_numbers(present, column_type)
     # tf.train.FloatList holds float32: parse as double, then round, as Python's float() does.
     return values.cast(pa.float32()) if column_type == ColumnType.FLOAT else values
 
@@ -390,8 +397,18 @@ def encode_block(block: pa.RecordBatch, types: dict[str, ColumnType]) -> list[by
     canonical order (features sorted by name). The executor checks the first rows against
     TensorFlow's own serialisation on every run; the tests check every row.
     """
+    return encode_features(feature_batch(block, types))
+
+
+def feature_batch(block: pa.RecordBatch, types: dict[str, ColumnType]) -> pa.RecordBatch:
+    """A block's columns as tfx_bsl encodes them and its decoder reads them back (list
+    columns, features sorted by name): what TFDV's statistics generators take."""
     names = sorted(types)
-    batch = pa.RecordBatch.from_arrays([to_feature_column(block.column(n), types[n]) for n in names], names)
+    return pa.RecordBatch.from_arrays([to_feature_column(block.column(n), types[n]) for n in names], names)
+
+
+def encode_features(batch: pa.RecordBatch) -> list[bytes]:
+    """``encode_block``'s records from its ``feature_batch`` (or rows taken from one)."""
     parse = _CanonicalExample.FromString
     return [
         parse(record).SerializeToString(deterministic=True)

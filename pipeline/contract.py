@@ -107,14 +107,9 @@ class Draft:
 
 def _numbers(cells) -> np.ndarray:
     """A CSV column's cells as ``preprocessing_fn`` reads a number: float32, 0 where empty."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    from components.csv_encoding import parse_numbers
 
-    try:
-        values = pc.cast(cells, pa.float64())
-    except pa.ArrowInvalid:  # cells only Python's parser accepts (" 5", "1_000")
-        values = pa.array([None if c is None else float(c.encode()) for c in cells.to_pylist()], pa.float64())
-    return values.fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float32)
+    return parse_numbers(cells).fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float32)
 
 
 def label_classes(block, types: dict, problem: Problem) -> np.ndarray:
@@ -183,7 +178,8 @@ class _SplitCounter:
         self.totals = np.zeros(problem.num_classes + 1, np.int64)
         self.rows = 0
 
-    def add(self, block) -> None:
+    def add(self, block, batch) -> None:
+        """Counts a block's rows (``batch``: its ``csv_encoding.feature_batch``)."""
         import pyarrow as pa
 
         from components import csv_encoding
@@ -200,7 +196,7 @@ class _SplitCounter:
         self.totals += np.bincount(classes, minlength=len(self.totals))
         self.rows += len(classes)
         if len(chosen):
-            records = csv_encoding.encode_block(block.take(pa.array(chosen)), self.types)
+            records = csv_encoding.encode_features(batch.take(pa.array(chosen)))
             for record, cls in zip(records, classes[chosen], strict=True):
                 self.hashed[csv_encoding.split_index(record, self.buckets), cls] += 1
 
@@ -235,24 +231,21 @@ def _statistics(
     decoder would make of each block's tf.Examples; distinct values and top values come
     from TFDV's sketches, exact up to 16,384 and 1,024 distinct values (what a string
     domain needs: at most 100)."""
-    import pyarrow as pa
     from tensorflow_data_validation.statistics import stats_impl, stats_options
 
     from components import csv_encoding
 
     types = types or csv_encoding.infer_column_types(files, headers)
-    names = sorted(types)
     options = stats_options.StatsOptions()
     generators = stats_impl.get_generators(options, in_memory=True)
     partial = [generator.create_accumulator() for generator in generators]
     counter = _SplitCounter(problem, types) if problem is not None and problem.task != Task.REGRESSION else None
     for path in files:
         for block in csv_encoding.read_blocks(path, headers=headers):
-            columns = [csv_encoding.to_feature_column(block.column(n), types[n]) for n in names]
-            batch = pa.RecordBatch.from_arrays(columns, names)
+            batch = csv_encoding.feature_batch(block, types)
             partial = [g.add_input(p, batch) for g, p in zip(generators, partial, strict=True)]
             if counter is not None:
-                counter.add(block)
+                counter.add(block, batch)
     return stats_impl.extract_statistics_output(partial, generators), counter
 
 

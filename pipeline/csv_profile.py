@@ -39,6 +39,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from components import csv_encoding
+
 COUNTED_VALUES = 1001
 SAMPLE_ROWS = 100_000
 SEED = 0
@@ -60,10 +62,7 @@ def is_number(text: str) -> bool:
 
 def numbers(cells: pa.Array) -> np.ndarray:
     """Present text cells of a number column as float64, parsed as CsvExampleGen parses them."""
-    try:
-        return pc.cast(cells, pa.float64()).to_numpy(zero_copy_only=False)
-    except pa.ArrowInvalid:  # cells only Python's parser accepts (" 5", "1_000")
-        return np.array([float(c.encode()) for c in cells.to_pylist()], np.float64)
+    return csv_encoding.parse_numbers(cells).to_numpy(zero_copy_only=False)
 
 
 class _Distinct:

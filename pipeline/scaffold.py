@@ -171,11 +171,12 @@ def derive_name(csv_path: str) -> str:
     return name or "problem"
 
 
-def read_csv(csv_path: str, label: str) -> tuple[dict[str, csv_profile.ColumnProfile], dict[str, str]]:
+def read_csv(csv_path: str, label: str) -> tuple[dict[str, csv_profile.ColumnProfile], dict[str, str], str]:
     """The CSV as CsvExampleGen reads it, each column summarised in one streaming pass
     (``pipeline.csv_profile``: its cells, types as ``components.csv_encoding`` infers them;
-    the ``label`` column's distinct values all counted), by feature name, and the header
-    names by feature name (``models.problem.feature_names``) where they differ."""
+    the ``label`` column's distinct values all counted), by feature name; the header
+    names by feature name (``models.problem.feature_names``) where they differ; and the
+    label's feature name (``label`` may name its header)."""
     from components import csv_encoding
 
     names = csv_encoding.column_names(csv_path)
@@ -187,7 +188,7 @@ def read_csv(csv_path: str, label: str) -> tuple[dict[str, csv_profile.ColumnPro
     profiles = csv_profile.profile(csv_encoding.read_blocks(csv_path, headers=headers), types, exact=(label,))
     if not next(iter(profiles.values())).rows:
         raise ScaffoldError(f"{csv_path} has a header but no rows.")
-    return profiles, headers
+    return profiles, headers, label
 
 
 def _share(count: int, rows: int) -> str:
@@ -448,8 +449,7 @@ def plan(csv_path: str, label: str, task: Task | str | None = None, name: str | 
     if not PIPELINE_NAME_PATTERN.fullmatch(name):
         raise ScaffoldError(f"--name {name!r} must match [a-z0-9][a-z0-9-]{{0,127}} (lower case, digits, dashes).")
     task = Task(task) if task else None
-    profiles, headers = read_csv(csv_path, label)
-    label = {header: feature for feature, header in headers.items()}.get(label, label)
+    profiles, headers, label = read_csv(csv_path, label)
     task, task_reason, label_spec, label_reason = plan_label(profiles, label, task, headers)
     rows = profiles[label].rows
     notes: list[str] = []
