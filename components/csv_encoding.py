@@ -27,6 +27,7 @@ import hashlib
 import io
 import json
 import os
+import pickle
 import random
 import struct
 import sys
@@ -472,6 +473,7 @@ def write_shard(
     block_bytes: int = BLOCK_BYTES,
     prefix: str = FILE_PREFIX,
     headers: Mapping[str, str] | None = None,
+    statistics: Sequence[Any] | None = None,
 ) -> list[int]:
     """Encodes every ``shards``-th block of the files, from block ``shard`` on, into this
     shard's file of each split; returns rows per split (written or, where the split's
@@ -480,7 +482,9 @@ def write_shard(
     ``buckets``: cumulative hash buckets of the output splits; None writes everything to
     the one split (input-defined splits). ``prefix`` names the files (several conversions
     may write into one split directory). ``headers``: the problem's header names by feature
-    name (``feature_names``), None when the header names the features.
+    name (``feature_names``), None when the header names the features. ``statistics``: one
+    ``csv_statistics.SplitStatistics`` per split (None for a dropped split), fed each
+    written row's columns.
     """
     writers = [None if d is None else GzipTFRecordWriter(shard_path(d, shard, shards, prefix)) for d in split_dirs]
     counts = [0] * len(split_dirs)
@@ -492,19 +496,23 @@ def write_shard(
                 block_index += 1
                 if not mine:
                     continue
-                records = encode_block(block, types)
+                batch = feature_batch(block, types)
+                records = encode_features(batch)
+                splits = np.zeros(len(records), np.int64)
+                if buckets is not None:
+                    splits[:] = [split_index(record, buckets) for record in records]
                 # TFX's WriteSplit reshuffles before writing; a seeded shuffle per block keeps a
                 # sorted CSV (say, by time) from reaching the Trainer in that order.
-                random.Random(block_index).shuffle(records)
-                if buckets is None:
-                    by_split = [records]
-                else:
-                    by_split = [[] for _ in split_dirs]
-                    for record in records:
-                        by_split[split_index(record, buckets)].append(record)
+                order = list(range(len(records)))
+                random.Random(block_index).shuffle(order)
+                by_split = [[] for _ in split_dirs]
+                for row in order:
+                    by_split[splits[row]].append(records[row])
                 for i, split_records in enumerate(by_split):
                     if writers[i] is not None:
                         writers[i].write(split_records)
+                        if statistics is not None and statistics[i] is not None:
+                            statistics[i].add(batch.filter(pa.array(splits == i)))
                     counts[i] += len(split_records)
     finally:
         for writer in writers:
@@ -516,11 +524,22 @@ def write_shard(
 def main(argv: Sequence[str]) -> int:
     """Worker entry point: a JSON file holding one job (write_shard's arguments) in, rows
     per split out (a file, not the JSON itself: thousands of input paths would exceed the
-    size limit of one argument)."""
+    size limit of one argument). With a ``statistics_path``, each split's statistics are
+    pickled there (``csv_statistics``, which imports TFDV)."""
     with open(argv[1]) as job_file:
         job = json.load(job_file)
     job["types"] = {name: ColumnType[value] for name, value in job["types"].items()}
-    print(json.dumps(write_shard(**job)))
+    statistics_path = job.pop("statistics_path", None)
+    statistics = None
+    if statistics_path:
+        from components import csv_statistics
+
+        statistics = [None if d is None else csv_statistics.SplitStatistics() for d in job["split_dirs"]]
+    counts = write_shard(**job, statistics=statistics)
+    if statistics_path:
+        with open(statistics_path, "wb") as out:
+            pickle.dump(statistics, out, protocol=pickle.HIGHEST_PROTOCOL)
+    print(json.dumps(counts))
     return 0
 
 

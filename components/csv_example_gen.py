@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -54,8 +55,8 @@ from tfx.types.channel import Channel
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import proto_utils
 
-from components import csv_encoding, spans
-from runtime import beam_args, worker_process_env
+from components import csv_encoding, csv_statistics, spans, statistics_gen
+from runtime import beam_args, speedups, worker_process_env
 
 CHECKED_ROWS = 1000
 # The rolling window (components/spans.py): how many spans, the input pattern as given (the
@@ -137,6 +138,7 @@ def convert(
     types: dict[str, csv_encoding.ColumnType] | None = None,
     prefix: str = csv_encoding.FILE_PREFIX,
     headers: Mapping[str, str] | None = None,
+    statistics: Sequence[csv_statistics.SplitStatistics | None] | None = None,
 ) -> list[int]:
     """CSV files -> gzipped tf.Example TFRecords in ``split_dirs`` (None: the split's rows
     are counted, not written); rows per split.
@@ -145,6 +147,8 @@ def convert(
     converted in this process: a worker's start-up would cost more than it saves. ``types``
     are inferred from ``paths`` unless given (one window of spans shares one inference).
     ``headers``: the problem's header names by feature name (``csv_encoding.feature_names``).
+    ``statistics``: one ``SplitStatistics`` per split (None for none), given every written
+    row's columns, by whichever process encodes them.
     """
     if types is None:
         types = csv_encoding.infer_column_types(paths, headers)
@@ -157,9 +161,42 @@ def convert(
     workers = max(1, min(workers, -(-size // block_bytes)))
     if workers == 1:
         return csv_encoding.write_shard(
-            paths, types, split_dirs, buckets, block_bytes=block_bytes, prefix=prefix, headers=headers
+            paths,
+            types,
+            split_dirs,
+            buckets,
+            block_bytes=block_bytes,
+            prefix=prefix,
+            headers=headers,
+            statistics=statistics,
         )
-    jobs = [
+    with tempfile.TemporaryDirectory(prefix="csv-statistics-") as scratch:
+        parts = [os.path.join(scratch, f"shard-{shard}.pickle") for shard in range(workers)] if statistics else None
+        counts = _run_workers(_jobs(paths, types, split_dirs, buckets, workers, block_bytes, prefix, headers, parts))
+        if statistics:
+            shards = []
+            for part in parts:
+                with open(part, "rb") as part_file:
+                    shards.append(pickle.load(part_file))
+            for i, split in enumerate(statistics):
+                if split is not None:
+                    split.merge(shard[i] for shard in shards)
+    return [sum(c) for c in zip(*counts, strict=True)]
+
+
+def _jobs(
+    paths: Sequence[str],
+    types: dict[str, csv_encoding.ColumnType],
+    split_dirs: Sequence[str | None],
+    buckets: Sequence[int] | None,
+    workers: int,
+    block_bytes: int,
+    prefix: str,
+    headers: Mapping[str, str] | None,
+    statistics_paths: Sequence[str] | None,
+) -> list[dict[str, Any]]:
+    """One ``csv_encoding`` worker job per shard (JSON: ``csv_encoding.main`` reads it)."""
+    return [
         dict(
             paths=list(paths),
             types={n: t.name for n, t in types.items()},
@@ -170,10 +207,10 @@ def convert(
             block_bytes=block_bytes,
             prefix=prefix,
             headers=dict(headers) if headers else None,
+            **({"statistics_path": statistics_paths[shard]} if statistics_paths else {}),
         )
         for shard in range(workers)
     ]
-    return [sum(counts) for counts in zip(*_run_workers(jobs), strict=True)]
 
 
 class NoDataError(ValueError):
@@ -245,6 +282,7 @@ def _add_older_spans(
     buckets: Sequence[int],
     types: dict[str, csv_encoding.ColumnType],
     counts: list[int],
+    statistics: Sequence[csv_statistics.SplitStatistics] | None,
 ) -> list[int]:
     """Writes the older spans' rows of the window splits (training) beside the newest span's,
     hashed into splits as always, so a row is in the same split whichever run reads it: the
@@ -262,6 +300,7 @@ def _add_older_spans(
             types=types,
             prefix=f"span-{span.number}-data_tfrecord",
             headers=_headers(exec_properties),
+            statistics=statistics and [split if keep else None for split, keep in zip(statistics, kept, strict=True)],
         )
         check_rows(
             span.paths,
@@ -270,6 +309,15 @@ def _add_older_spans(
         )
         counts = [c + (s if keep else 0) for c, s, keep in zip(counts, span_counts, kept, strict=True)]
     return counts
+
+
+def _split_statistics(split_names: Sequence[str]) -> list[csv_statistics.SplitStatistics] | None:
+    """Each split's statistics, computed beside the encoding for StatisticsGen to take
+    (``components.statistics_gen``); None with the speedups off, where StatisticsGen
+    computes them as TFX ships it."""
+    if not speedups.enabled():
+        return None
+    return [csv_statistics.SplitStatistics() for _ in split_names]
 
 
 def renamed(example: tf.train.Example, renames: Mapping[str, str]) -> tf.train.Example:
@@ -359,20 +407,33 @@ class Executor(tfx_csv_executor.Executor):
                 _check_headers([paths[0], *(span.paths[0] for span in older)], headers)
             types = csv_encoding.infer_column_types([*paths, *(p for span in older for p in span.paths)], headers)
             logging.info("Column types: %s", {n: t.name for n, t in types.items()})
-            counts = convert(paths, split_uris, buckets, workers, types=types, headers=headers)
+            statistics = _split_statistics(split_names)
+            counts = convert(paths, split_uris, buckets, workers, types=types, headers=headers, statistics=statistics)
             check_rows(paths, split_names, counts)
             if older:
-                counts = _add_older_spans(older, exec_properties, split_names, split_uris, buckets, types, counts)
+                counts = _add_older_spans(
+                    older, exec_properties, split_names, split_uris, buckets, types, counts, statistics
+                )
             if spans.has_spans(exec_properties.get(SPAN_PATTERN_KEY) or ""):
                 newest = spans.Span(exec_properties[example_gen_utils.SPAN_PROPERTY_NAME], None, tuple(paths))
                 artifact.set_string_custom_property(WINDOW_PROPERTY, spans.describe([*older, newest]))
         else:
             counts = []
-            for split, name in zip(input_config.splits, split_names, strict=True):
+            statistics = _split_statistics(split_names)
+            for i, (split, name) in enumerate(zip(input_config.splits, split_names, strict=True)):
                 paths = _glob_csv(os.path.join(input_base, split.pattern), headers)
-                counts += convert(paths, [artifact_utils.get_split_uri(examples, name)], None, workers, headers=headers)
+                counts += convert(
+                    paths,
+                    [artifact_utils.get_split_uri(examples, name)],
+                    None,
+                    workers,
+                    headers=headers,
+                    statistics=statistics and statistics[i : i + 1],
+                )
                 check_rows(paths, [name], counts[-1:])
         logging.info("Examples per split: %s", dict(zip(split_names, counts, strict=True)))
+        if statistics:
+            statistics_gen.keep_statistics(artifact, dict(zip(split_names, statistics, strict=True)))
         # As TFX's executor records them (file format only when one was asked for).
         if standard_component_specs.OUTPUT_DATA_FORMAT_KEY in exec_properties:
             examples_utils.set_payload_format(artifact, payload)

@@ -234,6 +234,7 @@ def _statistics(
     from tensorflow_data_validation.statistics import stats_impl, stats_options
 
     from components import csv_encoding
+    from components.csv_statistics import decoded
 
     types = types or csv_encoding.infer_column_types(files, headers)
     options = stats_options.StatsOptions()
@@ -243,7 +244,7 @@ def _statistics(
     for path in files:
         for block in csv_encoding.read_blocks(path, headers=headers):
             batch = csv_encoding.feature_batch(block, types)
-            partial = [g.add_input(p, batch) for g, p in zip(generators, partial, strict=True)]
+            partial = [g.add_input(p, decoded(batch)) for g, p in zip(generators, partial, strict=True)]
             if counter is not None:
                 counter.add(block, batch)
     return stats_impl.extract_statistics_output(partial, generators), counter

@@ -20,7 +20,6 @@ from tfx.components.example_validator.component import ExampleValidator
 from tfx.components.pusher.component import Pusher
 from tfx.components.schema_gen.component import SchemaGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
-from tfx.components.statistics_gen.component import StatisticsGen
 from tfx.components.trainer.component import Trainer
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import LatestBlessedModelStrategy
@@ -33,6 +32,7 @@ from components.anomaly_gate import AnomalyGate
 from components.csv_example_gen import CsvExampleGen
 from components.drift_gate import SERVING_SPLIT, DriftGate
 from components.evaluator import Evaluator
+from components.statistics_gen import StatisticsGen
 from components.transform import Transform
 from models import batched_metrics, signatures
 from models.hparams import PIPELINE_ROOT_KEY, WARM_START_KEY

@@ -14,6 +14,7 @@ import time
 import pytest
 
 import local_runner
+from components.drift import read_statistics_dir
 from models.problem import Blessing
 from pipeline import history, local_run
 from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR, PipelineConfig
@@ -21,6 +22,7 @@ from pipeline.run_lock import hold_run_lock
 from pipeline.run_summary import format_summary, summarize_run
 from tests.support.runs import EXECUTED_COMPONENTS, SMALL_RUN
 from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
+from tests.support.statistics import assert_same_statistics
 from tests.support.terminal import library_lines
 
 UPSTREAM_OF_EVALUATOR = [c for c in EXECUTED_COMPONENTS if c not in ("Evaluator", "Pusher")]
@@ -395,6 +397,12 @@ def test_without_the_speedups_the_pipeline_computes_the_same_outputs(full_local_
     plain_counts = _statistics_counts(plain.outputs["StatisticsGen.statistics"])
     assert plain_counts == _statistics_counts(sped_up.outputs["StatisticsGen.statistics"])
     assert plain_counts["train"]["examples"] + plain_counts["eval"]["examples"] == EMBEDDED_ROWS
+    # Computed beside ExampleGen's encoding with them, by TFX's StatisticsGen without.
+    plain_statistics = read_statistics_dir(plain.outputs["StatisticsGen.statistics"])
+    sped_up_statistics = read_statistics_dir(sped_up.outputs["StatisticsGen.statistics"])
+    assert plain_statistics.keys() == sped_up_statistics.keys() == {"train", "eval"}
+    for split, statistics in plain_statistics.items():
+        assert_same_statistics(sped_up_statistics[split], statistics)
     graph, sped_up_graph = plain.outputs["Transform.transform_graph"], sped_up.outputs["Transform.transform_graph"]
     assert _transformed_schema(graph) == _transformed_schema(sped_up_graph)
     assert _vocabularies(graph) and _vocabularies(graph) == _vocabularies(sped_up_graph)
