@@ -5,9 +5,10 @@ The data work of ``components.csv_example_gen``, kept free of TensorFlow, TFX an
 
     python -m components.csv_encoding job.json
 
-Reading is pyarrow's streaming CSV reader, encoding tfx_bsl's C++ tf.Example encoder,
-features are put in canonical order through a minimal protobuf (no TensorFlow), framing
-and gzip are TFRecord's format written with google-crc32c and zlib.
+Reading is pyarrow's streaming CSV reader; each column's tf.Example wire bytes are built
+with Arrow and numpy, a block at a time, and joined row by row in protobuf's deterministic
+order (no TensorFlow); framing and gzip are TFRecord's format written with google-crc32c
+and zlib.
 CsvExampleGen's rules kept here (the tests compare the two record by record):
 - column types are inferred over all rows with tfx_bsl's rule (INT, then FLOAT, then
   STRING; an integer beyond int64 is STRING; a column with no value has no type);
@@ -394,9 +395,8 @@ def encode_block(block: pa.RecordBatch, types: dict[str, ColumnType]) -> list[by
     """Serialized tf.Examples of a block, as ``SerializeToString(deterministic=True)``
     writes them: the bytes TFX hashes to choose a row's split.
 
-    tfx_bsl's encoder writes features in hash-map order, so each record is put in
-    canonical order (features sorted by name). The executor checks the first rows against
-    TensorFlow's own serialisation on every run; the tests check every row.
+    The executor checks the first rows against TensorFlow's own serialisation on every
+    run; the tests check every row, and the wire format's edge values.
     """
     return encode_features(feature_batch(block, types))
 
@@ -409,12 +409,117 @@ def feature_batch(block: pa.RecordBatch, types: dict[str, ColumnType]) -> pa.Rec
 
 
 def encode_features(batch: pa.RecordBatch) -> list[bytes]:
-    """``encode_block``'s records from its ``feature_batch`` (or rows taken from one)."""
+    """``encode_block``'s records from its ``feature_batch`` (or rows taken from one).
+
+    A CSV cell is at most one value, so every feature is an empty list, one value, or no
+    kind at all, and the canonical bytes are written column by column with Arrow and numpy
+    (``_wire_examples``). A batch with longer lists goes through tfx_bsl's encoder, each
+    record re-serialised in canonical order."""
+    records = _wire_examples(batch)
+    if records is not None:
+        return records.to_pylist()
     parse = _CanonicalExample.FromString
     return [
         parse(record).SerializeToString(deterministic=True)
         for record in example_coder.RecordBatchToExamplesEncoder().encode(batch)
     ]
+
+
+# tf.Example's wire format, the parts used here (field number << 3 | 2, length-delimited):
+# Example.features = 1, Features.feature (map entry) = 1, entry key = 1, entry value = 2,
+# Feature.bytes_list = 1, float_list = 2, int64_list = 3, and each list's packed value = 1.
+_FIELD_1, _FIELD_2, _FIELD_3 = b"\x0a", b"\x12", b"\x1a"
+_EMPTY_LIST = {"int": _FIELD_3 + b"\x00", "float": _FIELD_2 + b"\x00", "bytes": _FIELD_1 + b"\x00"}
+
+
+def _binary_array(offsets: np.ndarray, data: np.ndarray) -> pa.LargeBinaryArray:
+    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(offsets) - 1, buffers)
+
+
+def _varints(values: np.ndarray) -> pa.LargeBinaryArray:
+    """Each value's protobuf varint (int64 as its two's complement, as protobuf does)."""
+    unsigned = np.ascontiguousarray(values).view(np.uint64) if values.dtype == np.int64 else values.astype(np.uint64)
+    lengths = np.ones(len(unsigned), np.int64)
+    for k in range(1, 10):
+        lengths += unsigned >= np.uint64(1 << (7 * k))
+    offsets = np.zeros(len(unsigned) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = np.empty(offsets[-1], np.uint8)
+    for k in range(10):
+        rows = np.flatnonzero(lengths > k)
+        if not len(rows):
+            break
+        low_bits = ((unsigned[rows] >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
+        data[offsets[rows] + k] = low_bits | np.where(lengths[rows] > k + 1, np.uint8(0x80), np.uint8(0))
+    return _binary_array(offsets, data)
+
+
+def _joined(*parts: pa.Array | bytes) -> pa.Array:
+    """Row by row, the parts' bytes one after the other (bytes: the same in every row)."""
+    arrays = [pa.scalar(part, pa.large_binary()) if isinstance(part, bytes) else part for part in parts]
+    return pc.binary_join_element_wise(*arrays, pa.scalar(b"", pa.large_binary()))
+
+
+def _length_delimited(field: bytes, payload: pa.Array) -> pa.Array:
+    """Each row's ``payload`` as a length-delimited field: its tag, its length, its bytes."""
+    return _joined(field, _varints(pc.binary_length(payload).to_numpy(zero_copy_only=False)), payload)
+
+
+class _LongerLists(ValueError):
+    """A list of more than one value: not a CSV cell's."""
+
+
+def _wire_feature(column: pa.Array) -> pa.Array | None:
+    """Each row's ``tf.train.Feature`` bytes; None for a column without a kind (``Feature()``)."""
+    if column.null_count == len(column):
+        return None
+    lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
+    if len(lengths) and lengths.max() > 1:
+        raise _LongerLists
+    values = pc.list_flatten(column)
+    if pa.types.is_int64(values.type):
+        kind, filled = "int", _length_delimited(_FIELD_3, _length_delimited(_FIELD_1, _varints(values.to_numpy())))
+    elif pa.types.is_floating(values.type):
+        little_endian = np.ascontiguousarray(values.to_numpy(zero_copy_only=False), dtype="<f4").view(np.uint8)
+        fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(4), len(values), [None, pa.py_buffer(little_endian)])
+        kind, filled = "float", _joined(_FIELD_2 + b"\x06" + _FIELD_1 + b"\x04", fixed.cast(pa.large_binary()))
+    else:
+        kind = "bytes"
+        filled = _length_delimited(_FIELD_1, _length_delimited(_FIELD_1, values.cast(pa.large_binary())))
+    if len(values) == len(column):
+        return filled
+    if not len(values):
+        return pa.repeat(pa.scalar(_EMPTY_LIST[kind], pa.large_binary()), len(column))
+    present = lengths == 1
+    rows = pa.array(np.maximum(np.cumsum(present) - 1, 0))
+    return pc.if_else(pa.array(present), filled.take(rows), pa.scalar(_EMPTY_LIST[kind], pa.large_binary()))
+
+
+def _map_order(named: tuple[str, pa.Array]) -> bytes:
+    """protobuf's deterministic order of map keys (upb's, which Python's protobuf runs): by
+    their UTF-8 bytes, except that a key comes after the longer keys it begins (``never``,
+    then ``n``). No UTF-8 byte is 0xFF, so it stands for the key's end."""
+    return named[0].encode() + b"\xff"
+
+
+def _wire_examples(batch: pa.RecordBatch) -> pa.Array | None:
+    """Each row's ``tf.train.Example`` as ``SerializeToString(deterministic=True)`` writes it:
+    features in name order (``feature_batch``'s), each a map entry of key and value; None
+    when a list holds more than one value."""
+    entries = []
+    for name, column in sorted(zip(batch.schema.names, batch.columns, strict=True), key=_map_order):
+        key = _FIELD_1 + _varints(np.array([len(name.encode())], np.uint64))[0].as_py() + name.encode()
+        try:
+            feature = _wire_feature(column)
+        except _LongerLists:
+            return None
+        if feature is None:
+            entry = pa.repeat(pa.scalar(key + _FIELD_2 + b"\x00", pa.large_binary()), batch.num_rows)
+        else:
+            entry = _joined(key, _length_delimited(_FIELD_2, feature))
+        entries.append(_length_delimited(_FIELD_1, entry))
+    return _length_delimited(_FIELD_1, _joined(*entries))
 
 
 def split_index(record: bytes, buckets: Sequence[int]) -> int:

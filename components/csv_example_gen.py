@@ -3,7 +3,7 @@
 TFX's CsvExampleGen parses every CSV line in Python inside Beam, one row at a time
 (docs/performance.md has the figures). When Beam would run on this machine anyway (DirectRunner: ``LocalDagRunner``,
 or a Vertex/KFP container without Dataflow), this executor converts the CSV with
-``components.csv_encoding`` instead: pyarrow reading, tfx_bsl's C++ encoder, one worker
+``components.csv_encoding`` instead: pyarrow reading, tf.Examples built a column at a time, one worker
 process per core. With ``--runner=DataflowRunner`` (or any non-local runner) it hands over
 to TFX's own Beam executor, so the data still scales out; so it does for what the fast
 path does not cover (``partition_feature_name``, Parquet or non-tf.Example payloads).
