@@ -505,8 +505,8 @@ def _map_order(named: tuple[str, pa.Array]) -> bytes:
 
 def _wire_examples(batch: pa.RecordBatch) -> pa.Array | None:
     """Each row's ``tf.train.Example`` as ``SerializeToString(deterministic=True)`` writes it:
-    features in name order (``feature_batch``'s), each a map entry of key and value; None
-    when a list holds more than one value."""
+    features in protobuf's map order (``_map_order``), each a map entry of key and value;
+    None when a list holds more than one value."""
     entries = []
     for name, column in sorted(zip(batch.schema.names, batch.columns, strict=True), key=_map_order):
         key = _FIELD_1 + _varints(np.array([len(name.encode())], np.uint64))[0].as_py() + name.encode()

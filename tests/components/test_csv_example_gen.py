@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 import tensorflow as tf
+from tensorflow_data_validation.utils import stats_util
 from tfx import v1 as tfx
 from tfx.types import artifact_utils
 
-from components import csv_encoding, csv_example_gen
+from components import csv_encoding, csv_example_gen, statistics_gen
 from models import problem as problem_lib
 from pipeline.pipeline import create_pipeline
 from tests.support.harness import node, run_component
@@ -365,6 +366,10 @@ def test_a_window_trains_on_the_older_spans_and_evaluates_on_the_newest_only(sma
     assert got["train"] == sorted(alone[2]["train"] + alone[3]["train"])
     assert got["eval"] == alone[3]["eval"]
     assert alone[2]["eval"]  # the older span's eval rows exist, and are left out
+    # The statistics kept for StatisticsGen describe the same rows.
+    kept = statistics_gen.precomputed(examples, ["train", "eval"])
+    for split, path in kept.items():
+        assert stats_util.load_stats_binary(path).datasets[0].num_examples == len(got[split])
 
 
 def test_a_given_span_ends_the_window_there(small_config, tmp_path):
