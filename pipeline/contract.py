@@ -244,7 +244,8 @@ def _statistics(
     for path in files:
         for block in csv_encoding.read_blocks(path, headers=headers):
             batch = csv_encoding.feature_batch(block, types)
-            partial = [g.add_input(p, decoded(batch)) for g, p in zip(generators, partial, strict=True)]
+            columns = decoded(batch)
+            partial = [g.add_input(p, columns) for g, p in zip(generators, partial, strict=True)]
             if counter is not None:
                 counter.add(block, batch)
     return stats_impl.extract_statistics_output(partial, generators), counter
