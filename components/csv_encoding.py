@@ -45,6 +45,7 @@ from pyarrow import csv as pa_csv
 from tfx_bsl.coders import example_coder
 
 from models.problem import is_feature_name
+from runtime import decoded_columns
 
 # CSV bytes pyarrow parses at a time: bounds memory whatever the file size, and is the
 # unit of work shared out between worker processes, so small enough that a file of a few
@@ -579,6 +580,7 @@ def write_shard(
     prefix: str = FILE_PREFIX,
     headers: Mapping[str, str] | None = None,
     statistics: Sequence[Any] | None = None,
+    columns_dirs: Sequence[str | None] | None = None,
 ) -> list[int]:
     """Encodes every ``shards``-th block of the files, from block ``shard`` on, into this
     shard's file of each split; returns rows per split (written or, where the split's
@@ -589,9 +591,17 @@ def write_shard(
     may write into one split directory). ``headers``: the problem's header names by feature
     name (``feature_names``), None when the header names the features. ``statistics``: one
     ``csv_statistics.SplitStatistics`` per split (None for a dropped split), fed each
-    written row's columns.
+    written row's columns. ``columns_dirs``: per split, where to keep the columns of each
+    file written (``runtime.decoded_columns``), or None.
     """
-    writers = [None if d is None else GzipTFRecordWriter(shard_path(d, shard, shards, prefix)) for d in split_dirs]
+    paths_out = [None if d is None else shard_path(d, shard, shards, prefix) for d in split_dirs]
+    writers = [None if p is None else GzipTFRecordWriter(p) for p in paths_out]
+    kept = [None] * len(split_dirs)
+    if columns_dirs is not None:
+        kept = [
+            None if c is None or p is None else _columns_writer(c, os.path.basename(p), types)
+            for c, p in zip(columns_dirs, paths_out, strict=True)
+        ]
     counts = [0] * len(split_dirs)
     try:
         block_index = 0
@@ -610,20 +620,40 @@ def write_shard(
                 # sorted CSV (say, by time) from reaching the Trainer in that order.
                 order = list(range(len(records)))
                 random.Random(block_index).shuffle(order)
-                by_split = [[] for _ in split_dirs]
+                rows_by_split = [[] for _ in split_dirs]
                 for row in order:
-                    by_split[splits[row]].append(records[row])
-                for i, split_records in enumerate(by_split):
+                    rows_by_split[splits[row]].append(row)
+                for i, rows in enumerate(rows_by_split):
                     if writers[i] is not None:
-                        writers[i].write(split_records)
+                        writers[i].write([records[row] for row in rows])
                         if statistics is not None and statistics[i] is not None:
                             statistics[i].add(batch.filter(pa.array(splits == i)))
-                    counts[i] += len(split_records)
+                        if kept[i] is not None and rows:
+                            kept[i].write(_kept_columns(batch.take(pa.array(rows, pa.int64())), types))
+                    counts[i] += len(rows)
     finally:
-        for writer in writers:
+        for writer in [*writers, *kept]:
             if writer is not None:
                 writer.close()
     return counts
+
+
+def _kept_columns(batch: pa.RecordBatch, types: Mapping[str, ColumnType]) -> pa.RecordBatch:
+    """``feature_batch`` columns as kept for Transform: a column that never holds a value
+    (features without a kind) has Arrow's null type, as tfx_bsl's decoder reads it."""
+    columns = [
+        pa.nulls(batch.num_rows, pa.null()) if types[name] == ColumnType.UNKNOWN else column
+        for name, column in zip(batch.schema.names, batch.columns, strict=True)
+    ]
+    return pa.RecordBatch.from_arrays(columns, batch.schema.names)
+
+
+def _columns_writer(columns_dir: str, record_file_name: str, types: Mapping[str, ColumnType]) -> Any:
+    """A ``decoded_columns.Writer`` for one record file's columns."""
+    empty = {name: pa.array([], pa.string()) for name in types}
+    schema = _kept_columns(feature_batch(pa.RecordBatch.from_pydict(empty), dict(types)), types).schema
+    path = decoded_columns.columns_file(columns_dir, record_file_name)
+    return decoded_columns.Writer(_open(path, "wb"), schema)
 
 
 def main(argv: Sequence[str]) -> int:

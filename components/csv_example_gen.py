@@ -56,7 +56,7 @@ from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import proto_utils
 
 from components import csv_encoding, csv_statistics, spans, statistics_gen
-from runtime import beam_args, speedups, worker_process_env
+from runtime import beam_args, decoded_columns, speedups, worker_process_env
 
 CHECKED_ROWS = 1000
 # The rolling window (components/spans.py): how many spans, the input pattern as given (the
@@ -139,6 +139,7 @@ def convert(
     prefix: str = csv_encoding.FILE_PREFIX,
     headers: Mapping[str, str] | None = None,
     statistics: Sequence[csv_statistics.SplitStatistics | None] | None = None,
+    keep_columns: bool = False,
 ) -> list[int]:
     """CSV files -> gzipped tf.Example TFRecords in ``split_dirs`` (None: the split's rows
     are counted, not written); rows per split.
@@ -148,13 +149,16 @@ def convert(
     are inferred from ``paths`` unless given (one window of spans shares one inference).
     ``headers``: the problem's header names by feature name (``csv_encoding.feature_names``).
     ``statistics``: one ``SplitStatistics`` per split (None for none), given every written
-    row's columns, by whichever process encodes them.
+    row's columns, by whichever process encodes them. ``keep_columns``: each written file's
+    columns are also kept for Transform, beside the split's directory
+    (``runtime.decoded_columns``).
     """
     if types is None:
         types = csv_encoding.infer_column_types(paths, headers)
         logging.info("Column types: %s", {n: t.name for n, t in types.items()})
     check_canonical(paths, types, headers)
-    for split_dir in split_dirs:
+    columns_dirs = [_columns_dir(d) for d in split_dirs] if keep_columns else None
+    for split_dir in [*split_dirs, *(columns_dirs or [])]:
         if split_dir is not None:
             fileio.makedirs(split_dir)
     size = sum(fileio.stat(p).length for p in paths)
@@ -169,10 +173,12 @@ def convert(
             prefix=prefix,
             headers=headers,
             statistics=statistics,
+            columns_dirs=columns_dirs,
         )
     with tempfile.TemporaryDirectory(prefix="csv-statistics-") as scratch:
         parts = [os.path.join(scratch, f"shard-{shard}.pickle") for shard in range(workers)] if statistics else None
-        counts = _run_workers(_jobs(paths, types, split_dirs, buckets, workers, block_bytes, prefix, headers, parts))
+        jobs = _jobs(paths, types, split_dirs, buckets, workers, block_bytes, prefix, headers, parts, columns_dirs)
+        counts = _run_workers(jobs)
         if statistics:
             shards = []
             for part in parts:
@@ -194,6 +200,7 @@ def _jobs(
     prefix: str,
     headers: Mapping[str, str] | None,
     statistics_paths: Sequence[str] | None,
+    columns_dirs: Sequence[str | None] | None = None,
 ) -> list[dict[str, Any]]:
     """One ``csv_encoding`` worker job per shard (JSON: ``csv_encoding.main`` reads it)."""
     return [
@@ -207,10 +214,18 @@ def _jobs(
             block_bytes=block_bytes,
             prefix=prefix,
             headers=dict(headers) if headers else None,
+            columns_dirs=columns_dirs,
             **({"statistics_path": statistics_paths[shard]} if statistics_paths else {}),
         )
         for shard in range(workers)
     ]
+
+
+def _columns_dir(split_dir: str | None) -> str | None:
+    """Where a split's decoded columns are kept (None for a split not written)."""
+    if split_dir is None:
+        return None
+    return decoded_columns.columns_dir(os.path.dirname(split_dir.rstrip("/")), os.path.basename(split_dir.rstrip("/")))
 
 
 class NoDataError(ValueError):
@@ -301,6 +316,7 @@ def _add_older_spans(
             prefix=f"span-{span.number}-data_tfrecord",
             headers=_headers(exec_properties),
             statistics=statistics and [split if keep else None for split, keep in zip(statistics, kept, strict=True)],
+            keep_columns=speedups.enabled(),
         )
         check_rows(
             span.paths,
@@ -408,7 +424,16 @@ class Executor(tfx_csv_executor.Executor):
             types = csv_encoding.infer_column_types([*paths, *(p for span in older for p in span.paths)], headers)
             logging.info("Column types: %s", {n: t.name for n, t in types.items()})
             statistics = _split_statistics(split_names)
-            counts = convert(paths, split_uris, buckets, workers, types=types, headers=headers, statistics=statistics)
+            counts = convert(
+                paths,
+                split_uris,
+                buckets,
+                workers,
+                types=types,
+                headers=headers,
+                statistics=statistics,
+                keep_columns=speedups.enabled(),
+            )
             check_rows(paths, split_names, counts)
             if older:
                 counts = _add_older_spans(
@@ -429,6 +454,7 @@ class Executor(tfx_csv_executor.Executor):
                     workers,
                     headers=headers,
                     statistics=statistics and statistics[i : i + 1],
+                    keep_columns=speedups.enabled(),
                 )
                 check_rows(paths, [name], counts[-1:])
         logging.info("Examples per split: %s", dict(zip(split_names, counts, strict=True)))

@@ -3,6 +3,8 @@
 - ``beam_args``: where Beam runs and with how many workers (one policy for the pipeline's
   configuration, the local runner and the components);
 - ``beam_pool``: Beam's local worker processes, started once per run for every component;
+- ``decoded_columns``: where and how the fast ExampleGen keeps each split's decoded
+  columns for Transform to read;
 - ``paths``: whether an artifact lies under a pipeline root (local or gs://);
 - ``start``: what a local process sets up around its heavy imports and first Beam pickle;
 - ``speedups``: every replacement of a library's internals, listed with the versions they

@@ -17,6 +17,8 @@ from tfx.types import artifact_utils
 from components import csv_encoding, csv_example_gen, statistics_gen
 from models import problem as problem_lib
 from pipeline.pipeline import create_pipeline
+from runtime import decoded_columns, speedups
+from runtime.speedups import transform_columns
 from tests.support.harness import node, run_component
 
 # Cells on which a hand-written converter could go wrong; each row has all 9 columns.
@@ -370,6 +372,23 @@ def test_a_window_trains_on_the_older_spans_and_evaluates_on_the_newest_only(sma
     kept = statistics_gen.precomputed(examples, ["train", "eval"])
     for split, path in kept.items():
         assert stats_util.load_stats_binary(path).datasets[0].num_examples == len(got[split])
+    # So do the columns kept for Transform, a file for each record file.
+    for split in ("train", "eval"):
+        files = transform_columns.kept_columns_files(artifact_utils.get_split_uri([examples], split) + "/*")
+        assert sum(_kept_rows(path) for path in files) == len(got[split])
+
+
+def _kept_rows(path: str) -> int:
+    with open(path, "rb") as source:
+        return sum(batch.num_rows for batch in decoded_columns.read(source))
+
+
+def test_with_the_speedups_off_nothing_is_kept_beside_the_examples(small_config, tmp_path, monkeypatch):
+    monkeypatch.setenv(speedups.ENV_VAR, "0")
+    example_gen = node(create_pipeline(small_config), "CsvExampleGen")
+    examples = run_component(example_gen, {}, str(tmp_path))["examples"][0]
+    assert sorted(os.listdir(examples.uri)) == ["Split-eval", "Split-train"]
+    assert not examples.has_custom_property(statistics_gen.STATISTICS_PROPERTY)
 
 
 def test_a_given_span_ends_the_window_there(small_config, tmp_path):
