@@ -21,6 +21,10 @@ with ``window_spans`` > 1 this executor also reads the spans before it (``compon
 into the training split, the other splits keeping the newest span only (docs/pipeline.md,
 "Data in spans"). TFX's own executor reads one span, so a window is refused there.
 
+For the components after it, beside the examples (both off with ``--no-speedups``):
+each split's statistics, for StatisticsGen to copy (``components.statistics_gen``), and
+each record file's decoded columns, for Transform to read (``runtime.decoded_columns``).
+
 Headers as people write them: with ``column_names`` (the problem's feature name -> header
 name, ``Problem.header_names``), a header such as "Monthly Charges" becomes its feature's
 name (``monthly_charges``) in the tf.Examples, on either path, before a row's split is
