@@ -90,6 +90,26 @@ class _Readable(io.RawIOBase):
         super().close()
 
 
+class _Writable(io.RawIOBase):
+    """A file object of another file system (gs:// via TFX fileio) as pyarrow writes it
+    (TensorFlow's GFile has no ``closed``, which pyarrow reads)."""
+
+    def __init__(self, sink: Any) -> None:
+        self._sink = sink
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self._sink.write(bytes(data))
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._sink.close()
+        super().close()
+
+
 def _is_local(path: str) -> bool:
     """A path on this machine's file system, not one with a scheme (gs://)."""
     return "://" not in path
@@ -102,7 +122,7 @@ def _open(path: str, mode: str) -> Any:
     from tfx.dsl.io import fileio
 
     source = fileio.open(path, mode)
-    return _Readable(source) if "r" in mode else source
+    return _Readable(source) if "r" in mode else _Writable(source)
 
 
 class CsvFileError(ValueError):

@@ -35,8 +35,6 @@ from typing import IO, Any
 import apache_beam as beam
 import pyarrow as pa
 from absl import logging
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 from tfx.components.transform import executor as transform_executor
 from tfx.dsl.io import fileio
 from tfx_bsl.tfxio import tensor_representation_util, tf_example_record
@@ -45,12 +43,18 @@ from runtime import decoded_columns
 
 # TFX's method, which the executor calls for every split it reads.
 CREATE_TFXIO = transform_executor.TransformProcessor._CreateTFXIO
+# What is read of a remote stream for its first message, the schema (about a hundred bytes
+# a column; a longer one is read whole).
+SCHEMA_BYTES = 1 << 20
 
 
-def _source(path: str) -> IO[bytes]:
+def _source(path: str, head_bytes: int = -1) -> IO[bytes]:
+    """A kept file to read: a local one directly; one on another file system (gs://)
+    through TFX's fileio, as the checks list it, read whole (or its first ``head_bytes``)."""
     if "://" not in path:
         return pa.OSFile(path)
-    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    with fileio.open(path, "rb") as remote:
+        return pa.BufferReader(remote.read(head_bytes))
 
 
 def schema_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
@@ -136,12 +140,20 @@ def kept_columns_files(file_pattern: Any) -> list[str] | None:
     return [kept[name] for name in sorted(records)]
 
 
+def _schema(path: str) -> pa.Schema:
+    try:
+        with _source(path, SCHEMA_BYTES) as source:
+            return decoded_columns.read_schema(source)
+    except (pa.ArrowInvalid, EOFError):  # a schema longer than the head read (remote files)
+        with _source(path) as source:
+            return decoded_columns.read_schema(source)
+
+
 def decodes_to(files: Sequence[str], schema: pa.Schema) -> bool:
     """Whether every kept column the schema reads has the type the schema decodes it to
     (or never holds a value)."""
     for path in files:
-        with _source(path) as source:
-            kept = decoded_columns.read_schema(source)
+        kept = _schema(path)
         for field in schema:
             index = kept.get_field_index(field.name)
             if index >= 0 and kept.field(index).type not in (field.type, pa.null()):

@@ -188,3 +188,30 @@ def test_raw_records_asked_for_are_read_as_tfx_reads_them(converted):
     assert type(transform_columns._kept_columns_tfxio(plain, patterns["train"], schema)) is (
         transform_columns.KeptColumnsRecord
     )
+
+
+@pytest.mark.parametrize("schema_bytes", [transform_columns.SCHEMA_BYTES, 16], ids=["head", "schema-past-head"])
+def test_columns_on_another_file_system_are_written_and_read_through_fileio(
+    edge_csv, tmp_path, monkeypatch, schema_bytes
+):
+    """gs:// on Vertex; TensorFlow's ram:// file system here, in one process."""
+    from tfx.dsl.io import fileio
+
+    monkeypatch.setattr(transform_columns, "SCHEMA_BYTES", schema_bytes)
+    remote = f"ram://kept-columns-{schema_bytes}"
+    fileio.makedirs(remote)
+    dirs = [f"{remote}/Split-train", f"{remote}/Split-eval"]
+    csv_example_gen.convert([str(edge_csv)], dirs, BUCKETS, 1, block_bytes=4 << 10, keep_columns=True)
+    local = [str(tmp_path / "Split-train"), str(tmp_path / "Split-eval")]
+    csv_example_gen.convert([str(edge_csv)], local, BUCKETS, 1, block_bytes=4 << 10, keep_columns=True)
+    schema = tfdv.infer_schema(tfdv.generate_statistics_from_tfrecord(local[0] + "/*"))
+    for remote_dir, local_dir in zip(dirs, local, strict=True):
+        with transform_columns.read_decoded_columns():
+            kept = _tfxio(remote_dir + "/*", schema)
+        assert type(kept) is transform_columns.KeptColumnsRecord
+        arrow_schema = kept.ArrowSchema()
+        (remote_file,) = transform_columns.kept_columns_files(remote_dir + "/*")
+        (local_file,) = transform_columns.kept_columns_files(local_dir + "/*")
+        read = pa.Table.from_batches(list(transform_columns.read_batches(remote_file, arrow_schema)))
+        assert read.equals(pa.Table.from_batches(list(transform_columns.read_batches(local_file, arrow_schema))))
+        assert read.num_rows > 0
