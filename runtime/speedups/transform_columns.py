@@ -171,7 +171,7 @@ def _kept_columns_tfxio(made: Any, file_pattern: Any, schema: Any) -> KeptColumn
     if not decodes_to(files, made.ArrowSchema()):
         logging.info("Transform decodes %s: its kept columns are not of the schema's types.", file_pattern)
         return None
-    logging.info("Transform reads %s from the columns ExampleGen kept (%d files).", file_pattern, len(files))
+    logging.info("Transform reads %s from the columns ExampleGen kept (%d file(s)).", file_pattern, len(files))
     return KeptColumnsRecord(file_pattern, files, schema, made.telemetry_descriptors)
 
 
