@@ -27,7 +27,6 @@ shapes of the method replaced and of the two TFXIO methods overridden);
 from __future__ import annotations
 
 import contextlib
-import os
 import posixpath
 from collections.abc import Iterator, Sequence
 from typing import IO, Any
@@ -117,10 +116,6 @@ class KeptColumnsRecord(tf_example_record.TFExampleRecord):
         return KeptColumnsRecord(self._file_pattern, self._columns_files, projected, self.telemetry_descriptors)
 
 
-def _join(directory: str, name: str) -> str:
-    return posixpath.join(directory, name) if "://" in directory else os.path.join(directory, name)
-
-
 def kept_columns_files(file_pattern: Any) -> list[str] | None:
     """The kept columns of every record file ``file_pattern`` (``<split dir>/*``, as TFX
     names a split's files) matches, or None unless every one has them."""
@@ -133,7 +128,7 @@ def kept_columns_files(file_pattern: Any) -> list[str] | None:
     records = {posixpath.basename(path) for path in fileio.glob(file_pattern)}
     kept = {
         decoded_columns.record_file_name(posixpath.basename(path)): path
-        for path in fileio.glob(_join(directory, "*" + decoded_columns.SUFFIX))
+        for path in fileio.glob(decoded_columns.columns_file(directory, "*"))
     }
     if not records or records != set(kept):
         return None
