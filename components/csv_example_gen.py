@@ -161,7 +161,7 @@ def convert(
         types = csv_encoding.infer_column_types(paths, headers)
         logging.info("Column types: %s", {n: t.name for n, t in types.items()})
     check_canonical(paths, types, headers)
-    columns_dirs = [_columns_dir(d) for d in split_dirs] if keep_columns else None
+    columns_dirs = [None if d is None else decoded_columns.columns_dir(d) for d in split_dirs] if keep_columns else None
     for split_dir in [*split_dirs, *(columns_dirs or [])]:
         if split_dir is not None:
             fileio.makedirs(split_dir)
@@ -223,13 +223,6 @@ def _jobs(
         )
         for shard in range(workers)
     ]
-
-
-def _columns_dir(split_dir: str | None) -> str | None:
-    """Where a split's decoded columns are kept (None for a split not written)."""
-    if split_dir is None:
-        return None
-    return decoded_columns.columns_dir(os.path.dirname(split_dir.rstrip("/")), os.path.basename(split_dir.rstrip("/")))
 
 
 class NoDataError(ValueError):

@@ -30,9 +30,12 @@ def _join(*parts: str) -> str:
     return posixpath.join(*parts) if "://" in parts[0] else os.path.join(*parts)
 
 
-def columns_dir(examples_uri: str, split_dir_name: str) -> str:
-    """Where a split's columns are kept: ``split_dir_name`` is ``Split-<name>``."""
-    return _join(examples_uri, COLUMNS_DIR, split_dir_name)
+def columns_dir(split_dir: str) -> str:
+    """Where the columns of a split's record files are kept: for ``<examples
+    URI>/Split-<name>``, ``<examples URI>/_decoded_columns/Split-<name>``."""
+    split_dir = split_dir.rstrip("/")
+    path = posixpath if "://" in split_dir else os.path
+    return _join(path.dirname(split_dir), COLUMNS_DIR, path.basename(split_dir))
 
 
 def columns_file(directory: str, record_file_name: str) -> str:
@@ -46,23 +49,17 @@ def record_file_name(columns_file_name: str) -> str:
 
 
 class Writer:
-    """Writes one record file's columns, a batch at a time, to an open binary file; the
-    stream's schema is the first batch's (``schema`` when no batch comes)."""
+    """Writes one record file's columns, batches of ``schema`` one at a time, to an open
+    binary file (a file with no rows holds the schema alone)."""
 
     def __init__(self, sink: IO[bytes], schema: pa.Schema) -> None:
         self._sink = sink
-        self._schema = schema
-        self._stream: pa.ipc.RecordBatchStreamWriter | None = None
+        self._stream = pa.ipc.new_stream(sink, schema, options=_WRITE_OPTIONS)
 
     def write(self, batch: pa.RecordBatch) -> None:
-        if self._stream is None:
-            self._schema = batch.schema
-            self._stream = pa.ipc.new_stream(self._sink, self._schema, options=_WRITE_OPTIONS)
         self._stream.write_batch(batch)
 
     def close(self) -> None:
-        if self._stream is None:
-            self._stream = pa.ipc.new_stream(self._sink, self._schema, options=_WRITE_OPTIONS)
         self._stream.close()
         self._sink.close()
 

@@ -122,7 +122,7 @@ def kept_columns_files(file_pattern: Any) -> list[str] | None:
     if not isinstance(file_pattern, str) or not file_pattern.endswith("/*"):
         return None
     split_dir = file_pattern[:-2]
-    directory = decoded_columns.columns_dir(posixpath.dirname(split_dir), posixpath.basename(split_dir))
+    directory = decoded_columns.columns_dir(split_dir)
     if not fileio.isdir(directory):
         return None
     records = {posixpath.basename(path) for path in fileio.glob(file_pattern)}
