@@ -91,6 +91,19 @@ def without_autograph(fn: Callable) -> Callable:
     return tf.autograph.experimental.do_not_convert(fn)
 
 
+def one_pass(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """``dataset`` without tf.data's autotuning, for a pass read once from Python
+    (counts, the in-memory load). Deleting an autotuned iterator joins its tuning thread,
+    which in TensorFlow 2.16 can miss the cancellation and sleep until its next scheduled
+    optimization, up to the iterator's own age (``models/iterator_release.py`` has the
+    details); without autotuning no such thread exists. Parallel calls given as AUTOTUNE
+    then run at tf.data's default parallelism, one per core.
+    """
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
+
+
 def split_label(transformed: dict[str, tf.Tensor], label_key: str) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
     """(the model's inputs, the label): the transformed label is the target, not an input."""
     inputs = dict(transformed)
@@ -117,7 +130,7 @@ def records_per_file(files: Sequence[str]) -> list[int]:
     blocks = _blocks_per_file(
         files, lambda i, blocks: blocks.map(without_autograph(lambda block: (i, _rows_in(block)))), deterministic=False
     )
-    counts = blocks.reduce(
+    counts = one_pass(blocks).reduce(
         tf.zeros([len(files)], tf.int64),
         without_autograph(lambda total, count: tf.tensor_scatter_nd_add(total, [[count[0]]], [count[1]])),
     )
@@ -265,7 +278,7 @@ def load_split(
     chunks = records.batch(LOAD_CHUNK_ROWS).map(
         transform_records(tf_transform_output), num_parallel_calls=tf.data.AUTOTUNE
     )
-    transformed = list(chunks)
+    transformed = list(one_pass(chunks))
     if not transformed:
         return None
     data = {name: tf.concat([chunk[name] for chunk in transformed], axis=0) for name in spec}

@@ -35,6 +35,7 @@ from models import strategy as strategy_lib
 from models.backup import IntervalBackup
 from models.data import count_records, datasets, shared_shuffle_seed
 from models.hparams import PIPELINE_ROOT_KEY, WARM_START_KEY, HParams
+from models.iterator_release import ReleaseInBackground
 from models.preprocessing import problem_of
 from models.problem import ModelFamily, Task
 from runtime.paths import is_under
@@ -280,24 +281,29 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
             schedule, schedule_state, model_lib.monitored_metric(problem), budget.warmup_epochs
         )
 
-        history = model.fit(
-            train_ds,
-            epochs=epochs,
-            steps_per_epoch=steps_per_epoch,
-            validation_data=eval_ds,
-            validation_steps=validation_steps,
-            callbacks=[
-                # Before the backup, so each epoch's backup holds the schedule's decisions.
-                *schedule_callbacks,
-                # Then the backup, so an epoch is backed up before any later callback sees its end.
-                IntervalBackup(backup_dir, hparams.backup_every_seconds if worker.num_workers == 1 else 0),
-                _LogStartEpoch(backup_dir, epochs),
-                _EpochProgress(epochs),
-                keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch"),
-                *extra_callbacks,
-            ],
-            verbose=2,
-        )
+        # fit's input iterators are deleted on a background thread (models/iterator_release.py).
+        iterators = ReleaseInBackground.attach(model)
+        try:
+            history = model.fit(
+                train_ds,
+                epochs=epochs,
+                steps_per_epoch=steps_per_epoch,
+                validation_data=eval_ds,
+                validation_steps=validation_steps,
+                callbacks=[
+                    # Before the backup, so each epoch's backup holds the schedule's decisions.
+                    *schedule_callbacks,
+                    # Then the backup, so an epoch is backed up before any later callback sees its end.
+                    IntervalBackup(backup_dir, hparams.backup_every_seconds if worker.num_workers == 1 else 0),
+                    _LogStartEpoch(backup_dir, epochs),
+                    _EpochProgress(epochs),
+                    keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch"),
+                    *extra_callbacks,
+                ],
+                verbose=2,
+            )
+        finally:
+            iterators.release()
         signatures.export_serving_model(model, tf_transform_output, serving_dir, problem)
         if scratch is None:
             warm_start.save(model, tf_transform_output, problem, serving_dir)

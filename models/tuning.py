@@ -77,6 +77,7 @@ def tuner_fn(fn_args):
     from models import budget as budget_lib
     from models import model as model_lib
     from models.data import count_records, datasets
+    from models.iterator_release import ReleaseInBackground
     from models.preprocessing import problem_of
 
     config = fn_args.custom_config or {}
@@ -101,7 +102,12 @@ def tuner_fn(fn_args):
         Keras 3 installed and would refuse tf-keras models in its own trial loop."""
 
         def run_trial(self, trial, **fit_kwargs):
-            history = self.hypermodel.build(trial.hyperparameters).fit(**fit_kwargs)
+            model = self.hypermodel.build(trial.hyperparameters)
+            iterators = ReleaseInBackground.attach(model)
+            try:
+                history = model.fit(**fit_kwargs)
+            finally:
+                iterators.release()
             best = max if mode == "max" else min
             return {objective: best(history.history[objective])}
 

@@ -271,3 +271,22 @@ def test_count_records_counts_every_record(in_memory):
     assert data.count_records(fn_args.train_files) == len(
         _loaded_rows(data.load_split(fn_args.train_files, output, 2**30))
     )
+
+
+def test_one_pass_reads_the_same_elements_without_autotuning():
+    dataset = tf.data.Dataset.range(100).map(lambda x: x * 2, num_parallel_calls=tf.data.AUTOTUNE)
+    once = data.one_pass(dataset)
+    assert once.options().autotune.enabled is False
+    assert dataset.options().autotune.enabled is not False
+    assert list(once.as_numpy_iterator()) == list(dataset.as_numpy_iterator())
+
+
+def test_counts_and_the_in_memory_load_read_without_autotuning(in_memory, monkeypatch):
+    fn_args, output = in_memory
+    passes: list[str] = []
+    real = data.one_pass
+    monkeypatch.setattr(data, "one_pass", lambda dataset: passes.append("pass") or real(dataset))
+    data.count_records(fn_args.train_files)
+    assert passes == ["pass"]
+    data.load_split(fn_args.train_files, output, 2**30)
+    assert passes == ["pass"] * 2

@@ -1,0 +1,84 @@
+"""Deletes the input iterators Keras' ``fit`` made on a background thread, not on the
+thread that trains.
+
+Deleting a tf.data iterator joins its autotuning thread (``Model::OptimizeLoop``). In
+TensorFlow 2.16 that thread can miss the cancellation and sleep until its next scheduled
+optimization, which comes at doubling intervals (10.2 s, 20.5 s, 41 s... after the
+iterator's first element): the delete then blocks for up to the iterator's own age. Keras
+deletes ``fit``'s training iterator when ``fit`` returns and each validation iterator when
+its ``evaluate`` returns, on the calling thread, so a run's wall time would take that
+sleep (tens of seconds after a long epoch loop) for nothing. docs/performance.md has the
+figures.
+
+``ReleaseInBackground.attach(model)`` wraps the model's own train and test functions
+(``Model.make_train_function`` / ``make_test_function``, the documented override points)
+so that they keep a reference to each iterator they are handed; a superseded iterator, and
+every kept one at ``release()``, is dropped on a background thread, which takes the wait
+instead. The thread is not a daemon: a process ends only once its iterators are gone.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import tf_keras as keras
+
+_KINDS = ("make_train_function", "make_test_function")
+
+
+class ReleaseInBackground:
+    """Holds the iterators ``model``'s train and test functions were last handed (one of
+    each kind), and drops them on a background thread."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, object] = {}
+        self._lock = threading.Lock()
+        self.threads: list[threading.Thread] = []
+
+    @classmethod
+    def attach(cls, model: keras.Model) -> ReleaseInBackground:
+        """Wraps ``model``'s train and test function factories (on this instance only)."""
+        release = cls()
+        for kind in _KINDS:
+            setattr(model, kind, release._wrap_factory(kind, getattr(model, kind)))
+        return release
+
+    def _wrap_factory(self, kind: str, make: Callable) -> Callable:
+        def make_function(*args, **kwargs):
+            function = make(*args, **kwargs)
+
+            def keeping(iterator):
+                self._keep(kind, iterator)
+                return function(iterator)
+
+            return keeping
+
+        return make_function
+
+    def _keep(self, kind: str, iterator: object) -> None:
+        with self._lock:
+            previous = self._held.get(kind)
+            if previous is iterator:
+                return
+            self._held[kind] = iterator
+        if previous is not None:
+            box = [previous]
+            # This frame must not hold the last reference when the thread clears the box.
+            del previous
+            self._drop(box)
+
+    def release(self) -> None:
+        """Drops every held iterator on a background thread (after ``fit`` returned: the
+        caller's own references are then gone, so the thread's are the last)."""
+        with self._lock:
+            held, self._held = list(self._held.values()), {}
+        if held:
+            self._drop(held)
+
+    def _drop(self, box: list) -> None:
+        # The thread holds the only reference to ``box``; clearing it there deletes the
+        # iterators there.
+        thread = threading.Thread(target=box.clear, name="release-input-iterators")
+        self.threads.append(thread)
+        thread.start()
