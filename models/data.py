@@ -56,7 +56,7 @@ def input_fn(
 
     A split whose files total at most ``in_memory_max_bytes`` is parsed and transformed
     once into memory and batches are cut from it (``in_memory_dataset``): the training
-    steps then never wait for the input; given ``max_rows`` (the rows training reads), at
+    steps then never wait for the input; given ``max_rows`` (the rows its passes read), at
     most that many, drawn from the whole split. Otherwise the files stream (``stream``).
     Training repeats forever, shuffles and drops the last partial batch (static shapes);
     evaluation makes one ordered pass. With several workers, pass the same
@@ -247,10 +247,11 @@ def load_split(
     label included), when its raw files total at most ``max_bytes`` and every transformed
     feature is dense; None otherwise (stream it instead).
 
-    With ``max_rows`` (what training will read), a split holding more rows is loaded as a
-    uniform sample of ``max_rows`` of them drawn from the whole split (``seed``): memory
-    then stays flat however large the data, and training still sees rows from all of it,
-    where a stream, and a prefix of it, would see only the first rows of the files.
+    With ``max_rows`` (what the passes over it will read: training's steps, a capped
+    validation), a split holding more rows is loaded as a uniform sample of ``max_rows`` of
+    them drawn from the whole split (``seed``): memory then stays flat however large the
+    data, and the passes still see rows from all of it, where a stream, and a prefix of it,
+    would see only the first rows of the files.
     """
     if max_bytes <= 0:
         return None
@@ -273,7 +274,7 @@ def load_split(
     if max_rows and sum(counts) > max_rows:
         records = sample_records(files, counts, max_rows, random.randrange(2**31) if seed is None else seed)
         logging.info(
-            "Loading a uniform sample of %d of the split's %d rows: what training reads", max_rows, sum(counts)
+            "Loading a uniform sample of %d of the split's %d rows: what its passes read", max_rows, sum(counts)
         )
     chunks = records.batch(LOAD_CHUNK_ROWS).map(
         transform_records(tf_transform_output), num_parallel_calls=tf.data.AUTOTUNE
@@ -357,10 +358,9 @@ def shared_shuffle_seed(run_id: str) -> int:
     return zlib.crc32(run_id.encode()) & 0x7FFFFFFF
 
 
-# With validation capped (eval_steps), an eval split up to this share of the in-memory limit
-# is still loaded (16 MB of gzipped examples by default: about 250k rows of the embedded data,
-# where the capped passes read up to epochs x eval_steps x batch = 102k rows).
-EVAL_IN_MEMORY_SHARE = 16
+# The seed of a capped validation's sample: the same rows every run of a given split, so that
+# runs' validation curves compare.
+EVAL_SAMPLE_SEED = 0
 
 
 def datasets(
@@ -387,16 +387,18 @@ def datasets(
         max_rows=train_rows,
         label_key=label_key,
     )
-    # A capped validation reads only its first batches each epoch: loading a large split
-    # would cost more than that. A small one is loaded once, as streaming would parse and
-    # transform it again every epoch.
+    # A capped validation reads at most eval_steps batches each epoch: those rows, a uniform
+    # sample of the split (or all of a shorter one), are loaded once, as the training rows
+    # are, where streaming would parse and transform them again every epoch.
     eval_ds = input_fn(
         fn_args.eval_files,
         tf_transform_output,
         global_batch,
         training=False,
         drop_remainder=is_tpu,
-        in_memory_max_bytes=in_memory_bytes // EVAL_IN_MEMORY_SHARE if fn_args.eval_steps else in_memory_bytes,
+        shuffle_seed=EVAL_SAMPLE_SEED,
+        in_memory_max_bytes=in_memory_bytes,
+        max_rows=fn_args.eval_steps * global_batch if fn_args.eval_steps else None,
         label_key=label_key,
     )
     if fn_args.eval_steps:

@@ -290,3 +290,22 @@ def test_counts_and_the_in_memory_load_read_without_autotuning(in_memory, monkey
     assert passes == ["pass"]
     data.load_split(fn_args.train_files, output, 2**30)
     assert passes == ["pass"] * 2
+
+
+def test_a_capped_validation_is_a_fixed_uniform_sample_loaded_once(trainer_inputs, in_memory):
+    """eval_steps batches, drawn from the whole eval split (not its first rows), the same
+    rows every time, in memory (its size known: one distributed iterator per validation)."""
+    fn_args, output = in_memory
+    batch, steps = 16, 3
+    fn_args.eval_steps = steps
+    try:
+        draws = [data.datasets(fn_args, output, batch, False, None, 2**30, label_key=LABEL)[1] for _ in range(2)]
+    finally:
+        fn_args.eval_steps = None
+    assert int(draws[0].cardinality()) == steps
+    rows = [fingerprint for fingerprint, _ in _fingerprint_rows(draws[0])]
+    assert rows == [fingerprint for fingerprint, _ in _fingerprint_rows(draws[1])]
+    split = split_fingerprints(trainer_inputs, "eval")
+    assert len(rows) == len(set(rows)) == steps * batch
+    assert set(rows) <= set(split)
+    assert rows != split[: steps * batch]
