@@ -97,7 +97,8 @@ def one_pass(dataset: tf.data.Dataset) -> tf.data.Dataset:
     which in TensorFlow 2.16 can miss the cancellation and sleep until its next scheduled
     optimization, up to the iterator's own age (``models/iterator_release.py`` has the
     details); without autotuning no such thread exists. Parallel calls given as AUTOTUNE
-    then run at tf.data's default parallelism, one per core.
+    then keep tf.data's starting parallelism (one per core, at most 16), untuned: as fast
+    for these passes (docs/performance.md).
     """
     options = tf.data.Options()
     options.autotune.enabled = False
