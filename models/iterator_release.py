@@ -10,7 +10,8 @@ its ``evaluate`` returns, on the calling thread, so a run's wall time would take
 sleep (tens of seconds after a long epoch loop) for nothing. docs/performance.md has the
 figures.
 
-``ReleaseInBackground.attach(model)`` wraps the model's own train and test functions
+``with releasing(model): model.fit(...)`` (or ``ReleaseInBackground.attach`` and
+``release``) wraps the model's own train and test functions
 (``Model.make_train_function`` / ``make_test_function``, the documented override points)
 so that they keep a reference to each iterator they are handed; a superseded iterator, and
 every kept one at ``release()``, is dropped on a background thread, which takes the wait
@@ -19,8 +20,9 @@ instead. The thread is not a daemon: a process ends only once its iterators are 
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import tf_keras as keras
 
@@ -77,8 +79,19 @@ class ReleaseInBackground:
             self._drop(held)
 
     def _drop(self, box: list) -> None:
-        # The thread holds the only reference to ``box``; clearing it there deletes the
-        # iterators there.
+        # Nothing but ``box`` holds these iterators any more: clearing it on the thread
+        # deletes them there.
         thread = threading.Thread(target=box.clear, name="release-input-iterators")
         self.threads.append(thread)
         thread.start()
+
+
+@contextlib.contextmanager
+def releasing(model: keras.Model) -> Iterator[ReleaseInBackground]:
+    """``model``'s input iterators released in the background, the last ones on leaving
+    the block (after ``fit`` returned, or raised)."""
+    release = ReleaseInBackground.attach(model)
+    try:
+        yield release
+    finally:
+        release.release()

@@ -35,7 +35,7 @@ from models import strategy as strategy_lib
 from models.backup import IntervalBackup
 from models.data import count_records, datasets, shared_shuffle_seed
 from models.hparams import PIPELINE_ROOT_KEY, WARM_START_KEY, HParams
-from models.iterator_release import ReleaseInBackground
+from models.iterator_release import releasing
 from models.preprocessing import problem_of
 from models.problem import ModelFamily, Task
 from runtime.paths import is_under
@@ -282,8 +282,7 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
         )
 
         # fit's input iterators are deleted on a background thread (models/iterator_release.py).
-        iterators = ReleaseInBackground.attach(model)
-        try:
+        with releasing(model):
             history = model.fit(
                 train_ds,
                 epochs=epochs,
@@ -302,8 +301,6 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
                 ],
                 verbose=2,
             )
-        finally:
-            iterators.release()
         signatures.export_serving_model(model, tf_transform_output, serving_dir, problem)
         if scratch is None:
             warm_start.save(model, tf_transform_output, problem, serving_dir)

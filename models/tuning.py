@@ -77,7 +77,7 @@ def tuner_fn(fn_args):
     from models import budget as budget_lib
     from models import model as model_lib
     from models.data import count_records, datasets
-    from models.iterator_release import ReleaseInBackground
+    from models.iterator_release import releasing
     from models.preprocessing import problem_of
 
     config = fn_args.custom_config or {}
@@ -103,11 +103,8 @@ def tuner_fn(fn_args):
 
         def run_trial(self, trial, **fit_kwargs):
             model = self.hypermodel.build(trial.hyperparameters)
-            iterators = ReleaseInBackground.attach(model)
-            try:
+            with releasing(model):
                 history = model.fit(**fit_kwargs)
-            finally:
-                iterators.release()
             best = max if mode == "max" else min
             return {objective: best(history.history[objective])}
 

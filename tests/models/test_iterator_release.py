@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from models.iterator_release import ReleaseInBackground
+from models.iterator_release import ReleaseInBackground, releasing
 
 
 def _model() -> keras.Model:
@@ -94,3 +94,14 @@ def test_attach_wraps_only_this_model(kind):
     ReleaseInBackground.attach(model)
     assert kind in vars(model)
     assert kind not in vars(other)
+
+
+def test_releasing_releases_on_leaving_the_block_even_when_fit_fails():
+    model = _model()
+    with pytest.raises(ValueError):
+        with releasing(model) as release:
+            model.fit(_data(), epochs=1, verbose=0)
+            assert set(release._held) == {"make_train_function"}
+            raise ValueError("fit failed")
+    _join(release)
+    assert release._held == {} and len(release.threads) == 1
