@@ -676,14 +676,11 @@ def _columns_writer(columns_dir: str, record_file_name: str, types: Mapping[str,
     return decoded_columns.Writer(_open(path, "wb"), schema)
 
 
-def main(argv: Sequence[str]) -> int:
-    """Worker entry point: a JSON file holding one job (write_shard's arguments) in, rows
-    per split out (a file, not the JSON itself: thousands of input paths would exceed the
-    size limit of one argument). With a ``statistics_path``, each split's statistics are
+def run_job(job: dict[str, Any]) -> list[int]:
+    """One worker's job (``write_shard``'s arguments, as JSON gives them) done in this
+    process; rows per split. With a ``statistics_path``, each split's statistics are
     pickled there (``csv_statistics``, which imports TFDV)."""
-    with open(argv[1]) as job_file:
-        job = json.load(job_file)
-    job["types"] = {name: ColumnType[value] for name, value in job["types"].items()}
+    job = {**job, "types": {name: ColumnType[value] for name, value in job["types"].items()}}
     statistics_path = job.pop("statistics_path", None)
     statistics = None
     if statistics_path:
@@ -694,7 +691,16 @@ def main(argv: Sequence[str]) -> int:
     if statistics_path:
         with open(statistics_path, "wb") as out:
             pickle.dump(statistics, out, protocol=pickle.HIGHEST_PROTOCOL)
-    print(json.dumps(counts))
+    return counts
+
+
+def main(argv: Sequence[str]) -> int:
+    """Worker entry point: a JSON file holding one job (``run_job``'s) in, rows per split
+    out (a file, not the JSON itself: thousands of input paths would exceed the size limit
+    of one argument)."""
+    with open(argv[1]) as job_file:
+        job = json.load(job_file)
+    print(json.dumps(run_job(job)))
     return 0
 
 

@@ -60,7 +60,7 @@ from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import proto_utils
 
 from components import csv_encoding, csv_statistics, spans, statistics_gen
-from runtime import beam_args, decoded_columns, speedups, worker_process_env
+from runtime import beam_args, beam_pool, decoded_columns, speedups, worker_process_env
 
 CHECKED_ROWS = 1000
 # The rolling window (components/spans.py): how many spans, the input pattern as given (the
@@ -98,9 +98,14 @@ def default_workers() -> int:
 
 
 def _run_workers(jobs: list[dict[str, Any]]) -> list[list[int]]:
-    """Runs ``csv_encoding`` worker processes (fresh interpreters: forking a process that
-    runs TensorFlow and gRPC threads is unsafe); rows per split of each. If one fails, the
-    others are stopped before its error is raised, so none writes on after the failure."""
+    """Runs the ``csv_encoding`` jobs, each in a process of its own: the run's Beam pool's
+    when it has one (``runtime.beam_pool``, started by ``Do``: its processes import TFDV once
+    for the run), else fresh interpreters (forking a process that runs TensorFlow and gRPC
+    threads is unsafe); rows per split of each. If one fails, the others are stopped before
+    its error is raised, so none writes on after the failure."""
+    pooled = beam_pool.call_each(f"{csv_encoding.__name__}:{csv_encoding.run_job.__name__}", [[job] for job in jobs])
+    if pooled is not None:
+        return pooled
     env = worker_process_env()
     processes = []
     with tempfile.TemporaryDirectory(prefix="csv-example-gen-") as jobs_dir:
@@ -404,6 +409,12 @@ class Executor(tfx_csv_executor.Executor):
             return
 
         self._log_startup(input_dict, output_dict, exec_properties)
+        pool_size = beam_args.pool_size(self._beam_pipeline_args or [])
+        if pool_size:
+            # The run's Beam pool, for the components after this one: started now, its
+            # processes import their libraries while this one infers the column types, and
+            # then take the encoding jobs (``_run_workers``).
+            beam_pool.start_in_background(pool_size)
         examples = output_dict[standard_component_specs.EXAMPLES_KEY]
         artifact = artifact_utils.get_single_instance(examples)
         split_names = example_gen_utils.generate_output_split_names(input_config, output_config)

@@ -88,6 +88,18 @@ def pipeline_args(workers: int, extra_args: Sequence[str] = (), pool: bool = Tru
     return [*mode, LOCAL_PICKLER_ARG, NO_STAGING_ARG, *extra_args]
 
 
+def pool_size(beam_pipeline_args: Sequence[str]) -> int | None:
+    """The processes of the run's pool ``beam_pipeline_args`` ask for (``pipeline_args``
+    with ``pool``), or None when they name another runner."""
+    if runner(beam_pipeline_args) != POOLED_RUNNER:
+        return None
+    size = None
+    for arg in beam_pipeline_args:
+        if arg.startswith("--direct_num_workers="):
+            size = int(arg.split("=", 1)[1])
+    return size or os.cpu_count() or 1  # PooledDirectRunner's default
+
+
 def workers_for_data(data_root: str, data_pattern: str, min_bytes: int = MULTI_PROCESS_MIN_MB * 2**20) -> int:
     """DirectRunner workers for the files matching ``data_pattern`` under ``data_root``:
     one per core from ``min_bytes`` of input on, else 1 (in-process)."""

@@ -9,6 +9,11 @@ once, in the background, as soon as the pool starts. Each process runs one SDK h
 Beam pipeline (Beam's own external worker pool servicer, harness in a thread), so the
 workers of one pipeline are as many processes as before.
 
+The same processes also take plain calls (``call_each``): ExampleGen, which runs before any
+Beam component, starts the pool (``start_in_background``) and encodes the CSV in its processes, so the
+libraries they import (TFDV for the statistics beside the encoding, and TensorFlow with it)
+are imported once per run, while the run's own process is still inferring the column types.
+
 Only the local runner changes: the data path is the components' own plain Beam, and a run
 given ``--runner`` (Dataflow) never starts a pool. It sets the environment Beam's runner
 gives its workers (a private attribute of ``FnApiRunner``), so it is one of the speedups
@@ -20,12 +25,16 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import itertools
+import json
 import os
 import subprocess
 import sys
 import threading
+import traceback
 from collections.abc import Sequence
+from typing import Any
 
 import grpc
 from apache_beam.options.pipeline_options import DirectOptions
@@ -47,8 +56,15 @@ WARM_MODULES = (
     "tfx.components",
 )
 
+# What a pool process prints before the result of a call (``call_each``), so that anything
+# a library prints to its standard output is not taken for one.
+_RESULT = "beam-pool-result "
+
 _lock = threading.Lock()
+# One ``call_each`` at a time: a call holds its processes' standard input and output.
+_calls_lock = threading.Lock()
 _pool: _Pool | None = None
+_starting: threading.Thread | None = None
 
 
 class _Pool:
@@ -90,6 +106,25 @@ class _Pool:
     def alive(self) -> bool:
         return all(process.poll() is None for process in self.processes)
 
+    def call(self, process: subprocess.Popen, function: str, args: Sequence[Any]) -> None:
+        process.stdin.write(json.dumps({"function": function, "args": list(args)}) + "\n")
+        process.stdin.flush()
+
+    def result(self, process: subprocess.Popen) -> dict[str, Any]:
+        """The next result ``process`` prints; other lines go on to this process's stderr."""
+        while True:
+            line = process.stdout.readline()
+            if not line:
+                return {"error": f"the pool process {process.pid} exited (code {process.wait()}) during the call"}
+            if line.startswith(_RESULT):
+                return json.loads(line[len(_RESULT) :])
+            sys.stderr.write(line)
+
+    def kill(self) -> None:
+        for process in self.processes:
+            process.kill()
+        self.close()
+
     def close(self) -> None:
         if getattr(self, "server", None) is not None:
             self.server.stop(None)
@@ -97,7 +132,8 @@ class _Pool:
             channel.close()
         for process in self.processes:
             if process.stdin:
-                process.stdin.close()
+                with contextlib.suppress(OSError):
+                    process.stdin.close()
         for process in self.processes:
             try:
                 process.wait(timeout=10)
@@ -131,6 +167,68 @@ def pool_address(size: int) -> str:
         return _pool.address
 
 
+def close() -> None:
+    """Closes the run's pool, if it has one (its next user starts a new one)."""
+    global _pool
+    if _starting is not None:
+        _starting.join()
+    with _lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.close()
+
+
+def start_in_background(size: int) -> None:
+    """Starts the run's pool of ``size`` processes in the background, unless it runs already:
+    its processes import ``WARM_MODULES`` while the caller goes on."""
+    global _starting
+    with _lock:
+        if _pool is not None and len(_pool.processes) == size and _pool.alive():
+            return
+        _starting = threading.Thread(target=pool_address, args=(size,), name="beam-pool-start", daemon=True)
+        _starting.start()
+
+
+def call_each(function: str, calls: Sequence[Sequence[Any]]) -> list[Any] | None:
+    """``function`` ("package.module:name", importable in a pool process, its arguments and
+    result JSON) called once per argument list in ``calls``, all at the same time, each in
+    its own process of the run's pool; the results in order. None when the run has no pool
+    of at least that many processes (the caller then runs the calls itself).
+
+    A call that raises is a ``RuntimeError`` here, with its traceback; the pool's processes
+    are then killed, so that none works on after the failure (the next user of the pool
+    starts a new one)."""
+    global _pool
+    if _starting is not None:
+        _starting.join()
+    with _calls_lock:
+        with _lock:
+            pool = _pool
+        if pool is None or len(pool.processes) < len(calls) or not pool.alive():
+            return None
+        processes = pool.processes[: len(calls)]
+        for process, args in zip(processes, calls, strict=True):
+            pool.call(process, function, args)
+        answers = [pool.result(process) for process in processes]
+        failed = [answer["error"] for answer in answers if "error" in answer]
+        if failed:
+            with _lock:
+                if _pool is pool:
+                    _pool = None
+            pool.kill()
+            raise RuntimeError(f"{function} failed in a Beam pool process:\n{failed[0][-3000:]}")
+        return [answer["result"] for answer in answers]
+
+
+def _answer(request: dict[str, Any]) -> dict[str, Any]:
+    """One ``call_each`` call, run in this pool process."""
+    try:
+        module, name = request["function"].split(":")
+        return {"result": getattr(importlib.import_module(module), name)(*request["args"])}
+    except Exception:  # noqa: BLE001 - the caller raises it, with this traceback
+        return {"error": traceback.format_exc()}
+
+
 class PooledDirectRunner(FnApiRunner):
     """Beam's FnApiRunner (the DirectRunner's), its workers taken from the pool:
     ``--runner=runtime.beam_pool.PooledDirectRunner --direct_num_workers=N``."""
@@ -144,8 +242,9 @@ class PooledDirectRunner(FnApiRunner):
 
 def serve() -> None:
     """A pool process: Beam's external worker pool servicer, each worker an SDK harness in a
-    thread of this process; prints its address, imports ``WARM_MODULES``, and exits when
-    its parent closes stdin."""
+    thread of this process; prints its address, imports ``WARM_MODULES``, then answers the
+    calls its parent writes to its stdin (``call_each``), and exits when its parent closes
+    stdin."""
     import importlib
     import logging
 
@@ -166,7 +265,8 @@ def serve() -> None:
             with contextlib.suppress(ImportError):
                 importlib.import_module(module)
     start.after_imports()
-    sys.stdin.read()
+    for line in sys.stdin:
+        print(_RESULT + json.dumps(_answer(json.loads(line))), flush=True)
     server.stop(None)
     os._exit(0)
 

@@ -14,10 +14,10 @@ from tensorflow_data_validation.utils import stats_util
 from tfx import v1 as tfx
 from tfx.types import artifact_utils
 
-from components import csv_encoding, csv_example_gen, statistics_gen
+from components import csv_encoding, csv_example_gen, csv_statistics, statistics_gen
 from models import problem as problem_lib
 from pipeline.pipeline import create_pipeline
-from runtime import decoded_columns, speedups
+from runtime import beam_args, beam_pool, decoded_columns, speedups
 from runtime.speedups import transform_columns
 from tests.support.harness import node, run_component
 
@@ -241,7 +241,7 @@ def test_input_defined_splits_are_kept(small_config, tmp_path):
     assert (len(actual["train"]), len(actual["eval"])) == (30, 12)
 
 
-def test_worker_processes_write_one_shard_each_with_the_same_rows(small_config, tmp_path):
+def test_worker_processes_write_one_shard_each_with_the_same_rows(no_pool, small_config, tmp_path):
     paths = [str(Path(small_config.data_root, "data.csv"))]
     single = [str(tmp_path / "one" / s) for s in ("train", "eval")]
     several = [str(tmp_path / "two" / s) for s in ("train", "eval")]
@@ -255,7 +255,7 @@ def test_worker_processes_write_one_shard_each_with_the_same_rows(small_config, 
         assert read(one) == read(two)
 
 
-def test_a_failing_worker_fails_the_component_with_its_error(tmp_path):
+def test_a_failing_worker_fails_the_component_with_its_error(no_pool, tmp_path):
     (tmp_path / "s").mkdir()
     job = dict(
         paths=[str(tmp_path / "missing.csv")],
@@ -267,6 +267,65 @@ def test_a_failing_worker_fails_the_component_with_its_error(tmp_path):
     )
     with pytest.raises(RuntimeError, match=r"(?s)worker failed.*missing\.csv"):
         csv_example_gen._run_workers([job])
+
+
+@pytest.fixture
+def pool():
+    """The run's Beam pool of two processes, as ExampleGen starts it; closed afterwards."""
+    beam_pool.start_in_background(2)
+    yield
+    beam_pool.close()
+
+
+@pytest.fixture
+def no_pool():
+    """No Beam pool running (an earlier test's would take the jobs)."""
+    beam_pool.close()
+
+
+def test_with_the_runs_pool_its_processes_do_the_encoding_with_the_same_rows(pool, small_config, tmp_path, monkeypatch):
+    paths = [str(Path(small_config.data_root, "data.csv"))]
+    single = [str(tmp_path / "one" / s) for s in ("train", "eval")]
+    pooled = [str(tmp_path / "pool" / s) for s in ("train", "eval")]
+    counts_one = csv_example_gen.convert(paths, single, [2, 3], workers=1, block_bytes=8 << 10)
+
+    def no_fresh_process():
+        raise AssertionError("a fresh worker process was started beside the pool")
+
+    monkeypatch.setattr(csv_example_gen, "worker_process_env", no_fresh_process)
+    statistics = [csv_statistics.SplitStatistics(), csv_statistics.SplitStatistics()]
+    counts_pooled = csv_example_gen.convert(
+        paths, pooled, [2, 3], workers=2, block_bytes=8 << 10, statistics=statistics, keep_columns=True
+    )
+    assert counts_one == counts_pooled and sum(counts_pooled) == 600
+    for one, two in zip(single, pooled, strict=True):
+        assert sorted(f for f in os.listdir(two) if f.endswith(".gz")) == [
+            "data_tfrecord-00000-of-00002.gz",
+            "data_tfrecord-00001-of-00002.gz",
+        ]
+        read = lambda d: sorted(tf.data.TFRecordDataset(glob.glob(d + "/*"), "GZIP").as_numpy_iterator())  # noqa: E731
+        assert read(one) == read(two)
+    assert [s.to_proto().datasets[0].num_examples for s in statistics] == counts_pooled
+    assert len(os.listdir(decoded_columns.columns_dir(pooled[0]))) == 2
+
+
+def test_a_failing_job_in_the_pool_fails_the_component_with_its_error(pool, tmp_path):
+    (tmp_path / "s").mkdir()
+    job = dict(paths=[str(tmp_path / "missing.csv")], types={"a": "INT"}, split_dirs=[str(tmp_path / "s")])
+    with pytest.raises(RuntimeError, match=r"(?s)failed in a Beam pool process.*missing\.csv"):
+        csv_example_gen._run_workers([dict(job, buckets=None, shard=shard, shards=2) for shard in (0, 1)])
+
+
+def test_example_gen_starts_the_runs_pool_when_its_args_name_the_pool(no_pool, small_config, tmp_path, compared):
+    try:
+        examples = run_component(
+            node(create_pipeline(small_config), "CsvExampleGen"), {}, str(tmp_path), beam_args.pipeline_args(2)
+        )["examples"][0]
+        assert beam_pool.call_each("os:getpid", [[]] * 2) is not None
+        assert len(beam_pool._pool.processes) == 2
+        assert _split_records(examples) == _split_records(compared[0])
+    finally:
+        beam_pool.close()
 
 
 def test_a_ragged_row_is_an_error_naming_the_file(tmp_path):
@@ -450,7 +509,7 @@ def test_headers_as_people_write_them_make_the_examples_their_feature_names_make
     assert node(create_pipeline(small_config), "CsvExampleGen").exec_properties.get("column_names") is None
 
 
-def test_worker_processes_rename_the_headers_too(small_config, tmp_path):
+def test_worker_processes_rename_the_headers_too(no_pool, small_config, tmp_path):
     data, headers = _as_people_write_them(small_config, tmp_path)
     original = [str(tmp_path / "original" / s) for s in ("train", "eval")]
     renamed = [str(tmp_path / "renamed" / s) for s in ("train", "eval")]

@@ -81,3 +81,11 @@ def test_only_several_local_workers_use_the_pool():
     assert not uses_pool(beam_args.pipeline_args(2, ("--runner=DataflowRunner",)))
     # A later --runner wins, as in Beam: a component's in-process override leaves the pool.
     assert not uses_pool([*beam_args.pipeline_args(2), *beam_args.IN_PROCESS_ARGS])
+
+
+def test_the_pools_size_is_its_workers_and_none_without_a_pool():
+    assert beam_args.pool_size(beam_args.pipeline_args(3)) == 3
+    assert beam_args.pool_size(beam_args.pipeline_args(1)) is None
+    assert beam_args.pool_size(beam_args.pipeline_args(3, pool=False)) is None
+    assert beam_args.pool_size(beam_args.pipeline_args(3, ("--runner=DataflowRunner",))) is None
+    assert beam_args.pool_size([*beam_args.pipeline_args(3), *beam_args.IN_PROCESS_ARGS]) is None

@@ -1,7 +1,8 @@
 """The pool of Beam worker processes (runtime/beam_pool.py): real Beam pipelines run on
 it give the DirectRunner's results in the pool's processes, every pipeline of a run is
 served by the same processes, a failing step fails its pipeline with its own error and
-leaves the pool usable, and the processes go when their parent goes."""
+leaves the pool usable, and the processes go when their parent goes. The same processes
+take plain calls, each in its own process, a failing one raising its error."""
 
 from __future__ import annotations
 
@@ -100,9 +101,7 @@ def test_a_new_pools_workers_read_pickles_in_the_local_form_from_the_first(tmp_p
     pipeline reads them from its very first bundle (installed before its server starts)."""
     monkeypatch.setattr(dill_pickler, "bz2", pickle_codec.BEAM_COMPRESSOR)
     pickle_codec.install(pickles_stay_here=True)
-    if beam_pool._pool is not None:
-        beam_pool._pool.close()
-        beam_pool._pool = None
+    beam_pool.close()
     rows = _run_squares(tmp_path, "local_form.txt")
     assert sorted(square for _, square in rows) == sorted(x * x for x in range(200))
     assert {pid for pid, _ in rows} <= _pool_pids()
@@ -146,6 +145,54 @@ def test_the_pool_processes_exit_when_their_parent_is_killed(tmp_path):
     while any(_running(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(_running(pid) for pid in children)
+
+
+def _print_and_return(text: str) -> str:
+    print(text, flush=True)
+    return f"{os.getpid()} {text}"
+
+
+def test_calls_run_each_in_its_own_process_of_the_pool():
+    beam_pool.pool_address(WORKERS)
+    pids = beam_pool.call_each("os:getpid", [[]] * WORKERS)
+    assert sorted(pids) == sorted(_pool_pids())
+    assert beam_pool.call_each("os.path:join", [["a", "b"], ["c", "d"]]) == ["a/b", "c/d"]
+
+
+def test_what_a_call_prints_is_not_taken_for_its_result(capfd):
+    beam_pool.pool_address(WORKERS)
+    [answer] = beam_pool.call_each(f"{__name__}:_print_and_return", [["printed"]])
+    pid, text = answer.split()
+    assert int(pid) in _pool_pids() and text == "printed"
+    assert "printed" in capfd.readouterr().err
+
+
+def test_a_failing_call_raises_its_error_and_the_next_user_gets_a_new_pool(tmp_path):
+    beam_pool.pool_address(WORKERS)
+    before = list(beam_pool._pool.processes)
+    with pytest.raises(RuntimeError, match=r"(?s)os\.path:nope failed in a Beam pool process.*AttributeError"):
+        beam_pool.call_each("os.path:nope", [[1], [2]])
+    assert all(process.poll() is not None for process in before)
+    assert beam_pool.call_each("os.path:join", [["a", "b"]]) is None
+    rows = _run_squares(tmp_path, "after_failed_call.txt")
+    assert {pid for pid, _ in rows} <= _pool_pids()
+    assert not {process.pid for process in before} & _pool_pids()
+
+
+def test_without_a_pool_of_enough_processes_the_caller_runs_its_calls():
+    beam_pool.pool_address(WORKERS)
+    assert beam_pool.call_each("os:getpid", [[]] * (WORKERS + 1)) is None
+    beam_pool.close()
+    assert beam_pool.call_each("os:getpid", [[]]) is None
+
+
+def test_calls_wait_for_a_pool_started_in_the_background():
+    beam_pool.close()
+    beam_pool.start_in_background(WORKERS)
+    pids = beam_pool.call_each("os:getpid", [[]] * WORKERS)
+    assert sorted(pids) == sorted(_pool_pids())
+    beam_pool.start_in_background(WORKERS)  # running already: the same processes
+    assert sorted(beam_pool.call_each("os:getpid", [[]] * WORKERS)) == sorted(pids)
 
 
 def _running(pid: int) -> bool:
