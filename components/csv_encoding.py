@@ -29,7 +29,6 @@ import io
 import json
 import os
 import pickle
-import random
 import struct
 import sys
 import zlib
@@ -430,7 +429,12 @@ def feature_batch(block: pa.RecordBatch, types: dict[str, ColumnType]) -> pa.Rec
 
 
 def encode_features(batch: pa.RecordBatch) -> list[bytes]:
-    """``encode_block``'s records from its ``feature_batch`` (or rows taken from one).
+    """``encode_block``'s records from its ``feature_batch`` (or rows taken from one)."""
+    return encode_array(batch).to_pylist()
+
+
+def encode_array(batch: pa.RecordBatch) -> pa.LargeBinaryArray:
+    """``encode_features``' records as one Arrow array.
 
     A CSV cell is at most one value, so every feature is an empty list, one value, or no
     kind at all, and the canonical bytes are written column by column with Arrow and numpy
@@ -438,12 +442,15 @@ def encode_features(batch: pa.RecordBatch) -> list[bytes]:
     record re-serialised in canonical order."""
     records = _wire_examples(batch)
     if records is not None:
-        return records.to_pylist()
+        return records
     parse = _CanonicalExample.FromString
-    return [
-        parse(record).SerializeToString(deterministic=True)
-        for record in example_coder.RecordBatchToExamplesEncoder().encode(batch)
-    ]
+    return pa.array(
+        [
+            parse(record).SerializeToString(deterministic=True)
+            for record in example_coder.RecordBatchToExamplesEncoder().encode(batch)
+        ],
+        pa.large_binary(),
+    )
 
 
 # tf.Example's wire format, the parts used here (field number << 3 | 2, length-delimited):
@@ -453,9 +460,9 @@ _FIELD_1, _FIELD_2, _FIELD_3 = b"\x0a", b"\x12", b"\x1a"
 _EMPTY_LIST = {"int": _FIELD_3 + b"\x00", "float": _FIELD_2 + b"\x00", "bytes": _FIELD_1 + b"\x00"}
 
 
-def _binary_array(offsets: np.ndarray, data: np.ndarray) -> pa.LargeBinaryArray:
-    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(offsets) - 1, buffers)
+def _binary_array(offsets: np.ndarray, data: np.ndarray | pa.Buffer) -> pa.LargeBinaryArray:
+    data = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), data])
 
 
 def _varints(values: np.ndarray) -> pa.LargeBinaryArray:
@@ -476,45 +483,92 @@ def _varints(values: np.ndarray) -> pa.LargeBinaryArray:
     return _binary_array(offsets, data)
 
 
+def _varint(value: int) -> bytes:
+    """One non-negative integer's protobuf varint."""
+    return _varints(np.array([value], np.uint64))[0].as_py()
+
+
 def _joined(*parts: pa.Array | bytes) -> pa.Array:
     """Row by row, the parts' bytes one after the other (bytes: the same in every row)."""
     arrays = [pa.scalar(part, pa.large_binary()) if isinstance(part, bytes) else part for part in parts]
     return pc.binary_join_element_wise(*arrays, pa.scalar(b"", pa.large_binary()))
 
 
-def _length_delimited(field: bytes, payload: pa.Array) -> pa.Array:
-    """Each row's ``payload`` as a length-delimited field: its tag, its length, its bytes."""
-    return _joined(field, _varints(pc.binary_length(payload).to_numpy(zero_copy_only=False)), payload)
+def _offsets(array: pa.Array) -> np.ndarray:
+    """A (large) binary array's offsets, as numpy (where it starts in its buffers included)."""
+    return np.frombuffer(array.buffers()[1], np.int64, len(array) + 1, array.offset * 8)
 
 
 class _LongerLists(ValueError):
     """A list of more than one value: not a CSV cell's."""
 
 
-def _wire_feature(column: pa.Array) -> pa.Array | None:
-    """Each row's ``tf.train.Feature`` bytes; None for a column without a kind (``Feature()``)."""
-    if column.null_count == len(column):
-        return None
-    lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
-    if len(lengths) and lengths.max() > 1:
+class _Entry:
+    """One feature's map entry in each row's record: a header (from a few distinct ones:
+    the entry's tag and length, its key, the Feature's and its list's tags and lengths)
+    followed by the value's payload bytes (none for an empty list)."""
+
+    def __init__(self, headers: pa.Array | pa.Scalar, payload: pa.Array | None, lengths: np.ndarray) -> None:
+        self.parts = [headers] if payload is None else [headers, payload]
+        self.lengths = lengths  # bytes per row, header and payload
+
+
+def _entry_header(key: bytes, feature_header: bytes, feature_length: int) -> bytes:
+    """A map entry's bytes up to its value's payload: the entry's tag and length, the key
+    field, the value field's tag and length (a Feature of ``feature_length`` bytes), then
+    the Feature's own ``feature_header``."""
+    inner = len(key) + len(_FIELD_2) + len(_varint(feature_length)) + feature_length
+    return _FIELD_1 + _varint(inner) + key + _FIELD_2 + _varint(feature_length) + feature_header
+
+
+def _feature_header(kind: str, payload_length: int) -> bytes:
+    """A Feature's bytes before its one value's payload of ``payload_length`` bytes: the
+    list's field (bytes_list 1, float_list 2, int64_list 3) and length, then the packed
+    value's (or the one bytes value's) field 1 and length."""
+    inner = _FIELD_1 + _varint(payload_length)
+    field = {"bytes": _FIELD_1, "float": _FIELD_2, "int": _FIELD_3}[kind]
+    return field + _varint(len(inner) + payload_length) + inner
+
+
+def _wire_entry(name: str, column: pa.Array) -> _Entry:
+    """Each row's map entry for the feature ``name``: a ``tf.train.Feature`` of its one value,
+    an empty list of its kind, or no kind at all for a column without values (``Feature()``)."""
+    rows = len(column)
+    key = _FIELD_1 + _varint(len(name.encode())) + name.encode()
+    if column.null_count == rows:
+        no_kind = _entry_header(key, b"", 0)
+        return _Entry(pa.scalar(no_kind, pa.large_binary()), None, np.full(rows, len(no_kind), np.int64))
+    counts = pc.list_value_length(column).to_numpy(zero_copy_only=False)
+    if rows and np.nanmax(counts) > 1:
         raise _LongerLists
+    present = counts == 1
     values = pc.list_flatten(column)
     if pa.types.is_int64(values.type):
-        kind, filled = "int", _length_delimited(_FIELD_3, _length_delimited(_FIELD_1, _varints(values.to_numpy())))
+        kind, payload = "int", _varints(values.to_numpy())
     elif pa.types.is_floating(values.type):
+        kind = "float"
         little_endian = np.ascontiguousarray(values.to_numpy(zero_copy_only=False), dtype="<f4").view(np.uint8)
-        fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(4), len(values), [None, pa.py_buffer(little_endian)])
-        kind, filled = "float", _joined(_FIELD_2 + b"\x06" + _FIELD_1 + b"\x04", fixed.cast(pa.large_binary()))
+        payload = _binary_array(np.arange(0, 4 * len(values) + 1, 4, dtype=np.int64), little_endian)
     else:
-        kind = "bytes"
-        filled = _length_delimited(_FIELD_1, _length_delimited(_FIELD_1, values.cast(pa.large_binary())))
-    if len(values) == len(column):
-        return filled
-    if not len(values):
-        return pa.repeat(pa.scalar(_EMPTY_LIST[kind], pa.large_binary()), len(column))
-    present = lengths == 1
-    rows = pa.array(np.maximum(np.cumsum(present) - 1, 0))
-    return pc.if_else(pa.array(present), filled.take(rows), pa.scalar(_EMPTY_LIST[kind], pa.large_binary()))
+        kind, payload = "bytes", values.cast(pa.large_binary())
+    offsets = _offsets(payload)
+    payload_lengths = np.zeros(rows, np.int64)
+    payload_lengths[present] = np.diff(offsets)
+    distinct, inverse = np.unique(payload_lengths[present], return_inverse=True)
+    feature_headers = [_feature_header(kind, int(n)) for n in distinct]
+    headers = [_entry_header(key, h, len(h) + int(n)) for h, n in zip(feature_headers, distinct, strict=True)]
+    headers.append(_entry_header(key, _EMPTY_LIST[kind], len(_EMPTY_LIST[kind])))
+    which = np.full(rows, len(distinct), np.int64)
+    which[present] = inverse
+    full_offsets = np.empty(rows + 1, np.int64)
+    full_offsets[0] = offsets[0]
+    np.cumsum(payload_lengths, out=full_offsets[1:])
+    full_offsets[1:] += offsets[0]
+    return _Entry(
+        pa.array(headers, pa.large_binary()).take(pa.array(which)),
+        _binary_array(full_offsets, payload.buffers()[2]),
+        np.array([len(h) for h in headers], np.int64)[which] + payload_lengths,
+    )
 
 
 def _map_order(named: tuple[str, pa.Array]) -> bytes:
@@ -527,25 +581,36 @@ def _map_order(named: tuple[str, pa.Array]) -> bytes:
 def _wire_examples(batch: pa.RecordBatch) -> pa.Array | None:
     """Each row's ``tf.train.Example`` as ``SerializeToString(deterministic=True)`` writes it:
     features in protobuf's map order (``_map_order``), each a map entry of key and value;
-    None when a list holds more than one value."""
-    entries = []
-    for name, column in sorted(zip(batch.schema.names, batch.columns, strict=True), key=_map_order):
-        key = _FIELD_1 + _varints(np.array([len(name.encode())], np.uint64))[0].as_py() + name.encode()
-        try:
-            feature = _wire_feature(column)
-        except _LongerLists:
-            return None
-        if feature is None:
-            entry = pa.repeat(pa.scalar(key + _FIELD_2 + b"\x00", pa.large_binary()), batch.num_rows)
-        else:
-            entry = _joined(key, _length_delimited(_FIELD_2, feature))
-        entries.append(_length_delimited(_FIELD_1, entry))
-    return _length_delimited(_FIELD_1, _joined(*entries))
+    None when a list holds more than one value. Every length is computed first, so each
+    record's bytes are joined once, from its entries' headers and payloads."""
+    try:
+        entries = [
+            _wire_entry(name, column)
+            for name, column in sorted(zip(batch.schema.names, batch.columns, strict=True), key=_map_order)
+        ]
+    except _LongerLists:
+        return None
+    lengths = sum((entry.lengths for entry in entries), np.zeros(batch.num_rows, np.int64))
+    return _joined(_FIELD_1, _varints(lengths), *(part for entry in entries for part in entry.parts))
 
 
 def split_index(record: bytes, buckets: Sequence[int]) -> int:
     """TFX's partition function (``base_example_gen_executor._PartitionFn``)."""
     return bisect.bisect(buckets, int.from_bytes(hashlib.sha256(record).digest(), "big") % buckets[-1])
+
+
+def split_indices(records: Sequence[bytes], buckets: Sequence[int]) -> np.ndarray:
+    """``split_index`` of every record: the hashes one by one, the rest for all at once (the
+    256-bit hash modulo the buckets' total, folded a byte at a time)."""
+    total = int(buckets[-1])
+    if total >= 1 << 55:  # the fold below would overflow 64 bits
+        return np.array([split_index(record, buckets) for record in records], np.int64)
+    digests = np.frombuffer(b"".join([hashlib.sha256(record).digest() for record in records]), np.uint8)
+    digests = digests.reshape(len(records), 32).astype(np.uint64)
+    remainder = np.zeros(len(records), np.uint64)
+    for byte in range(32):
+        remainder = (remainder * np.uint64(256) + digests[:, byte]) % np.uint64(total)
+    return np.searchsorted(np.asarray(buckets, np.uint64), remainder, side="right").astype(np.int64)
 
 
 # ---------------------------------------------------------------- writing
@@ -556,17 +621,35 @@ def _masked_crc(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def tfrecord_frames(records: Sequence[bytes]) -> bytes:
-    """``records`` in TFRecord framing: length, its masked CRC-32C, data, its masked CRC-32C."""
-    parts: list[bytes] = []
-    append = parts.append
-    for record in records:
-        length = struct.pack("<Q", len(record))
-        append(length)
-        append(struct.pack("<I", _masked_crc(length)))
-        append(record)
-        append(struct.pack("<I", _masked_crc(record)))
-    return b"".join(parts)
+def _masked(crcs: np.ndarray) -> np.ndarray:
+    """``_masked_crc`` of CRC-32Cs already computed (64 bits hold the rotation's carry)."""
+    crcs = crcs.astype(np.uint64)
+    rotated = (crcs >> np.uint64(15)) | (crcs << np.uint64(17))
+    return ((rotated + np.uint64(0xA282EAD8)) & np.uint64(0xFFFFFFFF)).astype("<u4")
+
+
+def record_crcs(records: Sequence[bytes]) -> np.ndarray:
+    """Each record's CRC-32C (unmasked), for ``tfrecord_frames``."""
+    return np.fromiter(map(google_crc32c.value, records), np.uint32, len(records))
+
+
+def _fixed_binary(values: np.ndarray, width: int) -> pa.Array:
+    little_endian = np.ascontiguousarray(values).view(np.uint8)
+    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), len(values), [None, pa.py_buffer(little_endian)])
+    return fixed.cast(pa.large_binary())
+
+
+def tfrecord_frames(records: pa.LargeBinaryArray, crcs: np.ndarray) -> pa.Buffer:
+    """``records`` (their CRC-32Cs ``crcs``, from ``record_crcs``) in TFRecord framing, one
+    after the other: length, its masked CRC-32C, data, its masked CRC-32C. Built for all
+    records at once with Arrow and numpy; a length's CRC is computed once per distinct
+    length."""
+    lengths = pc.binary_length(records).to_numpy(zero_copy_only=False).astype("<u8")
+    distinct, inverse = np.unique(lengths, return_inverse=True)
+    length_crcs = np.array([_masked_crc(struct.pack("<Q", int(n))) for n in distinct], "<u4")[inverse]
+    framed = _joined(_fixed_binary(lengths, 8), _fixed_binary(length_crcs, 4), records, _fixed_binary(_masked(crcs), 4))
+    offsets = np.frombuffer(framed.buffers()[1], np.int64, len(framed) + 1, framed.offset * 8)
+    return framed.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
 
 
 class GzipTFRecordWriter:
@@ -576,9 +659,10 @@ class GzipTFRecordWriter:
         self._file = _open(path, "wb")
         self._zlib = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)  # 31: gzip container
 
-    def write(self, records: Sequence[bytes]) -> None:
-        if records:
-            self._file.write(self._zlib.compress(tfrecord_frames(records)))
+    def write(self, records: pa.LargeBinaryArray, crcs: np.ndarray) -> None:
+        """Appends ``records`` (their CRC-32Cs ``crcs``, ``record_crcs``)."""
+        if len(records):
+            self._file.write(self._zlib.compress(tfrecord_frames(records, crcs)))
 
     def close(self) -> None:
         self._file.write(self._zlib.flush())
@@ -632,24 +716,22 @@ def write_shard(
                 if not mine:
                     continue
                 batch = feature_batch(block, types)
-                records = encode_features(batch)
-                splits = np.zeros(len(records), np.int64)
-                if buckets is not None:
-                    splits[:] = [split_index(record, buckets) for record in records]
+                records = encode_array(batch)
+                values = records.to_pylist()
+                splits = np.zeros(len(values), np.int64) if buckets is None else split_indices(values, buckets)
+                crcs = record_crcs(values)
                 # TFX's WriteSplit reshuffles before writing; a seeded shuffle per block keeps a
                 # sorted CSV (say, by time) from reaching the Trainer in that order.
-                order = list(range(len(records)))
-                random.Random(block_index).shuffle(order)
-                rows_by_split = [[] for _ in split_dirs]
-                for row in order:
-                    rows_by_split[splits[row]].append(row)
-                for i, rows in enumerate(rows_by_split):
+                order = np.random.default_rng(block_index).permutation(len(values))
+                for i in range(len(split_dirs)):
+                    rows = order[splits[order] == i]
                     if writers[i] is not None:
-                        writers[i].write([records[row] for row in rows])
+                        taken = pa.array(rows, pa.int64())
+                        writers[i].write(records.take(taken), crcs[rows])
                         if statistics is not None and statistics[i] is not None:
                             statistics[i].add(batch.filter(pa.array(splits == i)))
-                        if kept[i] is not None and rows:
-                            kept[i].write(_kept_columns(batch.take(pa.array(rows, pa.int64())), types))
+                        if kept[i] is not None and len(rows):
+                            kept[i].write(_kept_columns(batch.take(taken), types))
                     counts[i] += len(rows)
     finally:
         for writer in [*writers, *kept]:

@@ -1,12 +1,15 @@
 """Reading CSV blocks: a reader the caller leaves early must not hang the process; a problem's
-header names read as its feature names."""
+header names read as its feature names; records as TensorFlow writes them, split as TFX
+splits them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
+import tensorflow as tf
 from pyarrow import csv as pa_csv
 
 from components import csv_encoding
@@ -182,3 +185,44 @@ def test_features_are_in_protobufs_deterministic_order_when_names_begin_one_anot
         names = sorted({"".join(rng.choice(pieces) for _ in range(rng.randint(1, 4))) for _ in range(6)})
         batch = pa.RecordBatch.from_arrays([pa.array([[1], []], pa.large_list(pa.int64())) for _ in names], names)
         assert csv_encoding.encode_features(batch) == _tensorflow_bytes(batch), names
+
+
+def _records(count: int, seed: int = 0) -> list[bytes]:
+    """Records of lengths 0 to 2,000 bytes, repeated lengths among them."""
+    rng = np.random.default_rng(seed)
+    return [rng.bytes(int(n)) for n in rng.integers(0, 2000, count)] + [b"", b"x" * 300, b"y" * 300]
+
+
+@pytest.mark.parametrize("buckets", [[2, 3], [1], [7, 10], [1, 5, 100], [(1 << 60), (1 << 61)]])
+def test_split_indices_are_tfxs_partition_of_each_record(buckets):
+    records = _records(3000)
+    expected = [csv_encoding.split_index(record, buckets) for record in records]
+    assert csv_encoding.split_indices(records, buckets).tolist() == expected
+    assert len(set(expected)) == len(buckets)
+
+
+def test_tfrecord_frames_are_what_tensorflows_writer_writes(tmp_path):
+    records = _records(500)
+    path = str(tmp_path / "tf.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for record in records:
+            writer.write(record)
+    array = pa.array(records, pa.large_binary())
+    frames = csv_encoding.tfrecord_frames(array, csv_encoding.record_crcs(records))
+    assert frames.to_pybytes() == Path(path).read_bytes()
+    # Rows taken from a larger array (an offset into its buffers), as the writer is given them.
+    rows = pa.array([3, 1, 400], pa.int64())
+    taken = array.take(rows)
+    with tf.io.TFRecordWriter(path) as writer:
+        for row in rows.to_pylist():
+            writer.write(records[row])
+    crcs = csv_encoding.record_crcs(records)[rows.to_numpy()]
+    assert csv_encoding.tfrecord_frames(taken, crcs).to_pybytes() == Path(path).read_bytes()
+    sliced = array.slice(10, 5)
+    with tf.io.TFRecordWriter(path) as writer:
+        for record in records[10:15]:
+            writer.write(record)
+    assert (
+        csv_encoding.tfrecord_frames(sliced, csv_encoding.record_crcs(records[10:15])).to_pybytes()
+        == Path(path).read_bytes()
+    )
