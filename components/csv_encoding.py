@@ -485,7 +485,12 @@ def _varints(values: np.ndarray) -> pa.LargeBinaryArray:
 
 def _varint(value: int) -> bytes:
     """One non-negative integer's protobuf varint."""
-    return _varints(np.array([value], np.uint64))[0].as_py()
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def _joined(*parts: pa.Array | bytes) -> pa.Array:
