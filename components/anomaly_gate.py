@@ -115,7 +115,9 @@ def describe_missing(
 def label_counts(examples: standard_artifacts.Examples, schema: schema_pb2.Schema, problem) -> dict[str, list[int]]:
     """Per split, rows per class of a classification label: [value not a class, class 0,
     class 1, ...], the label computed as ``preprocessing_fn`` computes it, from the
-    label's source columns only."""
+    label's source columns only: read from the columns the fast ExampleGen kept beside the
+    examples where every record file has them (``runtime.decoded_columns``), as Transform
+    reads them, else parsed from the records."""
     import tensorflow as tf
     from tensorflow_transform.tf_metadata import schema_utils
 
@@ -125,16 +127,24 @@ def label_counts(examples: standard_artifacts.Examples, schema: schema_pb2.Schem
     sources = {key: spec[key] for key in problem.label.sources}
     size = problem.num_classes + 1
 
-    @data.without_autograph
-    def count(block: tf.Tensor) -> tf.Tensor:
-        labels = tf.cast(preprocessing.label(tf.io.parse_example(block, sources), problem)[problem.label_key], tf.int32)
+    def bincount(features: dict) -> tf.Tensor:
+        labels = tf.cast(preprocessing.label(features, problem)[problem.label_key], tf.int32)
         return tf.math.bincount(tf.reshape(labels, [-1]) + 1, minlength=size, maxlength=size, dtype=tf.int64)
 
+    count = data.without_autograph(lambda block: bincount(tf.io.parse_example(block, sources)))
     add = data.without_autograph(lambda total, block: total + block)
 
     counts = {}
     for split in artifact_utils.decode_split_names(examples.split_names):
-        files = sorted(tf.io.gfile.glob(os.path.join(artifact_utils.get_split_uri([examples], split), "*")))
+        split_dir = artifact_utils.get_split_uri([examples], split)
+        kept = _kept_label_columns(split_dir, schema, problem.label.sources)
+        if kept is not None:
+            total = tf.zeros([size], tf.int64)
+            for features in kept:
+                total += bincount(features)
+            counts[split] = [int(c) for c in total.numpy()]
+            continue
+        files = sorted(tf.io.gfile.glob(os.path.join(split_dir, "*")))
         # Files read and blocks parsed in parallel, summed in the graph, in one pass (no
         # autotuning thread to join: models.data.one_pass).
         blocks = data.record_blocks(files, block_rows=8192).map(
@@ -142,6 +152,29 @@ def label_counts(examples: standard_artifacts.Examples, schema: schema_pb2.Schem
         )
         counts[split] = [int(c) for c in data.one_pass(blocks).reduce(tf.zeros([size], tf.int64), add).numpy()]
     return counts
+
+
+def _kept_label_columns(split_dir: str, schema: schema_pb2.Schema, sources):
+    """The label's source columns of a split, batch by batch as tensors (as tfx_bsl's
+    TensorAdapter gives Transform's ``preprocessing_fn`` its inputs), read from the
+    columns ExampleGen kept; None unless every record file has them, of the schema's types."""
+    from tfx_bsl.tfxio import tensor_representation_util, tf_example_record
+
+    from runtime.speedups import transform_columns
+
+    file_pattern = os.path.join(split_dir, "*")
+    files = transform_columns.kept_columns_files(file_pattern)
+    if files is None:
+        return None
+    projected = tensor_representation_util.ProjectTensorRepresentationsInSchema(schema, list(sources))
+    tfxio = tf_example_record.TFExampleRecord(file_pattern=file_pattern, schema=projected)
+    arrow_schema = tfxio.ArrowSchema()
+    if not transform_columns.decodes_to(files, arrow_schema):
+        return None
+    adapter = tfxio.TensorAdapter()
+    return (
+        adapter.ToBatchTensors(batch) for path in files for batch in transform_columns.read_batches(path, arrow_schema)
+    )
 
 
 def _not_numbers(statistics_by_split: dict[str, statistics_pb2.DatasetFeatureStatisticsList], column: str) -> list:

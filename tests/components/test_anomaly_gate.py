@@ -155,6 +155,35 @@ def test_the_label_of_clean_data_has_both_classes(examples, schema):
     assert describe_label(examples[0], _schema_proto(schema), TAXI) == []
 
 
+def test_the_label_is_read_from_the_kept_columns_when_every_file_has_them(examples, schema, monkeypatch):
+    from models import data
+    from runtime import decoded_columns
+
+    expected = _labels_one_record_at_a_time(examples[0], _schema_proto(schema))
+    assert os.path.isdir(os.path.join(examples[0].uri, decoded_columns.COLUMNS_DIR))
+
+    def no_records(*args, **kwargs):
+        raise AssertionError("the records were parsed though their columns were kept")
+
+    monkeypatch.setattr(data, "record_blocks", no_records)
+    assert label_counts(examples[0], _schema_proto(schema), TAXI) == expected
+
+
+def test_without_kept_columns_the_label_is_parsed_from_the_records(examples, schema, tmp_path):
+    import shutil
+
+    from tfx.types import standard_artifacts
+
+    from runtime import decoded_columns
+
+    copy = standard_artifacts.Examples()
+    copy.uri = str(tmp_path / "examples")
+    copy.split_names = examples[0].split_names
+    shutil.copytree(examples[0].uri, copy.uri, ignore=shutil.ignore_patterns(decoded_columns.COLUMNS_DIR))
+    expected = _labels_one_record_at_a_time(examples[0], _schema_proto(schema))
+    assert label_counts(copy, _schema_proto(schema), TAXI) == expected
+
+
 def test_the_contract_can_ask_for_more_balance_than_the_default(examples, schema):
     strict = _schema_proto(schema)
     strict.annotation.tag.append("min_label_class_fraction=0.45")  # the sample has about a fifth
