@@ -460,8 +460,9 @@ _FIELD_1, _FIELD_2, _FIELD_3 = b"\x0a", b"\x12", b"\x1a"
 _EMPTY_LIST = {"int": _FIELD_3 + b"\x00", "float": _FIELD_2 + b"\x00", "bytes": _FIELD_1 + b"\x00"}
 
 
-def _binary_array(offsets: np.ndarray, data: np.ndarray | pa.Buffer) -> pa.LargeBinaryArray:
-    data = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
+def _binary_array(offsets: np.ndarray, data: np.ndarray | pa.Buffer | None) -> pa.LargeBinaryArray:
+    """Binary values from their offsets and their bytes (None: an array without any)."""
+    data = data if isinstance(data, pa.Buffer) else pa.py_buffer(b"" if data is None else data)
     return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), data])
 
 

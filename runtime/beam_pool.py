@@ -245,7 +245,6 @@ def serve() -> None:
     thread of this process; prints its address, imports ``WARM_MODULES``, then answers the
     calls its parent writes to its stdin (``call_each``), and exits when its parent closes
     stdin."""
-    import importlib
     import logging
 
     from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer
