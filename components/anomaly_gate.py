@@ -160,20 +160,20 @@ def _kept_label_columns(split_dir: str, schema: schema_pb2.Schema, sources):
     columns ExampleGen kept; None unless every record file has them, of the schema's types."""
     from tfx_bsl.tfxio import tensor_representation_util, tf_example_record
 
-    from runtime.speedups import transform_columns
+    from runtime import decoded_columns
 
     file_pattern = os.path.join(split_dir, "*")
-    files = transform_columns.kept_columns_files(file_pattern)
+    files = decoded_columns.kept_columns_files(file_pattern)
     if files is None:
         return None
     projected = tensor_representation_util.ProjectTensorRepresentationsInSchema(schema, list(sources))
     tfxio = tf_example_record.TFExampleRecord(file_pattern=file_pattern, schema=projected)
     arrow_schema = tfxio.ArrowSchema()
-    if not transform_columns.decodes_to(files, arrow_schema):
+    if not decoded_columns.decodes_to(files, arrow_schema):
         return None
     adapter = tfxio.TensorAdapter()
     return (
-        adapter.ToBatchTensors(batch) for path in files for batch in transform_columns.read_batches(path, arrow_schema)
+        adapter.ToBatchTensors(batch) for path in files for batch in decoded_columns.read_batches(path, arrow_schema)
     )
 
 

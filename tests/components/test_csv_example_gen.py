@@ -18,7 +18,6 @@ from components import csv_encoding, csv_example_gen, csv_statistics, statistics
 from models import problem as problem_lib
 from pipeline.pipeline import create_pipeline
 from runtime import beam_args, beam_pool, decoded_columns, speedups
-from runtime.speedups import transform_columns
 from tests.support.harness import node, run_component
 
 # Cells on which a hand-written converter could go wrong; each row has all 9 columns.
@@ -433,7 +432,7 @@ def test_a_window_trains_on_the_older_spans_and_evaluates_on_the_newest_only(sma
         assert stats_util.load_stats_binary(path).datasets[0].num_examples == len(got[split])
     # So do the columns kept for Transform, a file for each record file.
     for split in ("train", "eval"):
-        files = transform_columns.kept_columns_files(artifact_utils.get_split_uri([examples], split) + "/*")
+        files = decoded_columns.kept_columns_files(artifact_utils.get_split_uri([examples], split) + "/*")
         assert sum(_kept_rows(path) for path in files) == len(got[split])
 
 

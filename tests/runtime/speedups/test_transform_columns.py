@@ -73,13 +73,13 @@ def test_each_files_kept_columns_are_what_tfx_decodes_from_its_records(csv, edge
     patterns, schema = _converted(csv or edge_csv, tmp_path)
     arrow_schema = tf_example_record.TFExampleRecord("unused", schema=schema).ArrowSchema()
     for pattern in patterns.values():
-        files = transform_columns.kept_columns_files(pattern)
+        files = decoded_columns.kept_columns_files(pattern)
         records = sorted(glob.glob(pattern))
         assert files and len(files) == len(records) == 2
-        assert transform_columns.decodes_to(files, arrow_schema)
+        assert decoded_columns.decodes_to(files, arrow_schema)
         for record_file, kept in zip(records, files, strict=True):
             assert os.path.basename(kept) == os.path.basename(record_file) + decoded_columns.SUFFIX
-            batches = list(transform_columns.read_batches(kept, arrow_schema))
+            batches = list(decoded_columns.read_batches(kept, arrow_schema))
             assert len(batches) > 1  # one per block of the file
             read = pa.Table.from_batches(batches, schema=arrow_schema)
             assert read.equals(_decoded(record_file, schema))
@@ -88,9 +88,9 @@ def test_each_files_kept_columns_are_what_tfx_decodes_from_its_records(csv, edge
 def test_batches_hold_at_most_the_batch_size_asked_for(converted):
     patterns, schema = converted
     arrow_schema = tf_example_record.TFExampleRecord("unused", schema=schema).ArrowSchema()
-    kept = transform_columns.kept_columns_files(patterns["train"])[0]
-    whole = list(transform_columns.read_batches(kept, arrow_schema))
-    sliced = list(transform_columns.read_batches(kept, arrow_schema, batch_size=7))
+    kept = decoded_columns.kept_columns_files(patterns["train"])[0]
+    whole = list(decoded_columns.read_batches(kept, arrow_schema))
+    sliced = list(decoded_columns.read_batches(kept, arrow_schema, batch_size=7))
     assert max(b.num_rows for b in sliced) == 7 < max(b.num_rows for b in whole)
     assert pa.Table.from_batches(sliced).equals(pa.Table.from_batches(whole))
 
@@ -153,12 +153,12 @@ def test_the_beam_source_gives_the_rows_tfx_source_gives_without_the_records(edg
 
 def test_a_split_without_kept_columns_for_every_file_is_decoded(edge_csv, tmp_path):
     patterns, schema = _converted(edge_csv, tmp_path)
-    os.remove(transform_columns.kept_columns_files(patterns["eval"])[1])
-    assert transform_columns.kept_columns_files(patterns["eval"]) is None
+    os.remove(decoded_columns.kept_columns_files(patterns["eval"])[1])
+    assert decoded_columns.kept_columns_files(patterns["eval"]) is None
     plain, _ = _converted(edge_csv, tmp_path / "plain", keep_columns=False)
     assert not os.path.exists(tmp_path / "plain" / decoded_columns.COLUMNS_DIR)
-    assert transform_columns.kept_columns_files(plain["train"]) is None
-    assert transform_columns.kept_columns_files(patterns["train"].removesuffix("/*") + "/data_*") is None
+    assert decoded_columns.kept_columns_files(plain["train"]) is None
+    assert decoded_columns.kept_columns_files(patterns["train"].removesuffix("/*") + "/data_*") is None
     with transform_columns.read_decoded_columns():
         assert type(_tfxio(patterns["train"], schema)) is transform_columns.KeptColumnsRecord
         for pattern in (patterns["eval"], plain["train"]):
@@ -173,9 +173,9 @@ def test_a_schema_typing_a_column_otherwise_is_decoded(converted):
     retyped.CopyFrom(schema)
     integer = next(f for f in retyped.feature if f.type == schema_pb2.INT)
     integer.type = schema_pb2.FLOAT
-    files = transform_columns.kept_columns_files(patterns["train"])
+    files = decoded_columns.kept_columns_files(patterns["train"])
     tfx_own = tf_example_record.TFExampleRecord(patterns["train"], schema=retyped)
-    assert not transform_columns.decodes_to(files, tfx_own.ArrowSchema())
+    assert not decoded_columns.decodes_to(files, tfx_own.ArrowSchema())
     with transform_columns.read_decoded_columns():
         assert type(_tfxio(patterns["train"], retyped)) is tf_example_record.TFExampleRecord
 
@@ -190,14 +190,14 @@ def test_raw_records_asked_for_are_read_as_tfx_reads_them(converted):
     )
 
 
-@pytest.mark.parametrize("schema_bytes", [transform_columns.SCHEMA_BYTES, 16], ids=["head", "schema-past-head"])
+@pytest.mark.parametrize("schema_bytes", [decoded_columns.SCHEMA_BYTES, 16], ids=["head", "schema-past-head"])
 def test_columns_on_another_file_system_are_written_and_read_through_fileio(
     edge_csv, tmp_path, monkeypatch, schema_bytes
 ):
     """gs:// on Vertex; TensorFlow's ram:// file system here, in one process."""
     from tfx.dsl.io import fileio
 
-    monkeypatch.setattr(transform_columns, "SCHEMA_BYTES", schema_bytes)
+    monkeypatch.setattr(decoded_columns, "SCHEMA_BYTES", schema_bytes)
     remote = f"ram://kept-columns-{schema_bytes}"
     fileio.makedirs(remote)
     dirs = [f"{remote}/Split-train", f"{remote}/Split-eval"]
@@ -210,8 +210,8 @@ def test_columns_on_another_file_system_are_written_and_read_through_fileio(
             kept = _tfxio(remote_dir + "/*", schema)
         assert type(kept) is transform_columns.KeptColumnsRecord
         arrow_schema = kept.ArrowSchema()
-        (remote_file,) = transform_columns.kept_columns_files(remote_dir + "/*")
-        (local_file,) = transform_columns.kept_columns_files(local_dir + "/*")
-        read = pa.Table.from_batches(list(transform_columns.read_batches(remote_file, arrow_schema)))
-        assert read.equals(pa.Table.from_batches(list(transform_columns.read_batches(local_file, arrow_schema))))
+        (remote_file,) = decoded_columns.kept_columns_files(remote_dir + "/*")
+        (local_file,) = decoded_columns.kept_columns_files(local_dir + "/*")
+        read = pa.Table.from_batches(list(decoded_columns.read_batches(remote_file, arrow_schema)))
+        assert read.equals(pa.Table.from_batches(list(decoded_columns.read_batches(local_file, arrow_schema))))
         assert read.num_rows > 0
