@@ -197,8 +197,7 @@ class _SplitCounter:
         self.rows += len(classes)
         if len(chosen):
             records = csv_encoding.encode_features(batch.take(pa.array(chosen)))
-            for record, cls in zip(records, classes[chosen], strict=True):
-                self.hashed[csv_encoding.split_index(record, self.buckets), cls] += 1
+            np.add.at(self.hashed, (csv_encoding.split_indices(records, self.buckets), classes[chosen]), 1)
 
     @property
     def estimated(self) -> list[int]:
