@@ -1,11 +1,13 @@
 """What the training budget from the data (models/budget.py) costs and buys: the whole local
 pipeline on the benchmark's generated taxi data at several sizes, trained by the default
-budget and by a fixed step count (the default before the budget, 400 steps), alternated
-within each repeat so machine noise spreads evenly; per size and setting, the medians of the
-eval AUC (the Evaluator's), the Trainer's seconds, the run's wall seconds and the steps the
-Trainer ran.
+budget and by a fixed step count (the default before the budget, 400 steps), or with
+``--rows-seen`` by budgets capped at those many rows seen (``--hparam max_rows_seen``),
+alternated within each repeat so machine noise spreads evenly; per size and setting, the
+medians of the eval AUC (the Evaluator's), the Trainer's seconds, the run's wall seconds and
+the steps the Trainer ran.
 
     python -m bench.budget [--sizes 1,10,100] [--repeats 3] [--fixed-steps 400]
+    python -m bench.budget --sizes 1000 --rows-seen 1000000,3000000,10000000
 
 Extra arguments after ``--`` go to ``local_runner.py`` for both settings.
 """
@@ -34,8 +36,11 @@ METRIC = "auc"
 warnings.filterwarnings("ignore", category=FutureWarning)
 
 
-def settings(fixed_steps: int) -> dict[str, list[str]]:
-    """Setting name -> its runner arguments."""
+def settings(fixed_steps: int, rows_seen: Sequence[int] = ()) -> dict[str, list[str]]:
+    """Setting name -> its runner arguments: the budget and a fixed step count, or the budget
+    capped at each of ``rows_seen``."""
+    if rows_seen:
+        return {f"at most {rows:,} rows seen": ["--hparam", f"max_rows_seen={rows}"] for rows in rows_seen}
     return {"budget": [], f"{fixed_steps} steps": ["--train-steps", str(fixed_steps)]}
 
 
@@ -49,6 +54,7 @@ def trained_steps(output_root: Path) -> dict[str, Any]:
     return {
         "epochs_run": epochs_run,
         "steps_run": epochs_run * record.get("steps_per_epoch", 0),
+        "rows_seen": epochs_run * record.get("steps_per_epoch", 0) * record.get("global_batch", 0),
         "max_steps": record.get("budget", {}).get(
             "max_steps", record.get("epochs", 0) * record.get("steps_per_epoch", 0)
         ),
@@ -78,13 +84,13 @@ def markdown(results: dict[str, Any]) -> str:
     m = results["machine"]
     repeats = results["settings"]["repeats"]
     lines = [
-        f"# The training budget against a fixed step count ({m['date_utc']})",
+        f"# What the training budget costs and buys ({m['date_utc']})",
         "",
         f"Machine: {m['cpus']} CPUs, {m['ram_gb']} GB RAM; TensorFlow {m['tensorflow']}, TFX {m['tfx']}. "
         f"Medians of {repeats} repeat(s), the settings alternated within each.",
         "",
-        "| rows | setting | eval AUC | AUC range | Trainer s | wall s | steps run (cap) |",
-        "|---|---|---|---|---|---|---|",
+        "| rows | setting | eval AUC | AUC range | Trainer s | wall s | steps run (cap) | rows seen |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for size in results["sizes"]:
         for name, runs in size["settings"].items():
@@ -93,7 +99,7 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(
                 f"| {size['rows']:,} | {name} | {med.get(METRIC, float('nan')):.4f} | "
                 f"{min(aucs):.4f}-{max(aucs):.4f} | {med['trainer_s']:.1f} | {med['wall_s']:.1f} | "
-                f"{med['steps_run']:.0f} ({med['max_steps']:.0f}) |"
+                f"{med['steps_run']:.0f} ({med['max_steps']:.0f}) | {med.get('rows_seen', 0):,.0f} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -108,29 +114,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1,10,100", help="Multiples of the embedded data's rows (bench --sizes).")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--fixed-steps", type=int, default=400, help="The fixed step count compared with.")
+    parser.add_argument(
+        "--rows-seen", default="", help="Caps on the rows training sees to compare (comma-separated), instead."
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR)
     args = parser.parse_args(argv)
     sizes = [float(s) for s in args.sizes.split(",")]
-    if args.repeats < 1 or args.fixed_steps < 1 or any(s <= 0 for s in sizes):
-        parser.error("--repeats, --fixed-steps and --sizes must be positive")
+    rows_seen = [int(r) for r in args.rows_seen.split(",") if r]
+    if args.repeats < 1 or args.fixed_steps < 1 or any(s <= 0 for s in (*sizes, *rows_seen)):
+        parser.error("--repeats, --fixed-steps, --sizes and --rows-seen must be positive")
     output_dir = args.output_dir.resolve()
     # The generated data sets are shared with `python -m bench` (same directory layout).
     data_root = output_dir.parent
     results: dict[str, Any] = {
         "machine": machine_info(),
-        "settings": {"repeats": args.repeats, "fixed_steps": args.fixed_steps, "runner_args": runner_args},
+        "settings": {
+            "repeats": args.repeats,
+            "fixed_steps": args.fixed_steps,
+            "rows_seen": rows_seen,
+            "runner_args": runner_args,
+        },
         "sizes": [],
     }
     for size in sizes:
         data_dir, rows = cached_dataset(data_root, size, args.seed)
-        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in settings(args.fixed_steps)}
+        compared = settings(args.fixed_steps, rows_seen)
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in compared}
         for repeat in range(args.repeats):
             # Alternate which setting goes first, so neither always runs on a warmer machine.
-            order = list(settings(args.fixed_steps).items())
+            order = list(compared.items())
             for name, extra in order if repeat % 2 == 0 else reversed(order):
                 print(f"x{size:g} ({rows:,} rows), repeat {repeat + 1}: {name}", flush=True)
-                run_dir = output_dir / "runs" / f"rows-{rows}" / name.replace(" ", "-") / f"repeat-{repeat}"
+                setting_dir = name.replace(" ", "-").replace(",", "")
+                run_dir = output_dir / "runs" / f"rows-{rows}" / setting_dir / f"repeat-{repeat}"
                 run_dir.mkdir(parents=True, exist_ok=True)
                 result = run_once(data_dir, run_dir, [*runner_args, *extra])
                 print(f"  {json.dumps(result)}", flush=True)

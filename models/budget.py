@@ -6,8 +6,9 @@ A fixed step count suits one data size only: on a few hundred rows it is hundred
 passes, on a million it is a fraction of one. The budget instead counts the rows training
 may see, from the training split's size: at least ``MIN_ROWS_SEEN`` (small data needs many
 passes before a network has learnt what trees find in a few), at most ``MAX_PASSES`` passes
-and at most ``MAX_ROWS_SEEN`` rows (large data learns in few passes, and time grows with
-every step). Epochs are one pass each, but on small data as many passes as make
+and at most ``max_rows_seen`` rows (``HParams.max_rows_seen``, default ``MAX_ROWS_SEEN``:
+large data learns in few passes, and time grows with every step). Epochs are one pass
+each, but on small data as many passes as make
 ``MIN_EPOCH_STEPS`` steps (each epoch's validation and logs cost a few tenths of a second,
 more than tens of steps' training), at most ``MAX_EPOCH_PASSES`` (on tiny data much longer
 epochs overfit between two of the schedule's decisions), and shorter on large data (the
@@ -40,6 +41,10 @@ class Budget:
     reason: str
     # The training split's rows, when the budget came from them.
     train_rows: int | None = None
+    # The most rows its steps read (steps x global batch).
+    rows_seen: int | None = None
+    # The cap on rows seen, when it bound the budget.
+    capped_at: int | None = None
 
     @property
     def max_steps(self) -> int:
@@ -59,29 +64,40 @@ class Budget:
             "max_steps": self.max_steps,
             "warmup_epochs": self.warmup_epochs,
             "train_rows": self.train_rows,
+            "rows_seen": self.rows_seen,
+            "capped_at": self.capped_at,
             "reason": self.reason,
         }
 
 
-def from_steps(train_steps: int, epochs: int) -> Budget:
+def from_steps(train_steps: int, epochs: int, global_batch: int | None = None) -> Budget:
     """``train_steps`` steps of one global batch in ``epochs`` epochs (at most one epoch per
     step, and fewer than ``epochs`` extra steps)."""
     if not train_steps or train_steps < 1:
-        raise ValueError(f"train_args.num_steps must be a positive number of steps, got {train_steps!r}")
+        raise ValueError(
+            f"--train-steps must be a positive number of steps, got {train_steps!r}: omit it for a budget from the data"
+        )
     epochs = max(1, min(epochs, train_steps))
-    return Budget(epochs, math.ceil(train_steps / epochs), f"{train_steps} steps, as given (--train-steps)")
+    steps = math.ceil(train_steps / epochs)
+    rows_seen = epochs * steps * global_batch if global_batch else None
+    return Budget(epochs, steps, f"{train_steps} steps, as given (--train-steps)", rows_seen=rows_seen)
 
 
-def from_data(train_rows: int, global_batch: int) -> Budget:
+def from_data(train_rows: int, global_batch: int, max_rows_seen: int = MAX_ROWS_SEEN) -> Budget:
     """The budget for a training split of ``train_rows`` rows cut into ``global_batch`` rows
-    per step."""
+    per step, seeing at most ``max_rows_seen`` rows."""
     if train_rows < 1:
         raise ValueError(
             f"the training split has {train_rows} rows: there is nothing to train on (check the data's split)"
         )
     if global_batch < 1:
         raise ValueError(f"the global batch must be positive, got {global_batch}")
-    rows_seen = min(max(MIN_ROWS_SEEN, MAX_PASSES * train_rows), MAX_ROWS_SEEN)
+    if max_rows_seen < global_batch:
+        raise ValueError(
+            f"max_rows_seen={max_rows_seen} is less than one global batch ({global_batch} rows): a budget of zero "
+            f"steps; set --hparam max_rows_seen to at least {global_batch}"
+        )
+    rows_seen = min(max(MIN_ROWS_SEEN, MAX_PASSES * train_rows), max_rows_seen)
     max_steps = math.ceil(rows_seen / global_batch)
     pass_steps = math.ceil(train_rows / global_batch)
     epoch_steps = min(
@@ -90,10 +106,11 @@ def from_data(train_rows: int, global_batch: int) -> Budget:
     epochs = math.ceil(max_steps / epoch_steps)
     passes = rows_seen / train_rows
     passes_text = f"{passes:,.0f} passes" if passes >= 10 else f"{passes:.2g} pass{'es' if passes != 1 else ''}"
-    if rows_seen == MIN_ROWS_SEEN:
+    capped = rows_seen == max_rows_seen and rows_seen < MAX_PASSES * train_rows
+    if capped:
+        why = f"large data, so at most {max_rows_seen:,} rows seen ({passes_text}; --hparam max_rows_seen)"
+    elif rows_seen == MIN_ROWS_SEEN:
         why = f"small data, so at least {MIN_ROWS_SEEN:,} rows seen ({passes_text})"
-    elif rows_seen == MAX_ROWS_SEEN:
-        why = f"large data, so at most {MAX_ROWS_SEEN:,} rows seen ({passes_text})"
     else:
         why = f"{MAX_PASSES} passes"
     return Budget(
@@ -102,12 +119,35 @@ def from_data(train_rows: int, global_batch: int) -> Budget:
         f"until the validation metric stops improving, at most {epochs} epochs of {epoch_steps} steps "
         f"({train_rows:,} training rows; {why})",
         train_rows,
+        rows_seen=epochs * epoch_steps * global_batch,
+        capped_at=max_rows_seen if capped else None,
     )
 
 
-def choose(train_steps: int | None, epochs: int, global_batch: int, count_train_rows) -> Budget:
+def choose(
+    train_steps: int | None, epochs: int, global_batch: int, count_train_rows, max_rows_seen: int = MAX_ROWS_SEEN
+) -> Budget:
     """The given step count, or (``train_steps`` None) the data's budget, counting the
     training rows with ``count_train_rows()`` only then."""
     if train_steps is not None:
-        return from_steps(train_steps, epochs)
-    return from_data(count_train_rows(), global_batch)
+        return from_steps(train_steps, epochs, global_batch)
+    return from_data(count_train_rows(), global_batch, max_rows_seen)
+
+
+def data_seen(training_record: dict) -> str | None:
+    """What a training record (``run_fn``'s ``training.json``) says of the data the model
+    saw: the rows its epochs read against the training split's, and, where the cap on rows
+    seen bound the budget, the setting that sees more. None when the record does not tell."""
+    budget = training_record.get("budget") or {}
+    rows = budget.get("train_rows")
+    per_epoch = training_record.get("steps_per_epoch", 0) * training_record.get("global_batch", 0)
+    if not rows or not per_epoch or training_record.get("last_epoch") is None:
+        return None
+    seen = (training_record["last_epoch"] + 1) * per_epoch
+    if seen < rows:
+        text = f"the model saw {seen:,} of the {rows:,} training rows ({seen / rows:.0%})"
+    else:
+        text = f"the model saw {seen:,} rows, {seen / rows:.2g} passes over the {rows:,} training rows"
+    if budget.get("capped_at"):
+        text += f" (capped at {budget['capped_at']:,}); --hparam max_rows_seen={rows} would show it every row once"
+    return text

@@ -14,11 +14,12 @@ tf.distribute splits among the replicas. A split small enough is parsed and tran
 once into memory, so training steps never wait for the input; larger ones stream from the
 files, parsed and transformed in blocks of rows in parallel. With several workers every
 worker reads the whole split and keeps its own share of each global batch
-(``shard_by_data``), in one element order agreed through a shared seed.
+(``distribute_by``), in one element order agreed through a shared seed.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import zlib
 from collections.abc import Callable, Sequence
@@ -50,6 +51,7 @@ def input_fn(
     max_rows: int | None = None,
     *,
     label_key: str,
+    replicas: int = 1,
 ) -> tf.data.Dataset:
     """Batched (transformed features, transformed label) from ExampleGen's raw examples,
     ``batch_size`` being the global batch.
@@ -62,16 +64,19 @@ def input_fn(
     evaluation makes one ordered pass. With several workers, pass the same
     ``shuffle_seed`` to all of them: sharding by data needs one element order everywhere.
     ``label_key``: the transformed label (``Problem.label_key``), split off as the target.
+    ``replicas``: the strategy's replicas in sync (``distribute_by``).
     """
-    in_memory = load_split(file_pattern, tf_transform_output, in_memory_max_bytes, max_rows, shuffle_seed)
+    in_memory = load_split(
+        file_pattern, tf_transform_output, in_memory_max_bytes, max_rows, shuffle_seed, batch_size=batch_size
+    )
     if in_memory is not None:
         dataset = in_memory_dataset(in_memory, batch_size, training, drop_remainder, shuffle_seed, label_key=label_key)
         if dataset is not None:
-            return shard_by_data(dataset).prefetch(tf.data.AUTOTUNE)
+            return distribute_by(dataset, replicas).prefetch(tf.data.AUTOTUNE)
     dataset = stream(
         file_pattern, tf_transform_output, batch_size, training, drop_remainder, shuffle_seed, label_key=label_key
     )
-    return shard_by_data(dataset).prefetch(tf.data.AUTOTUNE)
+    return distribute_by(dataset, replicas).prefetch(tf.data.AUTOTUNE)
 
 
 def transform_records(tf_transform_output: tft.TFTransformOutput) -> Callable[[tf.Tensor], dict[str, tf.Tensor]]:
@@ -126,8 +131,21 @@ def count_records(file_pattern: Sequence[str]) -> int:
     return sum(records_per_file(_files(file_pattern)))
 
 
+# Record counts by (file, size): TFX artifacts' files never change once written, and the
+# budget, the in-memory decision and the sample all need the training split's counts.
+_COUNTED: dict[tuple[str, int], int] = {}
+
+
 def records_per_file(files: Sequence[str]) -> list[int]:
-    """How many records each file holds, the files read in parallel."""
+    """How many records each file holds, the files read in parallel (once per process)."""
+    keys = [(f, tf.io.gfile.stat(f).length) for f in files]
+    missing = [key for key in keys if key not in _COUNTED]
+    if missing:
+        _COUNTED.update(zip(missing, _count_each([f for f, _ in missing]), strict=True))
+    return [_COUNTED[key] for key in keys]
+
+
+def _count_each(files: Sequence[str]) -> list[int]:
     blocks = _blocks_per_file(
         files, lambda i, blocks: blocks.map(without_autograph(lambda block: (i, _rows_in(block)))), deterministic=False
     )
@@ -243,26 +261,50 @@ def load_split(
     max_bytes: int,
     max_rows: int | None = None,
     seed: int | None = None,
+    *,
+    batch_size: int = 1,
 ) -> dict[str, tf.Tensor] | None:
     """The rows of a split, parsed and transformed (one tensor per transformed feature,
-    label included), when its raw files total at most ``max_bytes`` and every transformed
-    feature is dense; None otherwise (stream it instead).
+    label included), when the rows to load come from at most ``max_bytes`` of its raw files
+    and every transformed feature is dense; None otherwise (stream it instead).
 
     With ``max_rows`` (what the passes over it will read: training's steps, a capped
     validation), a split holding more rows is loaded as a uniform sample of ``max_rows`` of
     them drawn from the whole split (``seed``): memory then stays flat however large the
     data, and the passes still see rows from all of it, where a stream, and a prefix of it,
-    would see only the first rows of the files.
+    would see only the first rows of the files. The rows to load are weighed by their share
+    of the files' bytes. A positive ``max_bytes`` below one batch of ``batch_size`` rows
+    is a setting that cannot work: ValueError.
     """
     if max_bytes <= 0:
         return None
     files = _files(file_pattern)
+    if not files:
+        return None
     size = sum(tf.io.gfile.stat(f).length for f in files)
     spec = tf_transform_output.transformed_feature_spec()
-    if not files or size > max_bytes or not all(isinstance(s, tf.io.FixedLenFeature) for s in spec.values()):
+    not_dense = sorted(name for name, s in spec.items() if not isinstance(s, tf.io.FixedLenFeature))
+    if not_dense:
+        logging.info("Streaming %d file(s): the transformed feature(s) %s are not dense", len(files), not_dense)
+        return None
+    counts = records_per_file(files) if max_rows or size > max_bytes else []
+    rows = sum(counts)
+    loaded = min(rows, max_rows or rows)
+    load_bytes = size * loaded / rows if rows else size
+    if load_bytes > max_bytes:
+        batch_bytes = size * batch_size / rows if rows else 0
+        if batch_bytes > max_bytes:
+            raise ValueError(
+                f"in_memory_max_mb={max_bytes / 2**20:g} cannot hold one batch of {batch_size} rows (about "
+                f"{batch_bytes / 2**20:.2f} MB of these files): set in_memory_max_mb=0 to stream the files, or at "
+                f"least {math.ceil(batch_bytes / 2**20)} to load them"
+            )
         logging.info(
-            "Streaming %d file(s) of %.1f MB (in-memory limit %.1f MB, or a feature is not dense)",
+            "Streaming %d file(s): the %d rows to read take about %.1f MB of the %.1f MB of files (in-memory limit "
+            "%.1f MB, --hparam in_memory_max_mb)",
             len(files),
+            loaded,
+            load_bytes / 2**20,
             size / 2**20,
             max_bytes / 2**20,
         )
@@ -271,12 +313,9 @@ def load_split(
     # interleave measured several times slower); sampled: the files in parallel, a block of
     # records at a time (sample_records).
     records = tf.data.TFRecordDataset(files, compression_type=_compression(files))
-    counts = records_per_file(files) if max_rows else []
-    if max_rows and sum(counts) > max_rows:
-        records = sample_records(files, counts, max_rows, random.randrange(2**31) if seed is None else seed)
-        logging.info(
-            "Loading a uniform sample of %d of the split's %d rows: what its passes read", max_rows, sum(counts)
-        )
+    if loaded < rows:
+        records = sample_records(files, counts, loaded, random.randrange(2**31) if seed is None else seed)
+        logging.info("Loading a uniform sample of %d of the split's %d rows: what its passes read", loaded, rows)
     chunks = records.batch(LOAD_CHUNK_ROWS).map(
         transform_records(tf_transform_output), num_parallel_calls=tf.data.AUTOTUNE
     )
@@ -287,7 +326,7 @@ def load_split(
     logging.info(
         "Parsed and transformed %d rows from %.1f MB of files into memory",
         int(tf.shape(next(iter(data.values())))[0]),
-        size / 2**20,
+        load_bytes / 2**20,
     )
     return data
 
@@ -338,18 +377,22 @@ def in_memory_dataset(
     return dataset
 
 
-def shard_by_data(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """Makes tf.distribute shard ``dataset`` among workers by element, not by file.
+def distribute_by(dataset: tf.data.Dataset, replicas: int) -> tf.data.Dataset:
+    """How tf.distribute is to share ``dataset`` among ``replicas`` in sync: by element
+    (DATA) with several, untouched (OFF) with one.
 
     ExampleGen writes one file per split and Beam worker process (one on small data), and
     tf.data's default policy (AUTO, which tries FILE first) fails outright with fewer files
-    than workers.
-    By DATA, every worker reads the whole split and keeps its own slice of each global
-    batch: no example is trained on twice per pass, whatever the number of files. (A
-    no-op with one worker.)
+    than workers. By DATA, every worker reads the whole split and keeps its own slice of each
+    global batch: no example is trained on twice per pass, whatever the number of files.
+    One replica is one worker with nothing to share, where the DATA rewrite would break the
+    streamed batches: it turns every ``rebatch`` into tf.data's legacy rebatch, which with a
+    single replica passes the stream's blocks through whole (docs/performance.md).
     """
     options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.DATA if replicas > 1 else tf.data.experimental.AutoShardPolicy.OFF
+    )
     return dataset.with_options(options)
 
 
@@ -374,6 +417,7 @@ def datasets(
     train_rows: int | None = None,
     *,
     label_key: str,
+    replicas: int = 1,
 ):
     """(train, eval) datasets of global batches for the synchronous strategies (and the
     Tuner's trials, which train as the Trainer does). ``train_rows``: how many rows the
@@ -387,6 +431,7 @@ def datasets(
         in_memory_max_bytes=in_memory_bytes,
         max_rows=train_rows,
         label_key=label_key,
+        replicas=replicas,
     )
     # A capped validation reads at most eval_steps batches each epoch: those rows, a uniform
     # sample of the split (or all of a shorter one), are loaded once, as the training rows
@@ -401,6 +446,7 @@ def datasets(
         in_memory_max_bytes=in_memory_bytes,
         max_rows=fn_args.eval_steps * global_batch if fn_args.eval_steps else None,
         label_key=label_key,
+        replicas=replicas,
     )
     if fn_args.eval_steps:
         # Capped by the dataset, not by fit's validation_steps: given steps, Keras keeps one

@@ -10,6 +10,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from models.budget import MAX_ROWS_SEEN
+
 # Trainer custom_config keys beside the hyperparameters: start from the latest blessed
 # model's weights (``fn_args.base_model``; models/warm_start.py), if that model is under
 # this pipeline's root (``PIPELINE_ROOT_KEY``).
@@ -70,6 +72,9 @@ class HParams:
     # twice their size here, and training holds the train split twice (a permuted copy per
     # epoch) plus the eval split.
     in_memory_max_mb: int = 256
+    # Without --train-steps, the most rows training sees (steps x global batch), however large
+    # the training split (models/budget.py; docs/model.md measures it at 15M rows).
+    max_rows_seen: int = MAX_ROWS_SEEN
     # The training schedule, decided at each epoch's end on the validation AUC
     # (models/callbacks.py; docs/model.md has the measurements behind these defaults).
     # Epochs without a gain of min_auc_gain before training stops (0: never stops early).
@@ -96,7 +101,12 @@ class HParams:
         if not 0.0 <= self.ema_momentum < 1.0:
             raise ValueError(f"ema_momentum must be in [0, 1), got {self.ema_momentum}")
         if self.in_memory_max_mb < 0:
-            raise ValueError(f"in_memory_max_mb must be >= 0, got {self.in_memory_max_mb}")
+            raise ValueError(f"in_memory_max_mb must be >= 0 (0: always stream the files), got {self.in_memory_max_mb}")
+        if self.max_rows_seen < self.per_replica_batch_size:
+            raise ValueError(
+                f"max_rows_seen must be at least one batch ({self.per_replica_batch_size} rows): a budget of "
+                f"zero steps, got {self.max_rows_seen}"
+            )
         if self.early_stopping_patience < 0 or self.reduce_lr_patience < 0:
             raise ValueError(
                 "early_stopping_patience and reduce_lr_patience are epochs (0 turns each off), got "

@@ -205,7 +205,11 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
     replicas = strategy.num_replicas_in_sync
     global_batch = hparams.per_replica_batch_size * replicas
     budget = budget_lib.choose(
-        fn_args.train_steps, hparams.epochs, global_batch, lambda: count_records(fn_args.train_files)
+        fn_args.train_steps,
+        hparams.epochs,
+        global_batch,
+        lambda: count_records(fn_args.train_files),
+        max_rows_seen=hparams.max_rows_seen,
     )
     epochs, steps_per_epoch = budget.epochs, budget.steps_per_epoch
     logging.info("Training budget: %s", budget.reason)
@@ -259,6 +263,7 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
                 in_memory_bytes,
                 train_rows=epochs * steps_per_epoch * global_batch,
                 label_key=problem.label_key,
+                replicas=replicas,
             )
             eval_ds, validation_steps = distributed_validation(strategy, eval_ds)
 

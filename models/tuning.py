@@ -86,7 +86,11 @@ def tuner_fn(fn_args):
     base = HParams.from_custom_config(config.get(BASE_KEY))
     space = config.get(SPACE_KEY) or SEARCH_SPACE
     budget = budget_lib.choose(
-        fn_args.train_steps, base.epochs, base.per_replica_batch_size, lambda: count_records(fn_args.train_files)
+        fn_args.train_steps,
+        base.epochs,
+        base.per_replica_batch_size,
+        lambda: count_records(fn_args.train_files),
+        max_rows_seen=base.max_rows_seen,
     )
     epochs, steps_per_epoch = budget.epochs, budget.steps_per_epoch
     base = dataclasses.replace(base, ema_momentum=base.ema_momentum_for(budget.max_steps))

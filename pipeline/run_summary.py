@@ -63,6 +63,8 @@ class RunSummary:
     window: str | None = None
     # What the Trainer started from (models/warm_start.py's description), when it trained.
     warm_start: str | None = None
+    # How much of the training data the model saw (models/budget.py's data_seen), when it trained.
+    data_seen: str | None = None
 
     def component(self, node_id: str) -> ComponentRun | None:
         return next((c for c in self.components if c.node_id == node_id), None)
@@ -165,12 +167,14 @@ def record_output(
     elif key == "pushed_model" and properties.get("pushed"):
         summary.pushed_to = properties["pushed_destination"]
     elif key == "model_run" and node_id == "Trainer":
+        from models.budget import data_seen
         from models.trainer import read_training_record
 
         record = read_training_record(uri)
         # Trees write no TensorBoard logs: no epochs to plot (models/trees.py).
         summary.tensorboard_dir = None if record.get("family") == "trees" else uri
         summary.warm_start = _warm_start(record)
+        summary.data_seen = data_seen(record)
     elif key == "examples" and WINDOW_PROPERTY in properties:
         # The window ends with the span ingested ("13-16", "2, 4-5"): on Vertex the driver's
         # span reaches the executor's output as a custom property, locally as a property.
@@ -272,6 +276,8 @@ def format_summary(summary: RunSummary, blessing=None, contract: str | None = No
         lines.append(f"Data: span {summary.span}; the Trainer learnt from spans {summary.window}")
     if summary.warm_start:
         lines.append(f"Training: {summary.warm_start}")
+    if summary.data_seen:
+        lines.append(f"Data seen: {summary.data_seen}")
     if summary.drift is not None:
         lines.append(format_drift(summary.drift))
     if summary.blessed is None:

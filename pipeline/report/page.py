@@ -8,6 +8,7 @@ import html
 import math
 from collections.abc import Mapping
 
+from models.budget import data_seen
 from pipeline.report import plots
 from pipeline.report.importance import MIN_SLICE_ROWS
 from pipeline.report.read import AT_LEAST, AT_MOST, CHANGE, Report, describe_metric
@@ -272,6 +273,7 @@ def _training(report: Report) -> str:
         f"global batch {t['global_batch']}, {t['epochs']} epoch(s) of {t['steps_per_epoch']} steps"
         + (f": {_e(t['budget']['reason'])}" if t.get("budget", {}).get("reason") else "")
         + ".</p>"
+        + (f"<p class='seen'>{_e(seen[0].upper() + seen[1:])}.</p>" if (seen := data_seen(t)) else "")
         if t
         else ""
     )

@@ -16,7 +16,7 @@ def test_a_given_step_count_is_cut_into_the_given_epochs(train_steps, epochs, ex
 
 @pytest.mark.parametrize("steps", [0, -1])
 def test_a_given_step_count_must_be_positive(steps):
-    with pytest.raises(ValueError, match="num_steps"):
+    with pytest.raises(ValueError, match="--train-steps must be a positive number of steps"):
         budget.from_steps(steps, 2)
 
 
@@ -79,3 +79,53 @@ def test_the_schedule_waits_a_quarter_of_the_budget_before_it_may_stop():
     assert budget.from_data(2_000_000, 256).warmup_epochs == 1
     mid = budget.from_data(10_000, 256)
     assert mid.to_record()["warmup_epochs"] == mid.epochs // 4 > 1
+
+
+@pytest.mark.parametrize("cap", [300_000, budget.MAX_ROWS_SEEN, 10_000_000])
+def test_large_data_sees_at_most_the_chosen_number_of_rows_and_says_which_flag_sets_it(cap):
+    rows, batch = 10_000_000, 256
+    got = budget.from_data(rows, batch, max_rows_seen=cap)
+    assert cap <= got.rows_seen == got.max_steps * batch < cap + got.steps_per_epoch * batch
+    assert got.capped_at == cap and "--hparam max_rows_seen" in got.reason
+    assert got.to_record()["rows_seen"] == got.rows_seen and got.to_record()["capped_at"] == cap
+
+
+def test_a_cap_above_what_the_data_needs_does_not_bind():
+    got = budget.from_data(10_000, 256, max_rows_seen=10_000_000)
+    assert got.capped_at is None and got.rows_seen < 10_000_000 and "max_rows_seen" not in got.reason
+
+
+def test_a_cap_below_one_batch_is_a_budget_of_zero_steps_and_is_refused_with_its_fix():
+    with pytest.raises(ValueError, match=r"max_rows_seen=100 is less than one global batch \(256 rows\).*at least 256"):
+        budget.from_data(1_000_000, 256, max_rows_seen=100)
+
+
+def _record(budget_: budget.Budget, epochs_run: int, batch: int) -> dict:
+    """A training record as run_fn writes it, for ``epochs_run`` epochs of ``budget_``."""
+    return {
+        "budget": budget_.to_record(),
+        "steps_per_epoch": budget_.steps_per_epoch,
+        "global_batch": batch,
+        "last_epoch": epochs_run - 1,
+    }
+
+
+def test_what_the_model_saw_is_said_with_the_flag_that_shows_it_more_when_the_cap_bound():
+    capped = budget.from_data(10_000_000, 256)
+    said = budget.data_seen(_record(capped, capped.epochs, 256))
+    seen = capped.epochs * capped.steps_per_epoch * 256
+    assert said == (
+        f"the model saw {seen:,} of the 10,000,000 training rows ({seen / 10_000_000:.0%}) "
+        f"(capped at {budget.MAX_ROWS_SEEN:,}); --hparam max_rows_seen=10000000 would show it every row once"
+    )
+    # Stopped early after two epochs: what it saw, not what the budget allowed.
+    early = budget.data_seen(_record(capped, 2, 256))
+    assert f"saw {2 * capped.steps_per_epoch * 256:,} of" in early
+
+
+def test_small_data_is_said_in_passes_without_a_flag():
+    small = budget.from_data(10_000, 256)
+    said = budget.data_seen(_record(small, small.epochs, 256))
+    assert said.startswith(f"the model saw {small.rows_seen:,} rows, ") and "passes over the 10,000" in said
+    assert "max_rows_seen" not in said
+    assert budget.data_seen({}) is None and budget.data_seen({"budget": {}, "last_epoch": 0}) is None

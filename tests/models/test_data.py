@@ -27,7 +27,9 @@ def _worker_shard(dataset: tf.data.Dataset, index: int) -> tf.data.Dataset:
 
 def _eval_dataset(fn_args) -> tf.data.Dataset:
     output = tft.TFTransformOutput(fn_args.transform_output)
-    return data.input_fn(fn_args.eval_files, output, 64, training=False, drop_remainder=False, label_key=LABEL)
+    return data.input_fn(
+        fn_args.eval_files, output, 64, training=False, drop_remainder=False, label_key=LABEL, replicas=2
+    )
 
 
 def test_example_gen_writes_a_single_file_per_split_so_file_sharding_cannot_work(trainer_inputs, tmp_path):
@@ -231,6 +233,156 @@ def test_a_split_training_reads_whole_is_loaded_whole(in_memory):
         assert _loaded_rows(data.load_split(fn_args.train_files, output, 2**30, max_rows=max_rows)) == everything
 
 
+def _train_split(fn_args) -> tuple[list[str], int, int]:
+    """The training split's files, their bytes and their rows."""
+    files = sorted(f for pattern in fn_args.train_files for f in tf.io.gfile.glob(pattern))
+    return files, sum(tf.io.gfile.stat(f).length for f in files), data.count_records(files)
+
+
+def test_a_split_over_the_limit_is_loaded_when_the_rows_its_passes_read_fit(in_memory):
+    """The limit weighs the rows to load (their share of the files' bytes), not the whole
+    split: a sample of what training reads stays in memory however large the split."""
+    fn_args, output = in_memory
+    files, size, rows = _train_split(fn_args)
+    limit = size // 2
+    assert data.load_split(files, output, limit) is None
+    sample = data.load_split(files, output, limit, max_rows=rows // 4, seed=5)
+    assert len(_loaded_rows(sample)) == rows // 4
+    assert data.load_split(files, output, limit, max_rows=rows * 3 // 4) is None
+
+
+def test_an_in_memory_limit_below_one_batch_is_refused_with_its_fix(in_memory):
+    fn_args, output = in_memory
+    files, size, rows = _train_split(fn_args)
+    limit = 10 * size // rows  # ten rows' worth of bytes
+    with pytest.raises(ValueError, match=r"in_memory_max_mb=\S+ cannot hold one batch of 64 rows .*in_memory_max_mb=0"):
+        data.input_fn(files, output, 64, training=True, in_memory_max_bytes=limit, label_key=LABEL)
+    # Zero streams, and a limit holding a batch but not the split streams too.
+    for streamed_limit in (0, 100 * size // rows):
+        dataset = data.input_fn(files, output, 64, training=True, in_memory_max_bytes=streamed_limit, label_key=LABEL)
+        assert int(next(iter(dataset))[1].shape[0]) == 64
+
+
+def _distributed_rows(strategy: tf.distribute.Strategy, dataset: tf.data.Dataset, batches: int | None = None):
+    """(fingerprint, label) rows of ``dataset`` as the strategy's one replica gets them, and
+    the size of each batch it got."""
+    rows, sizes = [], []
+    for step, (x, y) in enumerate(strategy.experimental_distribute_dataset(dataset)):
+        if batches is not None and step == batches:
+            break
+        sizes.append(int(y.shape[0]))
+        rows += zip(fingerprints({k: v.numpy() for k, v in x.items()}), y.numpy().ravel().tolist(), strict=True)
+    return rows, sizes
+
+
+@pytest.mark.parametrize("split", ["train", "eval"])
+def test_under_a_strategy_streamed_batches_are_the_global_batch_and_the_rows_in_memory_ones(in_memory, split):
+    """What fit gets under MirroredStrategy with one replica (this process's CPU), where
+    tf.distribute's data sharding used to hand the stream's 4096-row blocks through whole."""
+    fn_args, output = in_memory
+    strategy = tf.distribute.MirroredStrategy()
+    batch = 32
+    evaluation = {
+        path: _distributed_rows(strategy, dataset)
+        for path, dataset in _datasets(fn_args, output, split, False, batch).items()
+    }
+    (memory_rows, memory_sizes), (streamed_rows, streamed_sizes) = evaluation["in memory"], evaluation["streamed"]
+    assert streamed_rows == memory_rows and streamed_sizes == memory_sizes
+    assert set(streamed_sizes[:-1]) == {batch} and 0 < streamed_sizes[-1] <= batch
+    per_pass = len(memory_rows) // batch
+    for path, dataset in _datasets(fn_args, output, split, True, batch).items():
+        rows, sizes = _distributed_rows(strategy, dataset, batches=per_pass)
+        assert sizes == [batch] * per_pass, path
+        assert len(set(rows)) == len(rows) and set(rows) <= set(memory_rows), path
+
+
+def test_a_tpu_gets_static_batches_from_the_stream(in_memory):
+    """What a TPU's host feeds (no in-memory split, every batch whole, every shape static),
+    as far as it can be checked without a TPU."""
+    fn_args, output = in_memory
+    train, evaluation = data.datasets(fn_args, output, 48, True, None, 0, label_key=LABEL, replicas=8)
+    for dataset in (train, evaluation):
+        features, label = dataset.element_spec
+        assert label.shape.is_fully_defined() and label.shape[0] == 48
+        assert all(spec.shape.is_fully_defined() and spec.shape[0] == 48 for spec in features.values())
+    assert {int(y.shape[0]) for _, y in evaluation} == {48}
+
+
+# --- features that are not dense ------------------------------------------------------------
+
+
+SPARSE_ROWS = 300
+
+
+@pytest.fixture(scope="module")
+def sparse_split(tmp_path_factory) -> tuple[list[str], tft.TFTransformOutput]:
+    """A Transform output whose features include a sparse one (a vocabulary of a
+    variable-length column), analysed by TFT's own Beam transforms, and raw examples of
+    ``SPARSE_ROWS`` rows: row i has the tags ``["a", "b"][: i % 3]``, x = i, y = i % 2."""
+    import apache_beam as beam
+    import tensorflow_transform.beam as tft_beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
+
+    root = tmp_path_factory.mktemp("sparse")
+    raw_spec = {
+        "tags": tf.io.VarLenFeature(tf.string),
+        "x": tf.io.FixedLenFeature([], tf.float32),
+        "y": tf.io.FixedLenFeature([], tf.int64),
+    }
+
+    def preprocessing_fn(inputs):
+        return {
+            "tags_id": tft.compute_and_apply_vocabulary(inputs["tags"]),
+            "x_z": tft.scale_to_z_score(inputs["x"]),
+            "y": inputs["y"],
+        }
+
+    rows = [{"tags": [b"a", b"b"][: i % 3], "x": float(i), "y": i % 2} for i in range(SPARSE_ROWS)]
+    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(raw_spec))
+    with beam.Pipeline(options=PipelineOptions([])) as pipeline, tft_beam.Context(temp_dir=str(root / "tmp")):
+        transform_fn = (pipeline | beam.Create(rows), metadata) | tft_beam.AnalyzeDataset(preprocessing_fn)
+        _ = transform_fn | tft_beam.WriteTransformFn(str(root / "transform"))
+    # The raw schema beside it, as TFX's Transform writes it: the Trainer parses with it.
+    metadata_io.write_metadata(metadata, str(root / "transform" / tft.TFTransformOutput.RAW_METADATA_DIR))
+    path = str(root / "data.gz")
+    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+        for row in rows:
+            feature = {
+                "tags": tf.train.Feature(bytes_list=tf.train.BytesList(value=row["tags"])),
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=[row["x"]])),
+                "y": tf.train.Feature(int64_list=tf.train.Int64List(value=[row["y"]])),
+            }
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    return [path], tft.TFTransformOutput(str(root / "transform"))
+
+
+def test_a_feature_that_is_not_dense_streams_in_whole_batches_under_a_strategy(sparse_split):
+    files, output = sparse_split
+    assert not isinstance(output.transformed_feature_spec()["tags_id"], tf.io.FixedLenFeature)
+    assert data.load_split(files, output, 2**30) is None
+    strategy = tf.distribute.MirroredStrategy()
+    batch = 32
+    tags, labels, sizes = [], [], []
+    evaluation = data.input_fn(
+        files, output, batch, training=False, drop_remainder=False, in_memory_max_bytes=2**30, label_key="y"
+    )
+    for x, y in strategy.experimental_distribute_dataset(evaluation):
+        sizes.append(int(y.shape[0]))
+        assert int(x["tags_id"].dense_shape[0]) == sizes[-1]
+        tags += tf.RaggedTensor.from_sparse(x["tags_id"]).to_list()
+        labels += y.numpy().ravel().tolist()
+    # "a" is in two rows of three, "b" in one: ids 0 and 1 by frequency.
+    assert tags == [[0, 1][: i % 3] for i in range(SPARSE_ROWS)]
+    assert labels == [i % 2 for i in range(SPARSE_ROWS)]
+    assert set(sizes[:-1]) == {batch} and sizes[-1] == SPARSE_ROWS % batch
+    training = data.input_fn(files, output, batch, training=True, in_memory_max_bytes=2**30, label_key="y")
+    for step, (x, y) in enumerate(strategy.experimental_distribute_dataset(training)):
+        if step == 20:  # two passes
+            break
+        assert int(y.shape[0]) == int(x["tags_id"].dense_shape[0]) == batch
+
+
 @pytest.fixture
 def numbered_files(tmp_path) -> tuple[list[str], list[int]]:
     """Two gzipped TFRecord files of the numbers 0..n as text, one of them more than two
@@ -286,10 +438,13 @@ def test_counts_and_the_in_memory_load_read_without_autotuning(in_memory, monkey
     passes: list[str] = []
     real = data.one_pass
     monkeypatch.setattr(data, "one_pass", lambda dataset: passes.append("pass") or real(dataset))
-    data.count_records(fn_args.train_files)
+    monkeypatch.setattr(data, "_COUNTED", {})
+    rows = data.count_records(fn_args.train_files)
     assert passes == ["pass"]
     data.load_split(fn_args.train_files, output, 2**30)
     assert passes == ["pass"] * 2
+    # Counted once per process: the budget, the in-memory decision and the sample ask alike.
+    assert data.count_records(fn_args.train_files) == rows and passes == ["pass"] * 2
 
 
 def test_a_capped_validation_is_a_fixed_uniform_sample_loaded_once(trainer_inputs, in_memory):

@@ -34,6 +34,9 @@ def test_unknown_keys_are_rejected_with_the_known_ones():
         ({"reduce_lr_factor": 1.0}, "reduce_lr_factor"),
         ({"min_learning_rate": 0.01}, "min_learning_rate"),
         ({"min_auc_gain": -0.1}, "min_auc_gain"),
+        ({"in_memory_max_mb": -1}, r"in_memory_max_mb must be >= 0 \(0: always stream the files\)"),
+        ({"max_rows_seen": 0}, r"max_rows_seen must be at least one batch \(256 rows\): a budget of zero steps"),
+        ({"max_rows_seen": 10, "per_replica_batch_size": 32}, r"at least one batch \(32 rows\)"),
     ],
 )
 def test_invalid_values_are_rejected_naming_the_field(bad):
