@@ -276,10 +276,13 @@ def load_split(
     of the files' bytes. A positive ``max_bytes`` below one batch of ``batch_size`` rows
     is a setting that cannot work: ValueError.
     """
-    if max_bytes <= 0:
-        return None
     files = _files(file_pattern)
     if not files:
+        return None
+    if max_bytes <= 0:
+        logging.info(
+            "Streaming %d file(s): no in-memory limit (in_memory_max_mb 0, several workers or a TPU)", len(files)
+        )
         return None
     size = sum(tf.io.gfile.stat(f).length for f in files)
     spec = tf_transform_output.transformed_feature_spec()

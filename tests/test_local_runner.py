@@ -234,6 +234,8 @@ def test_default_data_meets_the_quality_targets(full_local_run):
     assert summary.metrics["binary_accuracy"] >= 0.88, summary.metrics
     assert summary.metrics["example_count"] > 4000
     assert summary.blessed and summary.pushed_to
+    # Small data: several passes, the training split counted, no cap to lift.
+    assert " passes over the " in summary.data_seen and "max_rows_seen" not in summary.data_seen
 
 
 def test_a_second_run_on_the_same_output_root_is_refused_at_once(tmp_path, capsys):

@@ -20,8 +20,8 @@ import tf_keras
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
+from models import data, trainer
 from models import strategy as strategy_lib
-from models import trainer
 from models.hparams import HParams
 from rehearsal.cloud.jobs import free_ports
 from tests.support.fn_args import fn_args_for, trainer_outputs
@@ -82,6 +82,25 @@ def test_capped_validation_runs_after_every_epoch(trainer_inputs, tmp_path, clea
     trainer.run_fn(fn_args, extra_callbacks=[validation])
     assert validation.batches == [min(split_batches, fn_args.eval_steps)] * epochs
     assert all("val_auc" in logs for logs in validation.epoch_logs) and len(validation.epoch_logs) == epochs
+
+
+def test_run_fn_trains_on_the_streamed_splits_under_mirrored_strategy(trainer_inputs, tmp_path, clean_env):
+    """The files streamed (no in-memory split), one replica: every validation is the eval
+    split in batches of the global batch, and the model is exported."""
+    epochs = 2
+    config = HParams(per_replica_batch_size=PER_REPLICA_BATCH, epochs=epochs, in_memory_max_mb=0).to_custom_config()
+    fn_args = fn_args_for(trainer_inputs, tmp_path, config, train_steps=epochs * 3)
+    streamed = []
+    real_stream = data.stream
+    clean_env.setattr(data, "stream", lambda *args, **kwargs: streamed.append(args[0]) or real_stream(*args, **kwargs))
+    validation = _Validation()
+    trainer.run_fn(fn_args, extra_callbacks=[validation])
+    assert streamed == [fn_args.train_files, fn_args.eval_files]
+    eval_rows = len(split_fingerprints(trainer_inputs, "eval"))
+    assert validation.batches == [math.ceil(eval_rows / PER_REPLICA_BATCH)] * epochs
+    assert os.path.exists(os.path.join(fn_args.serving_model_dir, "saved_model.pb"))
+    record = trainer.read_training_record(fn_args.model_run_dir)
+    assert record["strategy"] == "MirroredStrategy" and record["last_epoch"] == epochs - 1
 
 
 def test_run_fn_on_tpu_refuses_local_paths_before_touching_the_tpu(trainer_inputs, tmp_path, clean_env):
@@ -206,6 +225,8 @@ def test_two_workers_train_one_model_together_and_only_the_chief_writes_it(train
         assert len(report["train_steps"]) == epochs * steps_per_epoch
         assert {len(step["examples"]) for step in report["train_steps"]} == {PER_REPLICA_BATCH}
         assert "Training strategy: multi_worker" in logs[index].read_text()
+        # Several workers always stream the splits (models/trainer.py).
+        assert "into memory" not in logs[index].read_text()
 
     # Sharding: within the first pass over the training data no example reached both
     # workers, and every evaluation covered the eval split exactly once between them.
@@ -246,6 +267,35 @@ def test_two_workers_train_one_model_together_and_only_the_chief_writes_it(train
     probability = result["probability"].numpy()
     assert probability.shape == (20, 1) and ((probability >= 0) & (probability <= 1)).all()
     assert ((probability > 0.5).astype(int) == result["big_tipper"].numpy()).all()
+
+
+@pytest.mark.slow
+def test_two_replicas_in_one_process_train_on_the_streamed_splits_each_on_its_half_of_every_batch(
+    trainer_inputs, tmp_path
+):
+    """MirroredStrategy over two logical CPUs (as over two GPUs), the splits streamed: each
+    replica's step gets its own half of the global batch, and each validation covers the
+    eval split exactly once between them."""
+    epochs, steps_per_epoch = 2, 3
+    config = HParams(per_replica_batch_size=PER_REPLICA_BATCH, epochs=epochs, in_memory_max_mb=0).to_custom_config()
+    spec = _spec(trainer_inputs, tmp_path, "replicas", epochs * steps_per_epoch, config, logical_cpus=2)
+    log = tmp_path / "replicas.log"
+    assert _wait([_launch(spec, log)], [log]) == [0], _tail([log])
+    report = json.loads((tmp_path / "replicas.report.json").read_text())
+    assert report["strategy"] == "MirroredStrategy" and report["num_replicas_in_sync"] == 2
+    assert "into memory" not in log.read_text()
+    steps = report["train_steps"]
+    assert len(steps) == 2 * epochs * steps_per_epoch
+    assert {len(step["examples"]) for step in steps} == {PER_REPLICA_BATCH}
+    train = set(split_fingerprints(trainer_inputs, "train"))
+    for first, second in zip(steps[::2], steps[1::2], strict=True):
+        assert not set(first["examples"]) & set(second["examples"])
+        assert set(first["examples"]) | set(second["examples"]) <= train
+    evaluation = split_fingerprints(trainer_inputs, "eval")
+    for epoch in range(epochs):
+        seen = [e for step in report["eval_steps"] if step["epoch"] == epoch for e in step["examples"]]
+        assert sorted(seen) == sorted(evaluation), epoch
+    assert os.path.exists(os.path.join(path_utils.serving_model_dir(str(tmp_path / "out" / "model")), "saved_model.pb"))
 
 
 @pytest.mark.slow

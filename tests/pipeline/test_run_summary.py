@@ -149,6 +149,12 @@ def test_the_table_lists_components_and_the_total():
     assert "Model: not evaluated in this run" in lines
 
 
+def test_how_much_of_the_data_the_model_saw_has_its_own_line():
+    said = "the model saw 1,000,192 of the 10,000,000 training rows (10%)"
+    assert f"Data seen: {said}" in format_summary(_summary(data_seen=said)).splitlines()
+    assert "Data seen" not in format_summary(_summary())
+
+
 def test_a_blessed_model_says_against_what_and_where_it_went():
     text = format_summary(
         _summary(

@@ -174,6 +174,24 @@ def test_the_pushed_model_serves_the_specs_outputs_without_the_label(local_runs,
             np.testing.assert_allclose(answered[key], value, rtol=1e-5, atol=1e-5, err_msg=key)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_every_task_trains_on_its_streamed_splits_through_the_whole_pipeline(name, tmp_path):
+    """No split in memory (``in_memory_max_mb=0``, as a split past the limit, or a feature
+    that is not dense, takes): the Trainer streams both splits, and the model is evaluated."""
+    problem = SHIPPED[name]
+    argv = ["--problem", str(SHIPPED_DIRS[name]), "--output-root", str(tmp_path), "--no-report"]
+    argv += ["--hparam", "in_memory_max_mb=0", "--train-steps", "60", "--epochs", "2"]
+    assert local_runner.main(argv) == 0
+    config = local_runner.config_from_args(local_runner.parse_args(argv))
+    summary = summarize_run(local_runner.metadata_config(config), config.pipeline_name)
+    states = {c.node_id: c.state for c in summary.components}
+    assert states["Trainer"] == states["Evaluator"] == "complete"
+    assert np.isfinite(summary.metrics[problem.blessing.metric])
+    (log,) = (tmp_path / "logs" / problem.name).glob("run-*.log")
+    assert log.read_text().count("Streaming 1 file(s)") == 2 and "into memory" not in log.read_text()
+
+
 # --- the compiled job, offline ------------------------------------------------------------
 
 

@@ -11,6 +11,8 @@ training batch, to simulate a preempted worker). TF_CONFIG comes from the enviro
 The report says which strategy ran and how it saw the cluster, which epochs began, the
 training state right after BackupAndRestore's restore, and a fingerprint of every example
 each training and evaluation step consumed on this worker (to check sharding).
+``logical_cpus`` (N): the process's CPU split into N logical devices, and MirroredStrategy
+built over them, so that one process trains N replicas in sync as a machine with N GPUs does.
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ def run_fn(fn_args) -> None:
     real_create = strategy_lib.create_strategy
 
     def create_strategy(choice, *args, **kwargs):
+        if spec.get("logical_cpus") and choice.kind == strategy_lib.MIRRORED:
+            devices = [device.name for device in tf.config.list_logical_devices("CPU")]
+            kwargs["strategy_factory"] = lambda: tf.distribute.MirroredStrategy(devices)
         strategy = real_create(choice, *args, **kwargs)
         resolver = getattr(strategy, "cluster_resolver", None)
         cluster = resolver.cluster_spec().as_dict() if resolver is not None else {}
@@ -178,6 +183,11 @@ def main(spec_path: str) -> int:
     logging.set_verbosity(logging.INFO)
     with open(spec_path) as f:
         spec = json.load(f)
+    if spec.get("logical_cpus"):
+        import tensorflow as tf
+
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * spec["logical_cpus"])
     os.environ[SPEC_ENV] = os.path.abspath(spec_path)
     exec_properties = {
         "train_args": proto_utils.proto_to_json(trainer_pb2.TrainArgs(splits=["train"], num_steps=spec["train_steps"])),

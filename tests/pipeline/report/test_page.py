@@ -480,3 +480,19 @@ def test_importance_that_could_not_be_measured_says_why():
     report.unavailable["importance"] = "the run has no serving model"
     assert "Not measured: the run has no serving model" in render(report)
     assert "id='importance'" not in render(_report())  # nothing to say: no section
+
+
+def test_the_training_section_says_how_much_of_the_data_the_model_saw_and_the_flag_for_more():
+    from models import budget
+
+    report = _report()
+    report.curves = {"auc": {"train": [(0, 0.8), (1, 0.85)], "validation": [(0, 0.82), (1, 0.81)]}}
+    capped = budget.from_data(10_000_000, 256)
+    report.training = dict(
+        strategy="MirroredStrategy", reason="r", replicas=1, workers=1, global_batch=256, epochs=capped.epochs
+    )
+    report.training.update(steps_per_epoch=capped.steps_per_epoch, budget=capped.to_record(), last_epoch=1)
+    page = render(report)
+    seen = 2 * capped.steps_per_epoch * 256
+    assert f"The model saw {seen:,} of the 10,000,000 training rows" in page
+    assert "--hparam max_rows_seen=10000000 would show it every row once" in page
