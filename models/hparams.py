@@ -65,15 +65,16 @@ class HParams:
     # locally, more than a short epoch's training, and a restart repeats at most this much
     # training. With several workers every epoch is backed up: all must decide alike.
     backup_every_seconds: float = 30.0
-    # A split whose ExampleGen files (raw examples) total at most this many MB is parsed and
-    # transformed once into memory, and batches are cut from it (reading, parsing and
-    # transforming would otherwise hold the training steps back); larger splits stream from
-    # the files. 0: always stream. The files are gzipped: the transformed rows take about
-    # twice their size here, and training holds the train split twice (a permuted copy per
-    # epoch) plus the eval split.
+    # The rows a split's passes read (all of it, or a uniform sample of what training reads),
+    # when they come from at most this many MB of its ExampleGen files (raw examples), are
+    # parsed and transformed once into memory, and batches are cut from them (reading,
+    # parsing and transforming would otherwise hold the training steps back); more streams
+    # from the files. 0: always stream; a limit below one batch's share of the files fails.
+    # The files are gzipped: the transformed rows take about twice their size here, and
+    # training holds its rows twice (a permuted copy per epoch) plus the eval rows.
     in_memory_max_mb: int = 256
     # Without --train-steps, the most rows training sees (steps x global batch), however large
-    # the training split (models/budget.py; docs/model.md measures it at 15M rows).
+    # the training split (models/budget.py; docs/performance.md measures it at 15M rows).
     max_rows_seen: int = MAX_ROWS_SEEN
     # The training schedule, decided at each epoch's end on the validation AUC
     # (models/callbacks.py; docs/model.md has the measurements behind these defaults).
