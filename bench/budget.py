@@ -99,7 +99,8 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(
                 f"| {size['rows']:,} | {name} | {med.get(METRIC, float('nan')):.4f} | "
                 f"{min(aucs):.4f}-{max(aucs):.4f} | {med['trainer_s']:.1f} | {med['wall_s']:.1f} | "
-                f"{med['steps_run']:.0f} ({med['max_steps']:.0f}) | {med.get('rows_seen', 0):,.0f} |"
+                f"{med['steps_run']:.0f} ({med['max_steps']:.0f}) | "
+                + (f"{med['rows_seen']:,.0f} |" if med.get("rows_seen") else "- |")
             )
     return "\n".join(lines) + "\n"
 
