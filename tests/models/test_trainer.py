@@ -287,10 +287,13 @@ def test_two_replicas_in_one_process_train_on_the_streamed_splits_each_on_its_ha
     steps = report["train_steps"]
     assert len(steps) == 2 * epochs * steps_per_epoch
     assert {len(step["examples"]) for step in steps} == {PER_REPLICA_BATCH}
-    train = set(split_fingerprints(trainer_inputs, "train"))
-    for first, second in zip(steps[::2], steps[1::2], strict=True):
-        assert not set(first["examples"]) & set(second["examples"])
-        assert set(first["examples"]) | set(second["examples"]) <= train
+    # Within the first pass over the training split (a step across two passes may hold a row
+    # of each, reshuffled), no row reached both replicas, nor any step twice.
+    train = split_fingerprints(trainer_inputs, "train")
+    first_pass = [e for step in steps[: 2 * (len(train) // (2 * PER_REPLICA_BATCH))] for e in step["examples"]]
+    assert len(first_pass) >= 4 * PER_REPLICA_BATCH
+    assert len(set(first_pass)) == len(first_pass) and set(first_pass) <= set(train)
+    assert {e for step in steps for e in step["examples"]} <= set(train)
     evaluation = split_fingerprints(trainer_inputs, "eval")
     for epoch in range(epochs):
         seen = [e for step in report["eval_steps"] if step["epoch"] == epoch for e in step["examples"]]
