@@ -46,6 +46,7 @@ def settings(fixed_steps: int, rows_seen: Sequence[int] = ()) -> dict[str, list[
 
 def trained_steps(output_root: Path) -> dict[str, Any]:
     """What the latest Trainer run recorded: epochs run, steps per epoch, the budget's cap."""
+    from models.budget import rows_read
     from models.trainer import read_training_record
 
     runs = sorted(glob.glob(str(output_root / "pipelines" / "*" / "Trainer" / "model_run" / "*")), key=os.path.getmtime)
@@ -54,7 +55,7 @@ def trained_steps(output_root: Path) -> dict[str, Any]:
     return {
         "epochs_run": epochs_run,
         "steps_run": epochs_run * record.get("steps_per_epoch", 0),
-        "rows_seen": epochs_run * record.get("steps_per_epoch", 0) * record.get("global_batch", 0),
+        "rows_seen": rows_read(record) or 0,
         "max_steps": record.get("budget", {}).get(
             "max_steps", record.get("epochs", 0) * record.get("steps_per_epoch", 0)
         ),

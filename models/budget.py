@@ -134,16 +134,23 @@ def choose(
     return from_data(count_train_rows(), global_batch, max_rows_seen)
 
 
-def data_seen(training_record: dict) -> str | None:
-    """What a training record (``run_fn``'s ``training.json``) says of the data the model
-    saw: the rows its epochs read against the training split's, and, where the cap on rows
-    seen bound the budget, the setting that sees more. None when the record does not tell."""
-    budget = training_record.get("budget") or {}
-    rows = budget.get("train_rows")
+def rows_read(training_record: dict) -> int | None:
+    """The rows a training record's (``run_fn``'s ``training.json``) epochs read: epochs run
+    x steps per epoch x global batch. None when the record does not tell."""
     per_epoch = training_record.get("steps_per_epoch", 0) * training_record.get("global_batch", 0)
-    if not rows or not per_epoch or training_record.get("last_epoch") is None:
+    if not per_epoch or training_record.get("last_epoch") is None:
         return None
-    seen = (training_record["last_epoch"] + 1) * per_epoch
+    return (training_record["last_epoch"] + 1) * per_epoch
+
+
+def data_seen(training_record: dict) -> str | None:
+    """What a training record says of the data the model saw: the rows its epochs read
+    against the training split's, and, where the cap on rows seen bound the budget, the
+    setting that sees more. None when the record does not tell."""
+    budget = training_record.get("budget") or {}
+    rows, seen = budget.get("train_rows"), rows_read(training_record)
+    if not rows or not seen:
+        return None
     if seen < rows:
         text = f"the model saw {seen:,} of the {rows:,} training rows ({seen / rows:.0%})"
     else:

@@ -95,17 +95,23 @@ def test_the_training_section_says_what_the_schedule_decided():
     assert "4 epoch(s) of 100 steps.</p>" in page
 
 
-def test_the_training_section_says_why_it_trained_that_long():
-    from models import budget
-
+def _trained_by(chosen, **record) -> Report:
+    """A report whose Trainer ran the budget ``chosen`` (batch 256), ``record`` added to its
+    training record."""
     report = _report()
     report.curves = {"auc": {"train": [(0, 0.8), (1, 0.85)], "validation": [(0, 0.82), (1, 0.81)]}}
-    chosen = budget.from_data(12_345, 256)
     report.training = dict(
         strategy="MirroredStrategy", reason="r", replicas=1, workers=1, global_batch=256, epochs=chosen.epochs
     )
-    report.training.update(steps_per_epoch=chosen.steps_per_epoch, budget=chosen.to_record())
-    page = render(report)
+    report.training.update(steps_per_epoch=chosen.steps_per_epoch, budget=chosen.to_record(), **record)
+    return report
+
+
+def test_the_training_section_says_why_it_trained_that_long():
+    from models import budget
+
+    chosen = budget.from_data(12_345, 256)
+    page = render(_trained_by(chosen))
     assert f"{chosen.epochs} epoch(s) of {chosen.steps_per_epoch} steps: until the validation metric" in page
     assert "12,345 training rows" in page
 
@@ -485,14 +491,8 @@ def test_importance_that_could_not_be_measured_says_why():
 def test_the_training_section_says_how_much_of_the_data_the_model_saw_and_the_flag_for_more():
     from models import budget
 
-    report = _report()
-    report.curves = {"auc": {"train": [(0, 0.8), (1, 0.85)], "validation": [(0, 0.82), (1, 0.81)]}}
     capped = budget.from_data(10_000_000, 256)
-    report.training = dict(
-        strategy="MirroredStrategy", reason="r", replicas=1, workers=1, global_batch=256, epochs=capped.epochs
-    )
-    report.training.update(steps_per_epoch=capped.steps_per_epoch, budget=capped.to_record(), last_epoch=1)
-    page = render(report)
+    page = render(_trained_by(capped, last_epoch=1))
     seen = 2 * capped.steps_per_epoch * 256
     assert f"The model saw {seen:,} of the 10,000,000 training rows" in page
     assert "--hparam max_rows_seen=10000000 would show it every row once" in page
