@@ -108,11 +108,16 @@ def run(config: PipelineConfig) -> None:
     """Runs the pipeline; raises what the failing component raised."""
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
+    from pipeline.local_run import champion_always_runs
     from pipeline.pipeline import create_pipeline
+
+    class Runner(LocalDagRunner):
+        def run_with_ir(self, pipeline, run_options=None, **kwargs):
+            return super().run_with_ir(champion_always_runs(pipeline), run_options, **kwargs)
 
     start.before_pickles(pickles_stay_here=runs_locally(config.beam_pipeline_args))
     start.after_imports()
-    LocalDagRunner().run(create_pipeline(config, metadata_config(config)))
+    Runner().run(create_pipeline(config, metadata_config(config)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,36 +1,21 @@
-"""DriftGate: stops a run whose data drifted from the data of the last blessed model, or
-from the data the model is asked about at serving time.
+"""DriftGate: stops a run whose data drifted from the data of the champion (the model that
+serves), or from the data the model is asked about at serving time.
 
 Clean data can still be the wrong data: fares in cents, a payment type gone, a month of
 the wrong city. The data contract sets thresholds per column; this component measures each
-split against the same split of the statistics the last blessed model learned from
+split against the same split of the statistics the champion learned from
 (``drift_comparator``) and, given serving data, the training split against it
 (``skew_comparator``, after checking the serving data against the contract's SERVING
 environment), with ``components.drift``. It fails naming every column over its threshold,
 unless the run accepts the drift knowingly (``accept_drift``, recorded on its output).
 
-The baseline comes with the resolver's latest blessing (the Evaluator keeps the statistics
-beside its verdict): the one artifact besides the model that the latest-blessed-model
-resolver returns on every orchestrator, Vertex included. Transform waits for this gate
-by an ordering edge, not a data dependency: the baseline changes whenever a model is
-blessed, and a data dependency would make every run after a blessing transform and train
-again on unchanged data.
-
-Whose baseline: the latest-blessed-model resolver, compiled for Vertex AI Pipelines,
-filters by artifact type and state only (``step_builder._build_resolver_for_latest_model_blessing``),
-and nothing Vertex documents scopes it to the pipeline, so with several pipelines in one
-project it may hand over another pipeline's blessing: one problem's data measured against another's
-statistics. (The rehearsal's store scopes every query to its pipeline, so a rehearsal does
-not show this.) Every artifact a pipeline writes lives under its pipeline root
-(``<pipeline root>/<project number>/<job id>/...`` on Vertex, ``<pipeline root>/<project>/
-<job id>/...`` in the rehearsal, ``<pipeline root>/<component>/...`` locally), so this gate
-and the Evaluator take the pipeline root as a parameter and ignore a baseline that is not
-under it, logging one line (``foreign_baseline``). Not a filter in the query instead: TFX
-writes the filter, adding ``in_context(...)`` would mean rewriting the compiled job, and
-whether Vertex's resolver honours that clause is undocumented; this check holds wherever
-the job runs. What it cannot do is find this pipeline's own older blessing when another
-pipeline's is newer (the query returns one): that run goes on without a baseline, as a
-first run does.
+The baseline is the champion's blessing, which the Champion component hands over (the
+Evaluator keeps the statistics inside each blessing). Transform waits for this gate by an
+ordering edge, not a data dependency: the champion changes whenever a model is pushed, and
+a data dependency would make every run after a push transform again on unchanged data.
+A baseline not under ``pipeline_root`` is another pipeline's and is ignored, logging one
+line (``foreign_baseline``): a second line of defence, as the champion record lives under
+the root.
 """
 
 # No `from __future__ import annotations`: TFX reads the component's type hints at runtime.
@@ -46,6 +31,7 @@ from tfx.utils import io_utils
 
 from components import drift
 from components.anomaly_gate import ANOMALIES_FILE, DataAnomaliesError, describe_anomalies
+from runtime import champion
 from runtime.paths import is_under
 
 # On the output: JSON {"baseline": blessing URI or null, "serving": serving statistics URI or
@@ -76,8 +62,8 @@ def foreign_baseline(uri: str | None, pipeline_root: str | None) -> bool:
 def ignored_baseline_line(kind: str, uri: str, pipeline_root: str, consequence: str) -> str:
     """The one log line of a component that ignored another pipeline's baseline."""
     return (
-        f"Baseline ignored: the resolver's {kind} {uri} is not under this pipeline's root {pipeline_root}, so it "
-        f"is another pipeline's (the compiled resolver's query is not scoped to the pipeline): {consequence}"
+        f"Baseline ignored: the champion's {kind} {uri} is not under this pipeline's root {pipeline_root}, so it "
+        f"is another pipeline's: {consequence}"
     )
 
 
@@ -122,7 +108,7 @@ def raise_on_breaches(measured: list[drift.Drift], baseline_uri: str | None, acc
         return
     against = []
     if baseline_uri:
-        against.append(f"the statistics kept with {baseline_uri} (the last blessed model's data)")
+        against.append(f"the statistics kept with {baseline_uri} (the champion's data)")
     if any(" vs " in d.split for d in breaches):
         against.append("the serving data (--serving-data-root)")
     raise DataDriftError(
@@ -145,19 +131,22 @@ def DriftGate(
     pipeline_root: Parameter[str] = None,
     new_data_split: Parameter[str] = None,
 ) -> None:
-    """Fails when a column drifted beyond the contract's threshold from the last blessed
-    run's data, or from the serving data, unless ``accept_drift``; records every distance.
-    A baseline outside ``pipeline_root`` is another pipeline's: ignored (module docstring).
+    """Fails when a column drifted beyond the contract's threshold from the champion's data,
+    or from the serving data, unless ``accept_drift``; records every distance. ``baseline``:
+    the Champion component's blessing (a pointer, ``runtime.champion``); one outside
+    ``pipeline_root`` is another pipeline's: ignored (module docstring).
     ``new_data_split``: with data in spans, the split holding the new span only (``measure_drift``)."""
     contract = io_utils.parse_pbtxt_file(io_utils.get_only_uri_in_dir(schema.uri), schema_pb2.Schema())
-    ignored = None
-    if baseline and foreign_baseline(baseline.uri, pipeline_root):
-        ignored, baseline = baseline.uri, None
+    ignored, baseline_uri, no_champion = None, None, "no champion yet"
+    if baseline:
+        baseline_uri, no_champion = champion.resolve(baseline.uri)
+    if baseline_uri and foreign_baseline(baseline_uri, pipeline_root):
+        ignored, baseline_uri = baseline_uri, None
         logging.warning(
             ignored_baseline_line("blessing", ignored, pipeline_root, "drift is not checked against its statistics.")
         )
     current = drift.read_statistics_dir(statistics.uri)
-    previous = drift.read_statistics_dir(os.path.join(baseline.uri, drift.STATISTICS_DIR)) if baseline else {}
+    previous = drift.read_statistics_dir(os.path.join(baseline_uri, drift.STATISTICS_DIR)) if baseline_uri else {}
     serving = drift.read_statistics_dir(serving_statistics.uri) if serving_statistics else {}
     measured, anomalies, compared_with = [], {}, None
     if not drift.has_comparators(contract):
@@ -166,12 +155,13 @@ def DriftGate(
         pass  # said above: no baseline of this pipeline's came with the run
     elif not previous:
         logging.info(
-            "Drift not checked: no blessed model with kept statistics yet (this run's data becomes the "
-            "baseline once a model trained on it is blessed)."
+            "Drift not checked: no champion with kept statistics (%s); this run's data becomes the baseline "
+            "once a model trained on it is blessed and pushed.",
+            no_champion or "its blessing kept none",
         )
     else:
         measured, anomalies = measure_drift(current, previous, contract, new_data_split)
-        compared_with = baseline.uri
+        compared_with = baseline_uri
     if serving:
         check_serving_data(serving, contract)
         if drift.has_comparators(contract, "skew_comparator"):

@@ -1,32 +1,20 @@
-"""TFX's Evaluator, except that it never evaluates a model against itself, nor the same
-model on the same data twice.
+"""TFX's Evaluator, comparing with the champion the Champion component points at, and
+never evaluating a model against itself, nor the same model on the same data twice.
 
-On a rerun with caching, the Trainer is reused, so its model is the very artifact the
-latest-blessed-model resolver hands back as the baseline. TFX's Evaluator would then run
-TFMA over the eval split for two identical models (the largest single cost of a cached
-rerun) to find a difference of exactly zero. This executor drops a baseline that is the
-candidate itself: the candidate's metrics and the absolute thresholds are the same, and a
-change threshold against itself can only pass, so the blessing is the same. What is left
-is the evaluation the first run already made (same model artifact, same examples, same
-configuration and code, no baseline), so that evaluation is copied rather than recomputed,
-and the blessing is derived from its validation result exactly as TFX derives it. The
-evaluation artifact records where it was copied from (``reused_evaluation_from``).
-A different baseline is compared as usual.
+The baseline input is the Champion component's pointer (``runtime.champion``): it is
+replaced by the champion's own Model directory, or dropped when there is no champion. On a
+rerun with caching the Trainer is reused, so its model can be the champion itself; TFX's
+Evaluator would then run TFMA twice over the eval split to find a difference of exactly
+zero. This executor drops a baseline that is the candidate: the candidate's metrics and
+the absolute thresholds are the same, and a change threshold against itself can only pass.
+An evaluation already made with the same inputs (model, baseline, examples, configuration,
+code) is copied rather than recomputed, and the blessing derived from its validation
+result exactly as TFX derives it (``reused_evaluation_from`` records the source).
 
-It also keeps the statistics of the data it was given (an optional ``statistics`` input)
-inside its blessing: the next run's DriftGate compares its data with them
-(``components.drift_gate`` says why the blessing carries them).
-
-A baseline that is not under this pipeline's root (the ``pipeline_root`` parameter) is
-another pipeline's model, handed over by a resolver that is not scoped to the pipeline
-(``components.drift_gate`` says when, and why the check is here): it is dropped with one
-logged line, the candidate is evaluated as on a first run, and both outputs record the
-ignored URI (``ignored_baseline``) so that nothing reads a comparison into the run.
-
-Each blessing also carries the pipeline's root (custom property ``pipeline_root``): the
-compiled latest-blessed-model resolver asks for it (``pipeline.compiler``), so that on
-Vertex the query itself finds this pipeline's champion, however many pipelines share the
-project's metadata store; the check above stays as the second line of defence.
+Each blessing keeps the statistics of the data it was given (the optional ``statistics``
+input), which the next run's DriftGate compares with, and the pipeline's root (custom
+property ``pipeline_root``). A baseline not under that root is another pipeline's: it is
+dropped with one logged line and recorded on both outputs (``ignored_baseline``).
 """
 
 from __future__ import annotations
@@ -52,6 +40,7 @@ from tfx.utils import io_utils
 
 from components.drift import STATISTICS_DIR
 from components.drift_gate import IGNORED_BASELINE, PIPELINE_ROOT, foreign_baseline, ignored_baseline_line
+from runtime import champion
 
 MODEL = standard_component_specs.MODEL_KEY
 BASELINE = standard_component_specs.BASELINE_MODEL_KEY
@@ -73,6 +62,23 @@ def is_self_comparison(input_dict: dict) -> bool:
     a, b = candidate[0], baseline[0]
     same_id = a.id and b.id and a.id == b.id
     return bool(same_id or (a.uri and a.uri == b.uri))
+
+
+def champion_baseline(input_dict: dict) -> dict:
+    """``input_dict`` with the baseline pointer replaced by the champion's Model (the
+    pointed directory), or without a baseline when there is no champion."""
+    baseline = input_dict.get(BASELINE) or []
+    if len(baseline) != 1:
+        return input_dict
+    uri, reason = champion.resolve(baseline[0].uri)
+    if uri is None:
+        logging.info("No baseline: %s. The candidate is evaluated on the absolute thresholds only.", reason)
+        return {key: value for key, value in input_dict.items() if key != BASELINE}
+    if uri == baseline[0].uri:
+        return input_dict
+    resolved = standard_artifacts.Model()
+    resolved.uri = uri
+    return {**input_dict, BASELINE: [resolved]}
 
 
 def own_baseline_only(input_dict: dict, exec_properties: dict[str, Any]) -> tuple[dict, str | None]:
@@ -193,6 +199,7 @@ def mark_ignored_baseline(output_dict: dict, uri: str) -> None:
 class Executor(tfx_evaluator.Executor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:
         ignored = None
+        input_dict = champion_baseline(input_dict)
         if is_self_comparison(input_dict):
             logging.info(
                 "The baseline is the candidate model itself (%s): evaluating it once, on the absolute "

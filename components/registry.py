@@ -185,9 +185,10 @@ class Deployment:
     canary_percent: int = 0
 
 
-def push(model: RegistryModel, pushed: Push, deployment: Deployment | None = None) -> tuple[Any, list[str]]:
+def push(model: RegistryModel, pushed: Push, deployment: Deployment | None = None) -> tuple[Any, list[str], str]:
     """Uploads ``pushed`` as the registry model's next version (the first one creates it)
-    and deploys it when ``deployment`` says where; the uploaded version and what changed."""
+    and deploys it when ``deployment`` says where; the uploaded version, what changed, and
+    its role (``CHAMPION``, or ``CANDIDATE`` for a canary)."""
     aiplatform = _aiplatform(model)
     parent = find(model)
     before = _versions(aiplatform.models.ModelRegistry(parent.resource_name)) if parent else {}
@@ -225,7 +226,7 @@ def push(model: RegistryModel, pushed: Push, deployment: Deployment | None = Non
             registry.remove_version_aliases([CANDIDATE], version=candidate)
             changes.append(f"version {candidate} is no longer the {CANDIDATE}")
     if endpoint is None:
-        return uploaded, changes
+        return uploaded, changes, role
     if canary:
         for version_id, deployed_ids in serving.items():
             if version_id != champion:  # an earlier candidate: its traffic goes back to the champion
@@ -246,7 +247,7 @@ def push(model: RegistryModel, pushed: Push, deployment: Deployment | None = Non
         for version_id, deployed_ids in serving.items():
             _undeploy(endpoint, deployed_ids)
             changes.append(f"undeployed version {version_id} from {deployment.endpoint_name}")
-    return uploaded, changes
+    return uploaded, changes, role
 
 
 def promote(model: RegistryModel, endpoint_name: str | None) -> list[str]:

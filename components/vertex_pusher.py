@@ -7,24 +7,22 @@ A model that is not blessed registers nothing. The pushed model is copied under 
 Pusher's output first, as TFX's does (that copy is the version's ``artifact_uri``). The
 outputs say what happened: ``pushed_destination`` is the version's resource name
 (``.../models/ID@VERSION``), with ``registry_version``, ``registry_changes`` (one line per
-change) and ``model_evaluation`` beside it.
+change) and ``model_evaluation`` beside it. The push is recorded in the champion record
+(``components.pusher``): as the champion, or as the candidate for a canary.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from absl import logging
-from tfx.components.pusher import component as tfx_pusher_component
 from tfx.dsl.components.base import executor_spec
 from tfx.extensions.google_cloud_ai_platform import constants
 from tfx.extensions.google_cloud_ai_platform.pusher import executor as tfx_vertex_pusher
-from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
-from tfx.types.component_spec import ChannelParameter, ExecutionParameter
+from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, json_utils
 
-from components import registry
+from components import pusher, registry
 from components.drift_gate import PIPELINE_ROOT
 from runtime.paths import is_under
 
@@ -32,8 +30,7 @@ from runtime.paths import is_under
 # prediction output, the endpoint (none: register only), the canary share, and whether the
 # upload carries an explanation spec (components/explanation.py).
 REGISTRY_KEY = "registry"
-EVALUATION = "evaluation"
-EXAMPLES = "examples"
+EVALUATION, EXAMPLES = pusher.EVALUATION, pusher.EXAMPLES
 UNKNOWN_RUN = "unknown"
 
 
@@ -84,6 +81,9 @@ class Executor(tfx_vertex_pusher.Executor):
             logging.info("The model is not blessed: nothing is registered or deployed.")
             self._MarkNotPushed(model_push)
             return
+        if (serving := pusher.already_serving(input_dict, exec_properties)) is not None:
+            pusher.mark_already_serving(model_push, serving)
+            return
         io_utils.copy_dir(src=self.GetModelPath(input_dict), dst=model_push.uri)
         pipeline_root = exec_properties.get(PIPELINE_ROOT)
         model = registry.RegistryModel.of_pipeline(
@@ -108,7 +108,7 @@ class Executor(tfx_vertex_pusher.Executor):
             from components.explanation import explanation_spec
 
             explanation = explanation_spec(model_push.uri, settings["prediction_key"])
-        uploaded, changes = registry.push(
+        uploaded, changes, role = registry.push(
             model,
             registry.Push(
                 artifact_uri=model_push.uri,
@@ -134,6 +134,13 @@ class Executor(tfx_vertex_pusher.Executor):
         self._MarkPushed(model_push, pushed_destination=uploaded.versioned_resource_name)
         model_push.set_string_custom_property("registry_version", uploaded.version_id)
         model_push.set_string_custom_property("registry_changes", json.dumps(changes))
+        pusher.record_push(
+            input_dict,
+            exec_properties,
+            uploaded.versioned_resource_name,
+            str(uploaded.version_id),
+            canary=role == registry.CANDIDATE,
+        )
 
 
 def _metrics(evaluation_uri: str) -> dict[str, float]:
@@ -142,47 +149,7 @@ def _metrics(evaluation_uri: str) -> dict[str, float]:
     return overall_metrics(evaluation_uri)
 
 
-class PusherSpec(standard_component_specs.PusherSpec):
-    """TFX's Pusher spec, plus the evaluation and examples the version is labelled from, and
-    the pipeline's root (the registry model's identity)."""
+class Pusher(pusher.Pusher):
+    """TFX's Vertex Pusher with the registry and the champion record (module docstring)."""
 
-    PARAMETERS = {
-        **standard_component_specs.PusherSpec.PARAMETERS,
-        PIPELINE_ROOT: ExecutionParameter(type=str, optional=True),
-    }
-    INPUTS = {
-        **standard_component_specs.PusherSpec.INPUTS,
-        EVALUATION: ChannelParameter(type=standard_artifacts.ModelEvaluation, optional=True),
-        EXAMPLES: ChannelParameter(type=standard_artifacts.Examples, optional=True),
-    }
-
-
-class Pusher(tfx_pusher_component.Pusher):
-    """TFX's Vertex Pusher with the registry (see the module docstring)."""
-
-    SPEC_CLASS = PusherSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
-
-    def _validate_spec(self, spec) -> None:
-        if not isinstance(spec, standard_component_specs.PusherSpec):
-            raise ValueError(f"Pusher expects a PusherSpec, got {spec!r}")
-
-    def __init__(
-        self,
-        *,
-        custom_config: dict[str, Any],
-        pipeline_root: str,
-        evaluation=None,
-        examples=None,
-        **kwargs,
-    ) -> None:
-        super().__init__(custom_config=custom_config, **kwargs)
-        spec = self.spec
-        self.spec = PusherSpec(
-            **spec.exec_properties,
-            **spec.inputs,
-            **spec.outputs,
-            evaluation=evaluation,
-            examples=examples,
-            pipeline_root=pipeline_root,
-        )

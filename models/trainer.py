@@ -38,6 +38,7 @@ from models.hparams import PIPELINE_ROOT_KEY, WARM_START_KEY, HParams
 from models.iterator_release import releasing
 from models.preprocessing import problem_of
 from models.problem import ModelFamily, Task
+from runtime import champion
 from runtime.paths import is_under
 from runtime.terminal import report_progress
 
@@ -54,11 +55,17 @@ def base_model(fn_args) -> tuple[str | None, str]:
         return None, "warm start is off"
     base, root = getattr(fn_args, "base_model", None), custom_config.get(PIPELINE_ROOT_KEY)
     if not base:
-        return None, "no blessed model yet"
+        return None, "no champion yet"
+    # The Champion component's output points at the champion's Model (runtime/champion.py).
+    artifact_dir = os.path.dirname(base.rstrip("/"))
+    model_dir, reason = champion.resolve(artifact_dir)
+    if model_dir is None:
+        return None, reason
+    if model_dir != artifact_dir:
+        base = os.path.join(model_dir, champion.SERVING_DIR)
     if root and not is_under(base, root):
-        # Vertex's latest-blessed-model query is not scoped to a pipeline (components/drift_gate.py).
         logging.info("Not warm-starting from %s: not under this pipeline's root %s", base, root)
-        return None, f"the latest blessed model {base} is another pipeline's"
+        return None, f"the champion {base} is another pipeline's"
     return base, ""
 
 

@@ -5,14 +5,9 @@ The same ``create_pipeline(config)`` that ``local_runner.py`` runs is compiled b
 a Kubeflow Pipelines v2 cluster run (``pipeline.submission`` sends it). TFX is imported
 when compiling, never at import.
 
-One edit follows TFX's compilation: its latest-blessed-model resolver compiles to a query
-for any live, blessed ``tfx.ModelBlessing`` in the project's metadata store, newest first.
-KFP documents such a query as scoped to the pipeline's context, that is to its name; two
-pipelines that share a name (two problems compiled with one ``--pipeline-name``, a copy of
-a project) would still hand each other their champions. So the query also asks for the
-blessing's ``pipeline_root`` (the Evaluator writes it, ``components.evaluator``): the
-pipeline finds its own champion whatever else the store holds. TFX has no hook for it
-(the filters are fixed in its step builder), hence the edit of the compiled job.
+It compiles pipeline spec 2.1, whose values (``constant``) both Vertex and the open-source
+Kubeflow Pipelines backend read (2.0's ``constantValue`` the latter does not). The job is
+written as TFX compiles it: nothing is edited afterwards.
 """
 
 from __future__ import annotations
@@ -26,7 +21,6 @@ from typing import Any
 from pipeline.config import PipelineConfig
 
 TFX_VERSION = "1.16.0"
-BLESSING_TYPE = "tfx.ModelBlessing"
 
 
 class KfpMissingError(RuntimeError):
@@ -51,34 +45,12 @@ def compile_pipeline(config: PipelineConfig, image: str, output_file: str) -> di
     from pipeline.pipeline import create_pipeline
 
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
-        config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(default_image=image),
+        config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(default_image=image, use_pipeline_spec_2_1=True),
         output_dir=os.path.dirname(os.path.abspath(output_file)),
         output_filename=os.path.basename(output_file),
     )
     job = runner.run(create_pipeline(config), write_out=False)
-    if scope_blessing_queries(job, config.pipeline_root) == 0:
-        raise RuntimeError(f"the compiled job has no query for a {BLESSING_TYPE}: its resolver changed shape")
     os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
     with open(output_file, "w") as f:
         json.dump(job, f, sort_keys=True)
     return job
-
-
-def owner_clause(pipeline_root: str) -> str:
-    """The filter clause a blessing of the pipeline at ``pipeline_root`` matches."""
-    from components.drift_gate import PIPELINE_ROOT
-
-    quoted = pipeline_root.replace("\\", "\\\\").replace('"', '\\"')
-    return f'metadata.{PIPELINE_ROOT}.string_value="{quoted}"'
-
-
-def scope_blessing_queries(job: dict, pipeline_root: str) -> int:
-    """Adds ``owner_clause`` to each compiled resolver query for blessings (see the module
-    docstring); returns how many it scoped."""
-    scoped = 0
-    for executor in job["pipelineSpec"]["deploymentSpec"]["executors"].values():
-        for query in executor.get("resolver", {}).get("outputArtifactQueries", {}).values():
-            if f'schema_title="{BLESSING_TYPE}"' in query["filter"]:
-                query["filter"] = f"{query['filter']} AND {owner_clause(pipeline_root)}"
-                scoped += 1
-    return scoped

@@ -53,6 +53,19 @@ class AfterRun:
     verbose: bool
 
 
+def champion_always_runs(ir):
+    """The compiled pipeline (TFX's IR) with the Champion node's cache off: it reads the
+    champion record, which changes between runs with nothing in its cache key
+    (components/champion.py)."""
+    from components.champion import NODE_ID
+
+    for node in ir.nodes:
+        if node.pipeline_node.node_info.id == NODE_ID:
+            node.pipeline_node.execution_options.caching_options.enable_cache = False
+            return ir
+    raise ValueError(f"the compiled pipeline has no {NODE_ID} node")
+
+
 def metadata_config(config: PipelineConfig):
     """The run's ML Metadata store (SQLite under the output root)."""
     from tfx.orchestration import metadata

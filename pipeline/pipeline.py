@@ -1,8 +1,9 @@
 """The one pipeline definition, run locally and compiled for Kubeflow/Vertex unchanged.
 
 ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> AnomalyGate -> DriftGate
-(against the latest blessed model's data) -> Transform -> Trainer -> Evaluator (against the
-latest blessed model) -> Pusher.
+(against the champion's data) -> Transform -> Trainer -> Evaluator (against the champion)
+-> Pusher (which records the new champion). The Champion component reads the champion
+record under the pipeline's root: no metadata query, the same on every orchestrator.
 """
 
 from __future__ import annotations
@@ -17,21 +18,19 @@ from ml_metadata.proto import metadata_store_pb2
 # the Vertex AI extensions (google-cloud-aiplatform), seconds of every local run, which
 # use none of them. The Vertex components are imported only when the config asks for Vertex.
 from tfx.components.example_validator.component import ExampleValidator
-from tfx.components.pusher.component import Pusher
 from tfx.components.schema_gen.component import SchemaGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.components.trainer.component import Trainer
-from tfx.dsl.components.common.resolver import Resolver
-from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import LatestBlessedModelStrategy
 from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import example_gen_pb2, pusher_pb2, range_config_pb2, trainer_pb2
-from tfx.types import standard_artifacts
-from tfx.types.channel import Channel
 
 from components.anomaly_gate import AnomalyGate
+from components.champion import NODE_ID as CHAMPION_ID
+from components.champion import RUN_ID_PLACEHOLDER, Champion
 from components.csv_example_gen import CsvExampleGen
 from components.drift_gate import SERVING_SPLIT, DriftGate
 from components.evaluator import Evaluator
+from components.pusher import Pusher
 from components.statistics_gen import StatisticsGen
 from components.transform import Transform
 from models import batched_metrics, signatures
@@ -183,6 +182,7 @@ def _pusher(config: PipelineConfig, evaluation, examples, **inputs):
             push_destination=pusher_pb2.PushDestination(
                 filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=config.serving_model_dir)
             ),
+            pipeline_root=config.pipeline_root,
             **inputs,
         )
     from tfx.extensions.google_cloud_ai_platform import constants as vertex
@@ -299,18 +299,14 @@ def create_pipeline(
         problem=config.problem.to_json(),
     )
     validated_schema = anomaly_gate.outputs["validated_schema"]
-    model_resolver = Resolver(
-        strategy_class=LatestBlessedModelStrategy,
-        model=Channel(type=standard_artifacts.Model),
-        model_blessing=Channel(type=standard_artifacts.ModelBlessing),
-    ).with_id("latest_blessed_model_resolver")
+    # Runs on every run: ``run_id`` is the run's own id on Kubeflow and Vertex (no cache hit).
+    champion = Champion(pipeline_root=config.pipeline_root, run_id=RUN_ID_PLACEHOLDER).with_id(CHAMPION_ID)
     serving_components, serving_inputs = _serving_statistics(config)
     drift_gate = DriftGate(
         statistics=statistics_gen.outputs["statistics"],
         schema=validated_schema,
-        baseline=model_resolver.outputs["model_blessing"],
+        baseline=champion.outputs["model_blessing"],
         accept_drift=config.accept_drift,
-        # The resolver may return another pipeline's blessing: only one under this root is ours.
         pipeline_root=config.pipeline_root,
         # With spans, the eval split holds the new span only: it is compared with the champion's data.
         new_data_split=EVAL_SPLIT if config.has_spans else None,
@@ -345,16 +341,14 @@ def create_pipeline(
     if tuner is not None:
         training_inputs["hyperparameters"] = tuner.outputs["best_hyperparameters"]
     if config.warm_start:
-        # The champion's weights to start from (models/warm_start.py); its own check that the
-        # model is this pipeline's, as the Evaluator's and DriftGate's.
-        training_inputs["base_model"] = model_resolver.outputs["model"]
+        # The champion's weights to start from (models/warm_start.py).
+        training_inputs["base_model"] = champion.outputs["model"]
     trainer = _trainer(config, run_fn=RUN_FN, **training_inputs)
     # TFX's Evaluator, minus evaluating a model against itself on cached reruns.
     evaluator = Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
-        baseline_model=model_resolver.outputs["model"],
-        # Likewise (components/drift_gate.py, "Whose baseline").
+        baseline_model=champion.outputs["model"],
         pipeline_root=config.pipeline_root,
         example_splits=[EVAL_SPLIT],
         # Kept with the blessing: the next run's DriftGate baseline.
@@ -376,7 +370,7 @@ def create_pipeline(
         schema_gen,
         example_validator,
         anomaly_gate,
-        model_resolver,
+        champion,
         *serving_components,
         drift_gate,
         transform,

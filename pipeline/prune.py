@@ -1,23 +1,20 @@
 """Bounded growth of local runs: remove what no run will read again.
 
 Every local run writes each artifact under the pipeline root and records it in ML Metadata
-(MLMD), and nothing removes either: disks fill up, and resolvers that list every artifact
+(MLMD), and nothing removes either: disks fill up, and queries that list every artifact
 slow down. Pruning keeps, for one pipeline:
 
 - every artifact of the ``keep_runs`` most recent runs (its ``pipeline_run`` contexts): what
   their executions read and wrote. An execution answered from the cache is linked by TFX to
   the earlier execution's outputs (OUTPUT events, ``execution_publish_utils.
   publish_cached_executions``), so those count as the later run's;
-- the champion: the Model TFX's ``LatestBlessedModelStrategy`` resolves for this pipeline
-  now, found with TFX's own channel resolution and strategy on the channels the compiled
-  resolver node queries (the pipeline's context, by type); every blessed ModelBlessing of
-  that Model (the strategy picks one of them by list order), and the statistics each was
-  made with (DriftGate reads the copy the Evaluator keeps inside the blessing,
-  ``components/evaluator.py``; the source artifact is kept too). The Evaluator, and the
-  Trainer when it warm-starts, read the Model's directory;
+- the champion: the Model and ModelBlessing the champion record names (``runtime/champion.py``:
+  what the next run's Champion component hands to DriftGate, the Trainer and the Evaluator),
+  and the statistics the blessing was made with (DriftGate reads the copy the Evaluator keeps
+  inside the blessing; the source artifact is kept too);
 - every pushed model: a PushedModel with ``pushed`` = 1, and the Model and ModelBlessing its
-  Pusher read. The pushed copy under ``serving_model`` is never touched, nor is anything
-  outside the pipeline root.
+  Pusher read, so every champion the record holds for a rollback stays. The pushed copy
+  under ``serving_model`` is never touched, nor is anything outside the pipeline root.
 
 Everything else of the pipeline's goes: the artifact's directory is deleted and its MLMD
 state set to DELETED. MLMD cannot delete artifacts, so their rows stay. Also deleted, for
@@ -28,10 +25,9 @@ which TFX removes after a success but a failed or killed execution leaves), the
 directories ``<node>/<key>/<id>`` an execution never published (a killed one's).
 
 Why nothing still needed goes (TFX 1.16's source):
-- every input channel, the resolver node's Model and ModelBlessing channels included, lists
-  LIVE artifacts only (``orchestration/portable/input_resolution/channel_resolver.py``,
-  lines 106-107, applied at 136): a DELETED artifact is never resolved. The champion, the
-  newest live Model with a live blessing, is kept, so the next run resolves the same one;
+- every input channel lists LIVE artifacts only (``orchestration/portable/input_resolution/
+  channel_resolver.py``, lines 106-107, applied at 136): a DELETED artifact is never resolved;
+  the champion is read from the record, whose files are kept;
 - the cache (``orchestration/portable/cache_utils.py``, lines 57-60) takes no execution with
   an output that is not LIVE and checks that the files exist (line 183): an execution of a
   pruned run is a cache miss and runs again, never a hit on deleted files;
@@ -163,34 +159,18 @@ def _under(path: str, root: str) -> bool:
     return os.path.normpath(os.path.abspath(path)).startswith(os.path.normpath(os.path.abspath(root)) + os.sep)
 
 
-def champion(handle, pipeline_name: str) -> tuple[int | None, list[int]]:
-    """The id of the Model TFX's ``LatestBlessedModelStrategy`` resolves for this pipeline now,
-    and those of every live blessed ModelBlessing of it: TFX's own code, on the channels the
-    compiled resolver node queries. ``handle``: an open ``tfx.orchestration.metadata.Metadata``."""
-    from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import LatestBlessedModelStrategy
-    from tfx.orchestration.portable.input_resolution import channel_resolver
-    from tfx.proto.orchestration import pipeline_pb2
+def recorded_champion(lineage: _Lineage, pipeline_root: str) -> tuple[int | None, list[int]]:
+    """The ids of the Model and ModelBlessing the champion record names as the champion
+    (what the next run's Champion component hands over), found by their directories."""
+    from runtime import champion
 
-    def channel(type_name: str) -> pipeline_pb2.InputSpec.Channel:
-        query = pipeline_pb2.InputSpec.Channel()
-        context = query.context_queries.add()
-        context.type.name = "pipeline"
-        context.name.field_value.string_value = pipeline_name
-        query.artifact_query.type.name = type_name
-        return query
-
-    found = {key: channel_resolver.resolve_single_channel(handle, channel(key)) for key in (_MODEL, _BLESSING)}
-    blessings = list(found[_BLESSING])
-    resolved = LatestBlessedModelStrategy().resolve_artifacts(handle.store, found)
-    if not resolved or not resolved[_MODEL]:
+    entry = champion.read(pipeline_root).champion
+    if entry is None:
         return None, []
-    model_id = resolved[_MODEL][0].id
-    of_model = [
-        b.id
-        for b in blessings
-        if b.get_int_custom_property("blessed") == 1 and b.get_int_custom_property("current_model_id") == model_id
-    ]
-    return model_id, sorted(of_model)
+    by_uri = {os.path.normpath(a.uri): a.id for a in lineage.artifacts.values()}
+    model_id = by_uri.get(os.path.normpath(entry.model))
+    blessing_id = by_uri.get(os.path.normpath(entry.blessing))
+    return model_id, [blessing_id] if blessing_id is not None else []
 
 
 class _Lineage:
@@ -316,7 +296,7 @@ def plan(handle, pipeline_name: str, pipeline_root: str, keep_runs: int) -> tupl
     report = PruneReport(
         pipeline_name, keep_runs, runs=len(lineage.runs), runs_kept=[r.name for r in lineage.kept_runs]
     )
-    reasons = _kept(lineage, champion(handle, pipeline_name), report)
+    reasons = _kept(lineage, recorded_champion(lineage, pipeline_root), report)
     report.kept_total = len(reasons)
     report.kept = dict(collections.Counter(reason for why in reasons.values() for reason in why))
     marks = []
@@ -409,7 +389,7 @@ def describe(report: PruneReport) -> str:
     """The command's account: runs, champion, pushed models, what went and what stayed."""
     lines = [f"Pipeline {report.pipeline_name}: {report.runs} run(s) recorded; keeping the latest {report.keep_runs}."]
     if report.champion_model is None:
-        lines.append("Champion: none (no blessed model yet)")
+        lines.append("Champion: none (no model pushed yet, or the record names none of this store's)")
     else:
         blessings = ", ".join(str(i) for i in report.champion_blessings)
         lines.append(f"Champion (the next run's baseline): Model {report.champion_model}, ModelBlessing {blessings}")
@@ -434,7 +414,7 @@ def describe(report: PruneReport) -> str:
     elif report.removed:
         lines.append(
             "ML Metadata keeps every row (it cannot delete artifacts): the removed ones are marked DELETED, "
-            "so no resolver or cache lookup takes them again."
+            "so no cache lookup takes them again."
         )
     return "\n".join(lines)
 
@@ -442,7 +422,7 @@ def describe(report: PruneReport) -> str:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Remove the artifacts of a pipeline's older runs, keeping the latest runs, the champion "
-        "(the latest blessed model) and every pushed model.",
+        "(the model the champion record names) and every pushed model.",
         epilog="Exit codes: 0 pruned (or nothing to prune), 2 nothing to prune from (no metadata store) or a wrong "
         "flag, 3 a run of the pipeline is in progress.",
     )

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pipeline.config import REPO_ROOT, PipelineConfig
 from pipeline.run_summary import ComponentRun, RunSummary
+from runtime import champion
 
 RECORD_FILE = "last_steady_run.json"
 # The code a run executes: the pipeline definition, its components and the user modules.
@@ -51,8 +52,8 @@ def record_path(config: PipelineConfig) -> str:
 
 def is_steady(summary: RunSummary) -> bool:
     """Whether running again unchanged would give this very run: every component finished,
-    and the next run's latest-blessed-model resolver finds the same baseline, which holds
-    unless this run blessed a model other than its baseline. (A first run's blessing
+    and the next run's Champion finds the same baseline, which holds unless this run
+    blessed a model other than its baseline. (A first run's blessing
     makes the second run evaluate against it, so the first run is not steady; the second,
     whose baseline is its own model, is.)"""
     if not summary.components or any(c.state not in ("complete", "cached") for c in summary.components):
@@ -74,6 +75,10 @@ def _file_stats(root: str | None) -> list[tuple[str, int, int]]:
             stat = os.stat(path)
             found.append((os.path.relpath(path, root), stat.st_size, stat.st_mtime_ns))
     return sorted(found)
+
+
+def _digest(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest() if os.path.exists(path) else ""
 
 
 def _code_digest(project_root: Path) -> str:
@@ -109,6 +114,8 @@ def fingerprint(config: PipelineConfig, project_root: Path = REPO_ROOT) -> str:
         "serving_data": _file_stats(config.serving_data_root),
         "schema": hashlib.sha256(schema).hexdigest(),
         "packages": _package_versions(),
+        # What the Champion component reads: a push or a rollback since changes the run.
+        "champion": _digest(champion.record_path(config.pipeline_root)),
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
 

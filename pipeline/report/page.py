@@ -46,7 +46,7 @@ SECTION_OF = {
     "Transform": "transform",
     "Tuner": "training",
     "Trainer": "training",
-    "latest_blessed_model_resolver": "evaluation",
+    "Champion": "evaluation",
     "Evaluator": "evaluation",
     "Pusher": "model",
 }

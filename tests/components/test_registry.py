@@ -62,7 +62,7 @@ def step(name, action, predict=True):
 
 def push(uri, percent, run):
     pushed = registry.Push(uri, given["image"], {"run": run, "metric": "accuracy"}, f"accuracy 0.97; run {run}")
-    uploaded, changes = registry.push(model, pushed, registry.Deployment(endpoint_name, "n1-standard-2", percent))
+    uploaded, changes, _ = registry.push(model, pushed, registry.Deployment(endpoint_name, "n1-standard-2", percent))
     name = registry.import_evaluation(uploaded, "multiclass", {"accuracy": 0.97, "auc": 0.99}, run, {"run": run})
     return changes + [f"evaluation {name}"]
 

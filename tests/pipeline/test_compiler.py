@@ -23,8 +23,9 @@ pytestmark = pytest.mark.usefixtures("loopback_only")
 
 
 def _node_of(task: str, node_ids: set[str]) -> str:
-    """Vertex task names are node ids; a Resolver compiles to '<id>-<input>-resolver' tasks."""
-    return task if task in node_ids else next(n for n in node_ids if task.startswith(n + "-"))
+    """Vertex task names are node ids."""
+    assert task in node_ids, task
+    return task
 
 
 def test_compiled_tasks_and_edges_are_exactly_the_local_dag(compiled_job):
@@ -82,40 +83,22 @@ def test_missing_kfp_is_reported_instead_of_silently_dropped():
         compiler.require_kfp(find_spec=lambda name: None)
 
 
-def _resolver_filters(job: dict) -> dict[str, str]:
-    return {
-        key: query["filter"]
-        for executor in job["pipelineSpec"]["deploymentSpec"]["executors"].values()
-        for key, query in executor.get("resolver", {}).get("outputArtifactQueries", {}).items()
-    }
+def test_the_job_is_pipeline_spec_2_1_as_tfx_compiles_it(compiled_job):
+    """2.1's values are ``constant``, which every backend reads; no task is a resolver."""
+    _, job = compiled_job
+    assert job["pipelineSpec"]["schemaVersion"] == "2.1.0"
+    assert "constantValue" not in json.dumps(job)
+    kinds = {next(iter(e)) for e in job["pipelineSpec"]["deploymentSpec"]["executors"].values()}
+    assert kinds == {"container"}
 
 
-def test_the_blessing_query_asks_for_this_pipelines_own_blessings(compiled_job):
-    from components.evaluator import PIPELINE_ROOT
-    from rehearsal import filters
+def test_the_champion_task_takes_the_runs_own_id(compiled_job):
+    """The Champion reads a record that changes between runs: the run's id in its inputs
+    keeps any cache from answering for it."""
+    from components.champion import NODE_ID, RUN_ID_PLACEHOLDER
 
     _, job = compiled_job
-    config = PipelineConfig(data_root=cloud.DATA_ROOT, output_root=cloud.OUTPUT_ROOT, schema_path=cloud.CONTRACT)
-    found = _resolver_filters(job)
-    assert found["model_blessing"].endswith(f' AND metadata.{PIPELINE_ROOT}.string_value="{config.pipeline_root}"')
-    assert compiler.owner_clause(config.pipeline_root) not in found["model"]  # pinned by the blessing already
-    # The clause selects exactly the blessings the Evaluator stamps with this pipeline's root.
-    query = filters.parse(found["model_blessing"])
-    blessing = {"schema_title": "tfx.ModelBlessing", "state": "LIVE", "name": "b", "uri": "u"}
-    ours = {**blessing, "metadata": {"blessed": 1, PIPELINE_ROOT: config.pipeline_root}}
-    assert query.matches(ours)
-    assert not query.matches({**blessing, "metadata": {"blessed": 1, PIPELINE_ROOT: config.pipeline_root + "-2"}})
-    assert not query.matches({**blessing, "metadata": {"blessed": 1}})  # stamped by no Evaluator of ours
-
-
-def test_a_root_with_quotes_is_escaped_in_the_clause():
-    from rehearsal import filters
-
-    root = 'gs://b/a "quoted" \\ root'
-    (clause,) = filters.parse(compiler.owner_clause(root)).clauses
-    assert clause.value == root
-
-
-def test_a_job_without_a_blessing_query_is_left_as_it_is():
-    job = {"pipelineSpec": {"deploymentSpec": {"executors": {"t": {"container": {}}}}}}
-    assert compiler.scope_blessing_queries(job, "/r") == 0
+    task = job["pipelineSpec"]["root"]["dag"]["tasks"][NODE_ID]
+    parameters = task["inputs"]["parameters"]
+    assert parameters["run_id"]["runtimeValue"]["constant"] == RUN_ID_PLACEHOLDER
+    assert parameters["pipeline_root"]["runtimeValue"]["constant"] == "gs://bucket/tfx/pipelines/taxi-big-tipper"

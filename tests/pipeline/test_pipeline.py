@@ -38,7 +38,7 @@ def _upstream(component) -> set[str]:
 
 
 def test_every_component_is_in_the_dag(pipe):
-    assert set(_ids(pipe)) == {*EXECUTED_COMPONENTS, "latest_blessed_model_resolver"}
+    assert set(_ids(pipe)) == set(EXECUTED_COMPONENTS)
 
 
 def test_transform_and_trainer_wait_for_the_anomaly_gate(pipe):
@@ -60,7 +60,7 @@ def test_the_trainer_reads_the_raw_examples_and_transform_writes_none(pipe):
 
 def test_transform_waits_for_the_drift_gate_without_taking_its_output(pipe):
     ids = _ids(pipe)
-    assert _upstream(ids["DriftGate"]) == {"StatisticsGen", "AnomalyGate", "latest_blessed_model_resolver"}
+    assert _upstream(ids["DriftGate"]) == {"StatisticsGen", "AnomalyGate", "Champion"}
     assert ids["DriftGate"].inputs["baseline"].output_key == "model_blessing"
     assert "DriftGate" in _upstream(ids["Transform"])
     # An ordering edge only: a new baseline must not invalidate Transform's cache.
@@ -88,7 +88,7 @@ def test_drift_is_accepted_only_when_asked(pipe):
 
 def test_evaluator_compares_against_the_latest_blessed_model(pipe):
     ids = _ids(pipe)
-    assert _upstream(ids["Evaluator"]) == {"CsvExampleGen", "Trainer", "latest_blessed_model_resolver", "StatisticsGen"}
+    assert _upstream(ids["Evaluator"]) == {"CsvExampleGen", "Trainer", "Champion", "StatisticsGen"}
     assert ids["Evaluator"].inputs["statistics"].producer_component_id == "StatisticsGen"
     assert _upstream(ids["Pusher"]) == {"Trainer", "Evaluator"}
 

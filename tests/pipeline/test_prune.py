@@ -16,6 +16,7 @@ from pipeline import prune
 from pipeline.config import PipelineConfig
 from pipeline.run_lock import hold_run_lock
 from pipeline.run_summary import summarize_run
+from runtime import champion
 from tests.support.runs import EXECUTED_COMPONENTS, SMALL_RUN
 
 LIVE, DELETED = metadata_store_pb2.Artifact.LIVE, metadata_store_pb2.Artifact.DELETED
@@ -127,6 +128,10 @@ class RecordedRuns:
             {"model": [out["model"]], "model_blessing": [out["blessing"]]},
             properties={"pushed_model": {"pushed": int(blessed), "pushed_destination": destination}},
         )
+        if blessed:  # as the Pusher records what it pushed (components/pusher.py)
+            model, blessing = self.store.get_artifacts_by_id([out["model"], out["blessing"]])
+            entry = champion.Entry(model.uri, blessing.uri, destination, str(self.runs))
+            champion.update(self.root, lambda record: record.pushed(entry))
         return out
 
     def cached_run(self, earlier: dict[str, int]) -> None:
@@ -217,20 +222,17 @@ def test_the_champion_is_the_latest_blessed_model_with_its_blessing_and_statisti
     assert set(report.pushed) == {blessed["model"]}
 
 
-def test_tfx_resolves_the_same_champion_after_pruning(recorded):
-    from tfx.orchestration import metadata
-
-    blessed = recorded.full_run()
-    recorded.full_run(blessed=False, baseline=blessed["model"])
-    newest_blessed = recorded.full_run(baseline=blessed["model"])
-    recorded.full_run(blessed=False, baseline=newest_blessed["model"])
-    connection = prune.connection_config(recorded.config.metadata_path, read_only=True)
-    with metadata.Metadata(connection) as handle:
-        before = prune.champion(handle, recorded.config.pipeline_name)
-    recorded.prune(keep_runs=1)
-    with metadata.Metadata(connection) as handle:
-        assert prune.champion(handle, recorded.config.pipeline_name) == before
-    assert before == (newest_blessed["model"], [newest_blessed["blessing"]])
+def test_a_rolled_back_champion_is_the_one_kept_and_what_it_was_blessed_with(recorded):
+    """The record, not the newest blessing, names the champion: after a rollback the earlier
+    champion's model, blessing and statistics stay, whatever the latest runs hold."""
+    first = recorded.full_run()
+    second = recorded.full_run(baseline=first["model"])
+    champion.update(recorded.root, lambda record: record.rolled_back_once())
+    recorded.full_run(blessed=False, baseline=first["model"])
+    report = recorded.prune(keep_runs=1)
+    assert report.champion_model == first["model"] and report.champion_blessings == [first["blessing"]]
+    assert all(recorded.present(first[key]) for key in ("model", "blessing", "statistics"))
+    assert all(recorded.present(second[key]) for key in ("model", "blessing"))  # pushed: kept for a roll forward
 
 
 def test_outputs_a_kept_run_reused_from_the_cache_stay(recorded):

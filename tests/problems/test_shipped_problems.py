@@ -78,7 +78,7 @@ def test_a_local_run_with_the_problems_defaults_is_blessed_and_pushed(local_runs
     config, summary = local_runs(name)
     assert config.schema_path == problem.contract_path and config.blessing == problem.blessing
     assert {c.node_id: c.state for c in summary.components} == dict.fromkeys(
-        (*EXECUTED_COMPONENTS, "latest_blessed_model_resolver"), "complete"
+        EXECUTED_COMPONENTS, "complete"
     )
     assert summary.blessed and not summary.had_baseline and summary.validation_failures == []
     assert summary.pushed_to.startswith(os.path.join(config.output_root, "serving_model", problem.name))

@@ -16,6 +16,7 @@ EXECUTED_COMPONENTS = (
     "ImportSchemaGen",
     "ExampleValidator",
     "AnomalyGate",
+    "Champion",
     "DriftGate",
     "Transform",
     "Trainer",

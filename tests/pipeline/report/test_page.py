@@ -249,7 +249,7 @@ NODES = (
     "ImportSchemaGen",
     "ExampleValidator",
     "AnomalyGate",
-    "latest_blessed_model_resolver",
+    "Champion",
     "DriftGate",
     "Transform",
     "Trainer",
