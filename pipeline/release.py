@@ -17,6 +17,9 @@ version out, to ``<serving dir>.rolled-back/`` (kept, not deleted), so the one b
 serves. There is no canary locally (TensorFlow Serving has no traffic split), so nothing
 to promote.
 
+Both move the champion record (``runtime/champion.py``) with what serves: after a rollback
+the next run compares with and warm-starts from the model that serves again.
+
 Each command says what it changed, or refuses with the reason and changes nothing.
 """
 
@@ -26,11 +29,12 @@ import argparse
 import os
 import shutil
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pipeline import flags
 from pipeline.after_push import run_command, runs_config
 from pipeline.config import DEFAULT_OUTPUT_ROOT, PipelineConfig
+from runtime import champion
 from runtime.terminal import add_verbose_flag
 
 ROLLED_BACK_SUFFIX = ".rolled-back"
@@ -73,20 +77,43 @@ def local_promote(serving_dir: str) -> list[str]:
     )
 
 
-def local_rollback(serving_dir: str) -> list[str]:
-    """Moves the newest version out of ``serving_dir``, so the one before it serves."""
+def local_rollback(serving_dir: str, pipeline_root: str) -> list[str]:
+    """Moves the newest version out of ``serving_dir``, so the one before it serves, and the
+    champion record back to the champion before."""
     versions = local_versions(serving_dir)
     if len(versions) < 2:
         serving = f"version {versions[-1]} is the only one" if versions else "nothing was pushed yet"
         raise Refused(f"no previous version to roll back to in {serving_dir}: {serving}")
     newest = versions[-1]
+    record = champion.read(pipeline_root)
+    if record.champion is not None and record.champion.version not in ("", newest):
+        raise Refused(
+            f"the champion record names version {record.champion.version} while {serving_dir} serves version "
+            f"{newest}: the two disagree (a push by hand?); move the serving directory's versions to match it"
+        )
     rolled_back = serving_dir.rstrip("/") + ROLLED_BACK_SUFFIX
     os.makedirs(rolled_back, exist_ok=True)
     shutil.move(os.path.join(serving_dir, newest), os.path.join(rolled_back, newest))
     return [
         f"moved version {newest} out of {serving_dir} to {rolled_back}/{newest}",
         f"TensorFlow Serving on {serving_dir} now serves version {versions[-2]}",
+        move_record(pipeline_root, champion.Record.rolled_back_once),
     ]
+
+
+def move_record(pipeline_root: str, change: Callable[[champion.Record], champion.Record]) -> str:
+    """Applies ``change`` to the champion record; the line saying what the next run uses."""
+    try:
+        record = champion.update(pipeline_root, change)
+    except champion.RecordError as err:
+        return f"the champion record was not changed: {err} (the next run finds its champion there)"
+    return f"champion record: {describe_record(record)}"
+
+
+def describe_record(record: champion.Record) -> str:
+    if record.champion is None:
+        return "no champion: the next run trains from scratch and compares with nothing"
+    return f"the next run compares with and warm-starts from {record.champion.describe()}"
 
 
 # --- Vertex AI ---------------------------------------------------------------------------------
@@ -96,17 +123,22 @@ def vertex_command(command: str, config: PipelineConfig, project: str, region: s
     from components import registry
 
     model = registry.RegistryModel.of_pipeline(project, region, config.pipeline_name, config.pipeline_root)
+    moves = {
+        "promote": (registry.promote, champion.Record.promoted),
+        "rollback": (registry.rollback, champion.Record.rolled_back_once),
+    }
     try:
-        if command == "promote":
-            return registry.promote(model, endpoint)
-        if command == "rollback":
-            return registry.rollback(model, endpoint)
+        if command in moves:
+            act, change = moves[command]
+            return [*act(model, endpoint), move_record(config.pipeline_root, change)]
         versions = registry.describe(model, endpoint)
     except registry.ReleaseError as err:
         raise Refused(str(err)) from err
     where = f" on {endpoint}" if endpoint else ""
-    return [f"{config.pipeline_name} in the registry of {project}/{region}{where}:"] + [
-        f"  {v.describe()}" for v in versions
+    return [
+        f"{config.pipeline_name} in the registry of {project}/{region}{where}:",
+        *(f"  {v.describe()}" for v in versions),
+        f"champion record: {describe_record(champion.read(config.pipeline_root))}",
     ]
 
 
@@ -138,8 +170,14 @@ def run(args: argparse.Namespace) -> list[str]:
         raise ValueError("--endpoint-name needs --project and --region: endpoints are on Vertex AI")
     if args.project:
         return vertex_command(args.command, config, args.project, args.region, args.endpoint_name)
-    local = {"status": local_status, "promote": local_promote, "rollback": local_rollback}
-    return local[args.command](config.serving_model_dir)
+    if args.command == "rollback":
+        return local_rollback(config.serving_model_dir, config.pipeline_root)
+    if args.command == "promote":
+        return local_promote(config.serving_model_dir)
+    return [
+        *local_status(config.serving_model_dir),
+        f"champion record: {describe_record(champion.read(config.pipeline_root))}",
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -72,3 +72,41 @@ def test_nothing_pushed_yet_is_said(tmp_path, capsys):
 def test_wrong_flags_are_named(tmp_path, capsys, extra, message):
     code = release.main(["status", "--problem", str(SHIPPED_DIRS["penguins"]), "--output-root", str(tmp_path), *extra])
     assert code == 2 and message in capsys.readouterr().err
+
+
+def _record_pushes(root, versions: list[str]) -> str:
+    """The champion record as the Pusher leaves it after pushing each version in turn."""
+    from pipeline.config import PipelineConfig
+    from runtime import champion
+
+    pipeline_root = PipelineConfig(problem=SHIPPED["penguins"], output_root=str(root)).pipeline_root
+    for version in versions:
+        entry = champion.Entry(f"{pipeline_root}/Trainer/model/{version}", f"{pipeline_root}/b/{version}", "", version)
+        champion.update(pipeline_root, lambda record, entry=entry: record.pushed(entry))
+    return pipeline_root
+
+
+def test_rollback_moves_the_champion_record_with_what_serves(tmp_path, capsys):
+    from runtime import champion
+
+    _serving_dir(tmp_path, ["1", "2", "3"])
+    pipeline_root = _record_pushes(tmp_path, ["1", "2", "3"])
+    code, out, _ = _run(tmp_path, "rollback", capsys)
+    assert code == 0 and "the next run compares with and warm-starts from version 2" in out
+    record = champion.read(pipeline_root)
+    assert record.champion.version == "2" and [e.version for e in record.previous] == ["1"]
+    assert [e.version for e in record.rolled_back] == ["3"]
+    assert "champion record: the next run compares with and warm-starts from version 2" in _run(
+        tmp_path, "status", capsys
+    )[1]
+
+
+def test_a_record_that_disagrees_with_the_serving_directory_is_refused_and_nothing_moves(tmp_path, capsys):
+    from runtime import champion
+
+    serving = _serving_dir(tmp_path, ["1", "2", "3"])
+    pipeline_root = _record_pushes(tmp_path, ["1", "2"])
+    before = champion.read(pipeline_root)
+    code, _, err = _run(tmp_path, "rollback", capsys)
+    assert code == 2 and "names version 2 while" in err and "serves version 3" in err
+    assert release.local_versions(serving) == ["1", "2", "3"] and champion.read(pipeline_root) == before
