@@ -1,4 +1,4 @@
-"""Drift between this run's data and the data the last blessed model learned from, and
+"""Drift between this run's data and the data the champion learned from, and
 skew between the training data and the data the model is asked about at serving time.
 
 TFDV does the comparing, with the comparators the data contract sets per column

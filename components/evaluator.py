@@ -51,6 +51,10 @@ BLESSING = standard_component_specs.BLESSING_KEY
 # execution with the same inputs can find it among its siblings.
 KEY_FILE = "evaluation_key.json"
 REUSED_FROM = "reused_evaluation_from"
+# On the evaluation and the blessing: the champion compared with ("" for none), and whether
+# it was the candidate itself.
+BASELINE_URI = "baseline_model_uri"
+BASELINE_IS_CANDIDATE = "baseline_is_candidate"
 STATISTICS = "statistics"
 
 
@@ -188,6 +192,16 @@ def stamp_owner(output_dict: dict, exec_properties: dict[str, Any]) -> None:
             blessing.set_string_custom_property(PIPELINE_ROOT, pipeline_root)
 
 
+def mark_baseline(output_dict: dict, input_dict: dict) -> None:
+    """Records on the evaluation and the blessing which model the candidate was compared
+    with ("" for none) and whether it was the candidate itself."""
+    baseline = input_dict.get(BASELINE) or []
+    for key in (EVALUATION, BLESSING):
+        for artifact in output_dict.get(key) or []:
+            artifact.set_string_custom_property(BASELINE_URI, baseline[0].uri if baseline else "")
+            artifact.set_int_custom_property(BASELINE_IS_CANDIDATE, int(is_self_comparison(input_dict)))
+
+
 def mark_ignored_baseline(output_dict: dict, uri: str) -> None:
     """Records on the evaluation and the blessing that the resolver's baseline ``uri`` was
     another pipeline's and was not compared with."""
@@ -200,6 +214,7 @@ class Executor(tfx_evaluator.Executor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:
         ignored = None
         input_dict = champion_baseline(input_dict)
+        mark_baseline(output_dict, input_dict)
         if is_self_comparison(input_dict):
             logging.info(
                 "The baseline is the candidate model itself (%s): evaluating it once, on the absolute "

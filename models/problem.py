@@ -212,7 +212,7 @@ class Features:
 @dataclasses.dataclass(frozen=True)
 class Blessing:
     """The Evaluator's gate: ``metric`` on the eval split must be at least ``threshold``
-    (at most, for an error metric), and no worse than the last blessed model's by more
+    (at most, for an error metric), and no worse than the champion's by more
     than ``max_regression`` (run-to-run noise)."""
 
     metric: str

@@ -1,7 +1,8 @@
 """Warm start: a new model begins from the champion's weights where its shape allows.
 
-TFX hands ``run_fn`` the latest blessed model as ``fn_args.base_model`` (its serving
-directory) when the Trainer has a ``base_model`` input; what to do with it is user code.
+TFX hands ``run_fn`` the champion as ``fn_args.base_model`` (its serving directory, through
+the Champion component's pointer) when the Trainer has a ``base_model`` input; what to do
+with it is user code.
 Each exported model therefore keeps its Keras weights, and the vocabularies they were
 learnt over, beside its serving directory (``WEIGHTS_FILE``; the Pusher copies only the
 serving directory). A new model takes, layer by layer:

@@ -107,7 +107,7 @@ class PipelineConfig:
     # Evaluator judges on the newest span's eval rows. 4 (twelve months of quarterly spans):
     # measured in docs/pipeline.md ("Spans and the rolling window").
     window_spans: int = 4
-    # Start training from the latest blessed model's weights where the shapes allow
+    # Start training from the champion's weights where the shapes allow
     # (models/warm_start.py). None: on when the data arrives as spans (each run has new
     # data); off otherwise, where a rerun would retrain on the same data after each blessing.
     warm_start: bool | None = None
@@ -155,7 +155,7 @@ class PipelineConfig:
     extra_beam_args: tuple[str, ...] = ()
     enable_cache: bool = False
     # Evaluator gates, when not the problem's (its [evaluation] table): the blessing metric's
-    # floor (a ceiling for an error metric), and how much worse than the last blessed model
+    # floor (a ceiling for an error metric), and how much worse than the champion
     # a candidate may be (the run-to-run noise of training).
     blessing_threshold: float | None = None
     max_regression: float | None = None

@@ -54,7 +54,7 @@ def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
         "--warm-start",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="Start training from the latest blessed model's weights where shapes allow (default: on with spans).",
+        help="Start training from the champion's weights where shapes allow (default: on with spans).",
     )
     parser.add_argument(
         "--train-steps",
@@ -92,7 +92,7 @@ def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
         "--accept-drift",
         action="store_true",
         default=DEFAULTS.accept_drift,
-        help="Train on data that drifted beyond the contract's thresholds from the last blessed model's data "
+        help="Train on data that drifted beyond the contract's thresholds from the champion's data "
         "(the drift is recorded in the run summary).",
     )
     parser.add_argument(

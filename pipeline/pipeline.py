@@ -53,7 +53,7 @@ _NAMED_METRICS = {
 
 def _blessing_threshold(config: PipelineConfig) -> tfma.MetricThreshold:
     """The blessing metric's floor (ceiling for an error metric), and no regression against
-    the last blessed model beyond the tolerance (ignored while there is none yet)."""
+    the champion beyond the tolerance (ignored while there is none yet)."""
     blessing, higher = config.blessing, config.problem.higher_is_better
     bound = {"lower_bound" if higher else "upper_bound": {"value": blessing.threshold}}
     slack = blessing.max_regression + 1e-10

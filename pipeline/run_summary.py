@@ -44,7 +44,9 @@ class RunSummary:
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)
     blessed: bool | None = None
     had_baseline: bool = False
-    # Another pipeline's model the resolver offered as the baseline, which the Evaluator ignored.
+    # The champion's model the candidate was compared with (components/evaluator.py).
+    baseline: str | None = None
+    # Another pipeline's model named as the baseline, which the Evaluator ignored.
     ignored_baseline: str | None = None
     # The baseline was the candidate itself (a cached rerun): evaluated once (components/evaluator.py).
     baseline_is_candidate: bool = False
@@ -108,7 +110,7 @@ def read_evaluation(summary: RunSummary, evaluation_uri: str) -> None:
 def describe_failure(failure: Any) -> str:
     """One TFMA validation failure as a person reads it: the metric, its value and the
     threshold it missed ("auc 0.8512, under its floor 0.9"; for a change threshold, the
-    change against the last blessed model and the change allowed)."""
+    change against the champion and the change allowed)."""
     from tensorflow_model_analysis.proto import config_pb2
 
     name = failure.metric_key.name
@@ -127,7 +129,7 @@ def describe_failure(failure: Any) -> str:
             ("change", change.absolute) if change.HasField("absolute") else ("relative change", change.relative)
         )
         side = "under" if higher_is_better else "over"
-        return f"{name} {kind} {value:+.4f} against the last blessed model, {side} the allowed {allowed.value:+g}"
+        return f"{name} {kind} {value:+.4f} against the champion, {side} the allowed {allowed.value:+g}"
     diff = " (change vs baseline)" if failure.metric_key.is_diff else ""
     return f"{name}{diff}: {failure.message or 'threshold not met'}"
 
@@ -152,15 +154,15 @@ def record_output(
     properties as plain values; ``inputs_by_key`` identifies the producer's input artifacts.
     Shared by ML Metadata runs and Vertex rehearsals."""
     from components.csv_example_gen import WINDOW_PROPERTY  # imports TFX: only when reading a run
-    from components.evaluator import REUSED_FROM
+    from components.evaluator import BASELINE_IS_CANDIDATE, BASELINE_URI, REUSED_FROM
 
     summary.outputs[f"{node_id}.{key}"] = uri
     if key == "blessing":
         summary.blessed = bool(properties["blessed"]) if "blessed" in properties else None
-        baselines = inputs_by_key.get("baseline_model", set())
         summary.ignored_baseline = properties.get("ignored_baseline") or None
-        summary.had_baseline = bool(baselines) and not summary.ignored_baseline
-        summary.baseline_is_candidate = bool(baselines) and baselines == inputs_by_key.get("model", set())
+        summary.baseline = (properties.get(BASELINE_URI) or None) if not summary.ignored_baseline else None
+        summary.had_baseline = bool(summary.baseline)
+        summary.baseline_is_candidate = bool(properties.get(BASELINE_IS_CANDIDATE))
     elif key == "evaluation":
         read_evaluation(summary, uri)
         summary.evaluation_reused_from = properties.get(REUSED_FROM) or None
@@ -232,12 +234,10 @@ def summarize_run(
 def format_drift(drift: dict) -> str:
     """One line: whether drift and skew were checked, against what, and what was accepted."""
     against = [
-        name
-        for key, name in (("baseline", "the last blessed model's data"), ("serving", "the serving data"))
-        if drift.get(key)
+        name for key, name in (("baseline", "the champion's data"), ("serving", "the serving data")) if drift.get(key)
     ]
     if not against:
-        return "Drift: not checked (no blessed model with kept statistics yet, or no thresholds in the contract)"
+        return "Drift: not checked (no champion with kept statistics yet, or no thresholds in the contract)"
     breaches = [d for d in drift["drift"] if d["breached"]]
     if drift.get("accepted"):
         shown = "; ".join(
@@ -291,14 +291,14 @@ def format_summary(summary: RunSummary, blessing=None, contract: str | None = No
         else:
             floor = f" >= floor {blessing.threshold:g}"
         if summary.baseline_is_candidate:
-            baseline = "(the last blessed model itself, reused from the cache: evaluated once)"
+            baseline = "(the champion itself, reused from the cache: evaluated once)"
             if summary.evaluation_reused_from:
                 baseline = (
-                    "(the last blessed model itself, reused from the cache: its evaluation too, "
+                    "(the champion itself, reused from the cache: its evaluation too, "
                     f"from {summary.evaluation_reused_from})"
                 )
         elif summary.had_baseline:
-            baseline = "and no worse than the last blessed model"
+            baseline = "and no worse than the champion"
         elif summary.ignored_baseline:
             baseline = (
                 f"(no baseline of this pipeline: another pipeline's model was ignored, {summary.ignored_baseline})"

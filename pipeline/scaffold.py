@@ -38,7 +38,7 @@ the same type inference, BOMs, CRLF and separator errors), so types match the pi
 - Blessing (Evaluator): binary AUC >= 0.6 (0.5 is guessing); multi-class accuracy >= the
   majority class's share + 0.05 (at most halfway from it to 1); regression RMSE <= the
   label's standard deviation (what always answering the mean scores). ``max_regression``
-  (how much worse than the last blessed model a new one may be): 0.01 AUC, 0.02
+  (how much worse than the champion a new one may be): 0.01 AUC, 0.02
   accuracy (or two eval rows' worth on small data), 2% of the standard deviation.
 - Slices: up to 2 categorical inputs with 2 to 20 values, in column order.
 - Training: no step count; the Trainer trains until the validation metric stops improving,

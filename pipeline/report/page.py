@@ -397,7 +397,7 @@ def _bounds(report: Report, metric: str) -> dict[str, float]:
 
 
 def _against_champion(report: Report, metric: str | None) -> tuple[str, str]:
-    """The candidate against the last blessed model (the champion, the Evaluator's baseline)."""
+    """The candidate against the champion (the Evaluator's baseline)."""
     s = report.summary
     if s.blessed is None:
         return "not compared (not evaluated in this run)", ""

@@ -1,4 +1,4 @@
-"""DriftGate: this run's data against the data of the last blessed model, with the
+"""DriftGate: this run's data against the data of the champion, with the
 contract's thresholds; a breach stops the run naming the columns and distances, unless the
 drift is accepted, which the gate records. A blessing from outside the pipeline's root is
 another pipeline's: ignored, in one logged line."""

@@ -96,9 +96,10 @@ def test_rollback_moves_the_champion_record_with_what_serves(tmp_path, capsys):
     record = champion.read(pipeline_root)
     assert record.champion.version == "2" and [e.version for e in record.previous] == ["1"]
     assert [e.version for e in record.rolled_back] == ["3"]
-    assert "champion record: the next run compares with and warm-starts from version 2" in _run(
-        tmp_path, "status", capsys
-    )[1]
+    assert (
+        "champion record: the next run compares with and warm-starts from version 2"
+        in _run(tmp_path, "status", capsys)[1]
+    )
 
 
 def test_a_record_that_disagrees_with_the_serving_directory_is_refused_and_nothing_moves(tmp_path, capsys):

@@ -93,7 +93,7 @@ def recorded(tmp_path):
         second,
         "Evaluator",
         Execution.COMPLETE,
-        outputs={"blessing": _artifact("/out/b", blessed=1)},
+        outputs={"blessing": _artifact("/out/b", blessed=1, baseline_model_uri="/out/m/1", baseline_is_candidate=0)},
         inputs={"model": model, "baseline_model": baseline},
     )
     s.execution(
@@ -115,6 +115,7 @@ def test_the_latest_run_is_read_with_states_verdict_and_destination(recorded):
         ("Pusher", "complete"),
     ]
     assert summary.blessed and summary.had_baseline and not summary.baseline_is_candidate
+    assert summary.baseline == "/out/m/1"
     assert summary.pushed_to == "/serving/123"
 
 
@@ -167,7 +168,7 @@ def test_a_blessed_model_says_against_what_and_where_it_went():
         Blessing("auc", 0.9),
     )
     assert "Eval metrics: auc 0.9457, example_count 5000" in text
-    assert "Model: BLESSED: AUC 0.9457 >= floor 0.9 and no worse than the last blessed model" in text
+    assert "Model: BLESSED: AUC 0.9457 >= floor 0.9 and no worse than the champion" in text
     assert "Pushed to: /serving/1" in text and "TensorBoard: tensorboard --logdir /runs/7" in text
     first = format_summary(_summary(metrics={"auc": 0.95}, blessed=True))
     assert "(first blessed model: no baseline to compare against)" in first
@@ -185,7 +186,7 @@ def test_a_cached_rerun_says_the_baseline_was_the_model_itself():
             evaluation_reused_from="/out/Evaluator/3",
         )
     )
-    assert "the last blessed model itself, reused from the cache: its evaluation too, from /out/Evaluator/3" in text
+    assert "the champion itself, reused from the cache: its evaluation too, from /out/Evaluator/3" in text
 
 
 def test_an_unblessed_model_gives_the_failed_thresholds_and_pushes_nothing():
@@ -218,11 +219,11 @@ def _failure(name: str, value: float, threshold: str, is_diff: bool = False):
             _failure(
                 "auc", -0.0131, "change_threshold { direction: HIGHER_IS_BETTER absolute { value: -0.002 } }", True
             ),
-            "auc change -0.0131 against the last blessed model, under the allowed -0.002",
+            "auc change -0.0131 against the champion, under the allowed -0.002",
         ),
         (
             _failure("loss", 0.2, "change_threshold { direction: LOWER_IS_BETTER relative { value: 0.1 } }", True),
-            "loss relative change +0.2000 against the last blessed model, over the allowed +0.1",
+            "loss relative change +0.2000 against the champion, over the allowed +0.1",
         ),
         (_failure("auc", 0.95, ""), "auc: TFMA's own words"),
     ],
@@ -250,7 +251,7 @@ def test_drift_checked_within_the_contract_names_the_closest_column():
     }
     text = format_summary(_summary(drift=drift))
     closest = "(closest: [train] payment_type L-infinity distance 0.1500 of 0.2)"
-    assert f"Drift: within the contract against the last blessed model's data {closest}" in text
+    assert f"Drift: within the contract against the champion's data {closest}" in text
 
 
 def test_accepted_drift_is_said_with_each_breach():
@@ -284,4 +285,4 @@ def test_skew_against_serving_data_is_said():
 def test_a_baseline_of_another_pipeline_is_not_claimed_as_compared():
     text = format_summary(_summary(metrics={"accuracy": 0.97}, blessed=True, ignored_baseline="/out/taxi/model/7"))
     assert "another pipeline's model was ignored, /out/taxi/model/7" in text
-    assert "no worse than the last blessed model" not in text
+    assert "no worse than the champion" not in text

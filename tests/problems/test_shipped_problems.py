@@ -77,9 +77,7 @@ def test_a_local_run_with_the_problems_defaults_is_blessed_and_pushed(local_runs
     problem = SHIPPED[name]
     config, summary = local_runs(name)
     assert config.schema_path == problem.contract_path and config.blessing == problem.blessing
-    assert {c.node_id: c.state for c in summary.components} == dict.fromkeys(
-        EXECUTED_COMPONENTS, "complete"
-    )
+    assert {c.node_id: c.state for c in summary.components} == dict.fromkeys(EXECUTED_COMPONENTS, "complete")
     assert summary.blessed and not summary.had_baseline and summary.validation_failures == []
     assert summary.pushed_to.startswith(os.path.join(config.output_root, "serving_model", problem.name))
     assert os.path.exists(os.path.join(summary.pushed_to, "saved_model.pb"))
