@@ -536,3 +536,47 @@ def test_the_problems_contract_applies_to_any_data_root_and_opting_out_is_said(t
     inferred = ["--data-root", str(data), "--output-root", str(tmp_path / "inferred"), "--infer-schema", *SMALL_RUN]
     local_runner.main(inferred)
     assert "Data contract: none: the schema was inferred from the data itself" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_the_champion_record_decides_the_baseline_through_pushes_refusals_and_a_rollback(sample_dir, tmp_path, capsys):
+    """Every baseline here is another run's model, never the candidate itself: a weak first
+    model is pushed, a better one replaces it, a worse one is refused against it, and after
+    a rollback the next run compares with the weak model that serves again."""
+    from pipeline import release
+    from runtime import champion
+
+    output_root = str(tmp_path / "out")
+    config = PipelineConfig(output_root=output_root)
+    common = ["--data-root", str(sample_dir), "--output-root", output_root, *SMALL_RUN]
+    weak = [*common, "--train-steps", "1", "--epochs", "1", "--hparam", "learning_rate=1e-6", "--hparam", "min_learning_rate=0"]
+
+    def run(argv) -> object:
+        assert local_runner.main(argv) == 0
+        summary = _summary(output_root)
+        assert summary.component("Champion").state == "complete"
+        return summary
+
+    first = run(weak)
+    assert first.blessed and not first.had_baseline and first.pushed_to
+    weak_model = champion.read(config.pipeline_root).champion.model
+    assert weak_model == first.outputs["Trainer.model"]
+
+    better = run(common)
+    assert better.baseline == weak_model != better.outputs["Trainer.model"]
+    assert better.blessed and better.pushed_to and better.metrics["auc"] > first.metrics["auc"]
+    assert champion.read(config.pipeline_root).champion.model == better.outputs["Trainer.model"]
+
+    worse = run(weak)
+    assert worse.baseline == better.outputs["Trainer.model"]
+    assert worse.blessed is False and worse.pushed_to is None
+    assert any("against the champion" in failure for failure in worse.validation_failures)
+    assert champion.read(config.pipeline_root).champion.model == better.outputs["Trainer.model"]
+    assert len(release.local_versions(config.serving_model_dir)) == 2  # the refused model was not pushed
+
+    capsys.readouterr()
+    assert release.main(["rollback", "--output-root", output_root]) == 0
+    assert "warm-starts from version" in capsys.readouterr().out
+    after_rollback = run(common)
+    assert after_rollback.baseline == weak_model  # the rolled-back model is not the baseline
+    assert after_rollback.drift["baseline"] == first.outputs["Evaluator.blessing"]
