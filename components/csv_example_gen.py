@@ -16,7 +16,8 @@ CsvExampleGen writes empty splits (a header-only file, rows that all hash into o
 or fails with a bare decode error, this one stops with a line naming the file and the fix,
 so no data never reaches Transform.
 
-Data in spans: TFX's driver resolves the span to ingest (the newest, or ``range_config``'s);
+Data in spans: TFX's driver resolves the span to ingest (the newest, or ``range_config``'s),
+or, where no orchestrator runs it, this executor with TFX's driver code (``resolve_span``);
 with ``window_spans`` > 1 this executor also reads the spans before it (``components.spans``)
 into the training split, the other splits keeping the newest span only (docs/pipeline.md,
 "Data in spans"). TFX's own executor reads one span, so a window is refused there.
@@ -46,6 +47,7 @@ import apache_beam as beam
 import numpy as np
 import tensorflow as tf
 from absl import logging
+from tfx.components.example_gen import driver as file_based_driver
 from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen import write_split
 from tfx.components.example_gen.component import FileBasedExampleGen
@@ -73,6 +75,8 @@ WINDOW_SPLITS_KEY = "window_splits"
 WINDOW_PROPERTY = "span_window"
 # The problem's header names by feature name, as JSON ({} or absent: the header names the features).
 COLUMN_NAMES_KEY = "column_names"
+# The run's id, where no driver runs (``CsvExampleGenWithoutDriver``).
+RUN_ID_KEY = "run_id"
 
 
 def check_canonical(
@@ -381,6 +385,8 @@ class Executor(tfx_csv_executor.Executor):
         return super().GetInputSourceToExamplePTransform()
 
     def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
+        if example_gen_utils.SPAN_PROPERTY_NAME not in exec_properties:
+            exec_properties = resolve_span(exec_properties, output_dict)
         input_config = example_gen_pb2.Input()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
         output_config = example_gen_pb2.Output()
@@ -475,8 +481,26 @@ class Executor(tfx_csv_executor.Executor):
             examples_utils.set_file_format(artifact, write_split.to_file_format_str(file_format))
 
 
+def resolve_span(exec_properties: dict[str, Any], output_dict: dict[str, list]) -> dict[str, Any]:
+    """What TFX's ExampleGen driver does before the executor, where no orchestrator ran it
+    (the open-source Kubeflow backend runs no driver hooks): TFX's own driver code resolves
+    the span, version and input fingerprint and puts the span's files in the split patterns;
+    the Examples artifact gets them as the driver gives them."""
+    resolved = file_based_driver.FileBasedDriver(None).resolve_exec_properties(dict(exec_properties), None, None)
+    artifact = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
+    file_based_driver.update_output_artifact(resolved, artifact.mlmd_artifact)
+    logging.info(
+        "Span %s (version %s) resolved here, as TFX's driver does; input fingerprint: %s",
+        resolved[example_gen_utils.SPAN_PROPERTY_NAME],
+        resolved[example_gen_utils.VERSION_PROPERTY_NAME],
+        resolved[example_gen_utils.FINGERPRINT_PROPERTY_NAME],
+    )
+    return resolved
+
+
 class CsvExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
-    """TFX's FileBasedExampleGen spec and the rolling window's parameters."""
+    """TFX's FileBasedExampleGen spec, the rolling window's parameters, and the run's id
+    (``CsvExampleGenWithoutDriver``)."""
 
     PARAMETERS = {
         **standard_component_specs.FileBasedExampleGenSpec.PARAMETERS,
@@ -484,7 +508,38 @@ class CsvExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
         SPAN_PATTERN_KEY: ExecutionParameter(type=str, optional=True),
         WINDOW_SPLITS_KEY: ExecutionParameter(type=str, optional=True),
         COLUMN_NAMES_KEY: ExecutionParameter(type=str, optional=True),
+        RUN_ID_KEY: ExecutionParameter(type=str, optional=True),
     }
+
+
+def _spec(
+    input_base: str,
+    input_config: example_gen_pb2.Input | None,
+    output_config: example_gen_pb2.Output | None,
+    range_config: range_config_pb2.RangeConfig | None,
+    window_spans: int,
+    window_splits: Sequence[str],
+    column_names: Mapping[str, str] | None,
+    run_id: str | None = None,
+) -> CsvExampleGenSpec:
+    if window_spans < 1:
+        raise ValueError(f"window_spans must be at least 1, got {window_spans}")
+    input_config = input_config or example_gen_utils.make_default_input_config()
+    output_config = output_config or example_gen_utils.make_default_output_config(input_config)
+    return CsvExampleGenSpec(
+        input_base=input_base,
+        input_config=input_config,
+        output_config=output_config,
+        range_config=range_config,
+        output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
+        output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
+        window_spans=window_spans,
+        span_pattern=input_config.splits[0].pattern,
+        window_splits=",".join(window_splits),
+        column_names=json.dumps(dict(column_names), sort_keys=True) if column_names else None,
+        run_id=run_id,
+        examples=Channel(type=standard_artifacts.Examples),
+    )
 
 
 class CsvExampleGen(FileBasedExampleGen):
@@ -507,22 +562,33 @@ class CsvExampleGen(FileBasedExampleGen):
         window_splits: Sequence[str] = (),
         column_names: Mapping[str, str] | None = None,
     ) -> None:
-        if window_spans < 1:
-            raise ValueError(f"window_spans must be at least 1, got {window_spans}")
-        input_config = input_config or example_gen_utils.make_default_input_config()
-        output_config = output_config or example_gen_utils.make_default_output_config(input_config)
-        spec = CsvExampleGenSpec(
-            input_base=input_base,
-            input_config=input_config,
-            output_config=output_config,
-            range_config=range_config,
-            output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
-            output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
-            window_spans=window_spans,
-            span_pattern=input_config.splits[0].pattern,
-            window_splits=",".join(window_splits),
-            column_names=json.dumps(dict(column_names), sort_keys=True) if column_names else None,
-            examples=Channel(type=standard_artifacts.Examples),
-        )
+        spec = _spec(input_base, input_config, output_config, range_config, window_spans, window_splits, column_names)
         # FileBasedExampleGen's own __init__ builds TFX's spec, without the window.
         base_component.BaseComponent.__init__(self, spec=spec)
+
+
+class CsvExampleGenWithoutDriver(base_component.BaseComponent):
+    """``CsvExampleGen`` for an orchestrator that runs no TFX driver (the open-source Kubeflow
+    Pipelines backend): not a FileBasedExampleGen, so no driver hook is compiled; its executor
+    resolves the span as TFX's driver would (``resolve_span``). No data fingerprint enters its
+    cache key there, so ``run_id`` (the run's own id) keeps a cache from answering with data
+    that has changed since: it runs on every run."""
+
+    SPEC_CLASS = CsvExampleGenSpec
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
+
+    def __init__(
+        self,
+        input_base: str,
+        run_id: str,
+        input_config: example_gen_pb2.Input | None = None,
+        output_config: example_gen_pb2.Output | None = None,
+        range_config: range_config_pb2.RangeConfig | None = None,
+        window_spans: int = 1,
+        window_splits: Sequence[str] = (),
+        column_names: Mapping[str, str] | None = None,
+    ) -> None:
+        spec = _spec(
+            input_base, input_config, output_config, range_config, window_spans, window_splits, column_names, run_id
+        )
+        super().__init__(spec=spec)

@@ -154,6 +154,11 @@ class PipelineConfig:
     transform_tf1_graph: bool = False
     extra_beam_args: tuple[str, ...] = ()
     enable_cache: bool = False
+    # Whether the orchestrator runs TFX's ExampleGen driver before its executor (the local
+    # runner and Vertex AI do). The open-source Kubeflow Pipelines backend does not: there
+    # ExampleGen resolves the span itself, with TFX's driver code, and runs on every run,
+    # since no data fingerprint enters its cache key (docs/kubeflow.md).
+    example_gen_driver: bool = True
     # Evaluator gates, when not the problem's (its [evaluation] table): the blessing metric's
     # floor (a ceiling for an error metric), and how much worse than the champion
     # a candidate may be (the run-to-run noise of training).

@@ -27,7 +27,7 @@ from tfx.proto import example_gen_pb2, pusher_pb2, range_config_pb2, trainer_pb2
 from components.anomaly_gate import AnomalyGate
 from components.champion import NODE_ID as CHAMPION_ID
 from components.champion import RUN_ID_PLACEHOLDER, Champion
-from components.csv_example_gen import CsvExampleGen
+from components.csv_example_gen import CsvExampleGen, CsvExampleGenWithoutDriver
 from components.drift_gate import SERVING_SPLIT, DriftGate
 from components.evaluator import Evaluator
 from components.pusher import Pusher
@@ -36,7 +36,7 @@ from components.transform import Transform
 from models import batched_metrics, signatures
 from models.hparams import PIPELINE_ROOT_KEY, WARM_START_KEY
 from models.preprocessing import PROBLEM_KEY
-from models.problem import Problem, Task
+from models.problem import Task
 from pipeline.config import EVALUATOR_MODULE, PREPROCESSING_FN, RUN_FN, TUNER_FN, PipelineConfig
 
 EVAL_SPLIT = "eval"
@@ -220,13 +220,18 @@ def _pusher(config: PipelineConfig, evaluation, examples, **inputs):
 
 
 def _csv_example_gen(
-    input_base: str, pattern: str, buckets_by_split: dict[str, int], problem: Problem, **window
-) -> CsvExampleGen:
+    config: PipelineConfig, input_base: str, buckets_by_split: dict[str, int], **window
+) -> CsvExampleGen | CsvExampleGenWithoutDriver:
     """TFX's CsvExampleGen with a faster local executor (same splits and outputs): the files
-    matching ``pattern``, rows split by hash into these splits and numbers of hash buckets,
-    headers renamed to the ``problem``'s feature names; ``window``: the span and the rolling
-    window (``CsvExampleGen``'s arguments)."""
-    return CsvExampleGen(
+    under ``input_base`` matching the data pattern, rows split by hash into these splits and
+    numbers of hash buckets, headers renamed to the problem's feature names; ``window``: the
+    span and the rolling window (``CsvExampleGen``'s arguments). Where the orchestrator runs
+    no ExampleGen driver, the variant that resolves its span itself and always runs."""
+    pattern, problem = config.data_pattern, config.problem
+    if not config.example_gen_driver:
+        window["run_id"] = RUN_ID_PLACEHOLDER
+    example_gen = CsvExampleGen if config.example_gen_driver else CsvExampleGenWithoutDriver
+    return example_gen(
         input_base=input_base,
         input_config=example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="single_split", pattern=pattern)]),
         output_config=example_gen_pb2.Output(
@@ -239,7 +244,7 @@ def _csv_example_gen(
         ),
         column_names=problem.header_names,
         **window,
-    )
+    ).with_id("CsvExampleGen")
 
 
 def _span_window(config: PipelineConfig) -> dict:
@@ -260,9 +265,9 @@ def _serving_statistics(config: PipelineConfig) -> tuple[list, dict]:
     if not config.serving_data_root:
         return [], {}
     # One split holding every row (TFX's default would split them 2:1 into train/eval).
-    serving_example_gen = _csv_example_gen(
-        config.serving_data_root, config.data_pattern, {SERVING_SPLIT: 1}, config.problem
-    ).with_id("ServingExampleGen")
+    serving_example_gen = _csv_example_gen(config, config.serving_data_root, {SERVING_SPLIT: 1}).with_id(
+        "ServingExampleGen"
+    )
     serving_statistics_gen = StatisticsGen(examples=serving_example_gen.outputs["examples"]).with_id(
         "ServingStatisticsGen"
     )
@@ -277,10 +282,9 @@ def create_pipeline(
 ) -> Pipeline:
     """Builds the complete DAG from ``config``; runners only add where metadata lives."""
     example_gen = _csv_example_gen(
+        config,
         config.data_root,
-        config.data_pattern,
         {TRAIN_SPLIT: config.train_buckets, EVAL_SPLIT: config.eval_buckets},
-        config.problem,
         **_span_window(config),
     )
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])

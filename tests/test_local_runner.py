@@ -16,7 +16,7 @@ import pytest
 import local_runner
 from components.drift import read_statistics_dir
 from models.problem import Blessing
-from pipeline import history, local_run
+from pipeline import history, local_run, release
 from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR, PipelineConfig
 from pipeline.run_lock import hold_run_lock
 from pipeline.run_summary import format_summary, summarize_run
@@ -162,15 +162,23 @@ def test_a_rerun_with_nothing_changed_starts_no_tfx_until_something_changes(cach
     assert _summary(output_root).run_id == second.run_id  # no run recorded: nothing ran
 
     # Anything else writing to the store (here only its timestamp) sends the run to TFX,
-    # which finds every component cached.
-    store = PipelineConfig(output_root=output_root).metadata_path
-    os.utime(store, ns=(os.stat(store).st_atime_ns, os.stat(store).st_mtime_ns + 1))
+    # which finds the data, Transform and the Trainer cached. The Champion reads the record
+    # on every run, so the Evaluator compares again with the champion, which is the cached
+    # model itself (its evaluation copied), and the Pusher finds it serving already.
+    config = PipelineConfig(output_root=output_root)
+    pushed_before = release.local_versions(config.serving_model_dir)
+    os.utime(
+        config.metadata_path,
+        ns=(os.stat(config.metadata_path).st_atime_ns, os.stat(config.metadata_path).st_mtime_ns + 1),
+    )
     assert local_runner.main(argv) == 0
     assert "TFX was not started" not in capsys.readouterr().out
     third = _summary(output_root)
     states = {c.node_id: c.state for c in third.components}
     assert third.run_id != second.run_id
-    assert all(states[n] == "cached" for n in ("CsvExampleGen", "Transform", "Trainer", "Evaluator", "Pusher")), states
+    assert all(states[n] == "cached" for n in ("CsvExampleGen", "Transform", "Trainer")), states
+    assert third.baseline_is_candidate and third.evaluation_reused_from and third.blessed
+    assert third.pushed_to == second.pushed_to and release.local_versions(config.serving_model_dir) == pushed_before
 
 
 @pytest.mark.slow
@@ -543,13 +551,22 @@ def test_the_champion_record_decides_the_baseline_through_pushes_refusals_and_a_
     """Every baseline here is another run's model, never the candidate itself: a weak first
     model is pushed, a better one replaces it, a worse one is refused against it, and after
     a rollback the next run compares with the weak model that serves again."""
-    from pipeline import release
     from runtime import champion
 
     output_root = str(tmp_path / "out")
     config = PipelineConfig(output_root=output_root)
     common = ["--data-root", str(sample_dir), "--output-root", output_root, *SMALL_RUN]
-    weak = [*common, "--train-steps", "1", "--epochs", "1", "--hparam", "learning_rate=1e-6", "--hparam", "min_learning_rate=0"]
+    weak = [
+        *common,
+        "--train-steps",
+        "1",
+        "--epochs",
+        "1",
+        "--hparam",
+        "learning_rate=1e-6",
+        "--hparam",
+        "min_learning_rate=0",
+    ]
 
     def run(argv) -> object:
         assert local_runner.main(argv) == 0

@@ -551,3 +551,47 @@ def test_a_header_renamed_in_new_data_stops_example_gen_naming_the_column(small_
     ours = csv_example_gen.CsvExampleGen(input_base=str(data), output_config=_split_config(), column_names=headers)
     with pytest.raises(csv_encoding.CsvFileError, match=f"rename it back to '{re.escape(header)}'.*{feature} ="):
         run_component(ours, {}, str(tmp_path / "ours"))
+
+
+@pytest.mark.parametrize("static_span", [None, 2])
+def test_without_a_driver_the_executor_resolves_the_span_as_tfxs_driver_does(small_config, tmp_path, static_span):
+    """Where no orchestrator runs TFX's driver (the open-source Kubeflow backend), the
+    executor resolves the span itself: the same rows, window, span, version and input
+    fingerprint as after TFX's driver."""
+    from tfx.components.example_gen import input_processor
+    from tfx.proto import range_config_pb2
+
+    data = _spans(tmp_path / "data", 3)
+    static = range_config_pb2.RangeConfig(
+        static_range=range_config_pb2.StaticRange(start_span_number=static_span, end_span_number=static_span)
+    )
+    ranged = static if static_span else None
+    driven = run_component(_driven(_windowed(small_config, data, 2, ranged), data), {}, str(tmp_path / "driven"))
+    itself = run_component(_windowed(small_config, data, 2, ranged), {}, str(tmp_path / "itself"))
+    (driven,), (itself,) = driven["examples"], itself["examples"]
+    assert _split_records(itself) == _split_records(driven)
+    window = itself.get_string_custom_property(csv_example_gen.WINDOW_PROPERTY)
+    assert window == driven.get_string_custom_property(csv_example_gen.WINDOW_PROPERTY)
+    assert window == ("1-2" if static_span else "2-3")
+    split = tfx.proto.Input.Split(name="single_split", pattern="span-{SPAN}/*.csv")
+    processor = input_processor.FileBasedInputProcessor(data, [split], ranged)
+    span, version = processor.resolve_span_and_version()
+    # On the artifact as TFX's driver puts them there (driver.update_output_artifact).
+    assert itself.get_int_custom_property("span") == span == (static_span or 3) and version is None
+    assert itself.get_string_custom_property("input_fingerprint") == processor.get_input_fingerprint(span, version)
+
+
+def test_the_driverless_variant_is_no_file_based_example_gen_and_takes_the_run_id(small_config):
+    """Kubeflow's compiler gives every FileBasedExampleGen a driver hook; this one has none."""
+    import dataclasses
+
+    from tfx.components.example_gen.component import FileBasedExampleGen
+
+    from components.champion import RUN_ID_PLACEHOLDER
+
+    example_gen = node(create_pipeline(dataclasses.replace(small_config, example_gen_driver=False)), "CsvExampleGen")
+    assert isinstance(example_gen, csv_example_gen.CsvExampleGenWithoutDriver)
+    assert not isinstance(example_gen, FileBasedExampleGen)
+    assert example_gen.exec_properties[csv_example_gen.RUN_ID_KEY] == RUN_ID_PLACEHOLDER
+    default = node(create_pipeline(small_config), "CsvExampleGen")
+    assert isinstance(default, FileBasedExampleGen) and default.exec_properties.get(csv_example_gen.RUN_ID_KEY) is None
