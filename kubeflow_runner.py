@@ -114,10 +114,26 @@ def validate(args: argparse.Namespace) -> None:
         if needed:
             require("--project", args.project, why)
             require("--region", args.region, why)
+    if for_open_source_kubeflow(args):
+        target = "--kfp-host" if args.kfp_host else "--rehearse-as kubeflow"
+        for given, flag in (
+            (args.vertex_training, "--vertex-training"),
+            (pushes_to_vertex(args), "--endpoint-name/--register-model"),
+        ):
+            if given:
+                raise SettingsError(
+                    f"{flag} is Vertex AI's, and {target} runs the job on an open-source Kubeflow cluster: drop "
+                    f"{flag.split('/')[0]} (the Pusher then writes to the serving directory under --output-root)"
+                )
     check_dataflow_flags(args)
     check_training_flags(args)
     check_push_flags(args)
     check_submission_values(args)
+
+
+def for_open_source_kubeflow(args: argparse.Namespace) -> bool:
+    """The job is for the open-source Kubeflow backend (sent there, or rehearsed as it runs)."""
+    return bool(args.kfp_host) or (args.rehearse and args.rehearse_as == "kubeflow")
 
 
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
@@ -134,6 +150,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
             extra_beam_args=dataflow_args(args),
             vertex_endpoint=push_from_args(args),
             vertex_training=training,
+            example_gen_driver=not for_open_source_kubeflow(args),
             **pipeline_config_kwargs(args),
         )
     except ValueError as err:

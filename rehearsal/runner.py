@@ -4,7 +4,9 @@ names, with their placeholders resolved (gs:// URIs as Vertex gives them, served
 stand-in Cloud Storage), the ExampleGen driver first, resolver queries against a store
 that persists across rehearsals, Vertex-style caching, and a failing task stopping the run
 with its log kept. Vertex AI Training jobs and endpoints the tasks ask for are run by the
-stand-ins in ``cloud/``.
+stand-ins in ``cloud/``. As the open-source Kubeflow Pipelines backend (``Settings.backend``),
+it first refuses what that backend would (``kubeflow_backend``) and lays outputs out as it
+does; neither runs a hook or a resolver the job no longer holds.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rehearsal import executor_input as ei
-from rehearsal import filters, podman
+from rehearsal import filters, kubeflow_backend, podman
 from rehearsal.containers import Containers, ImageMissingError, check_image
 from rehearsal.job import CompiledJob, GcsFolder, JobError, Task
 from rehearsal.store import ArtifactStore
@@ -29,6 +31,9 @@ from runtime.terminal import say
 VERTEX_PUSHER = "components.vertex_pusher.Executor"
 # The rehearsal's record of itself, in its log folder.
 RECORD_FILE = "rehearsal.json"
+# What executes the job (Settings.backend).
+VERTEX, KUBEFLOW = "vertex", "kubeflow"
+BACKENDS = (VERTEX, KUBEFLOW)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +51,9 @@ class Settings:
     progress: Callable[[str], None] = say
     # The TensorFlow 2.15 environment an endpoint's model is served from (None: endpoints refused).
     serving_python: str | None = None
+    # Whose execution to rehearse: VERTEX (Vertex AI Pipelines) or KUBEFLOW (the open-source
+    # Kubeflow Pipelines backend: no lifecycle hooks, no resolvers, its output layout).
+    backend: str = "vertex"
 
     @property
     def store_path(self) -> str:
@@ -136,9 +144,13 @@ def _class_path(task: Task) -> str:
     return args[args.index("--executor_class_path") + 1] if "--executor_class_path" in args else ""
 
 
-def refuse_unrehearsable(job: CompiledJob, serving_python: str | None) -> None:
+def refuse_unrehearsable(job: CompiledJob, serving_python: str | None, backend: str = VERTEX) -> None:
     """What cannot run here is refused up front, naming the flag that asked for it, or the
-    image to build."""
+    image to build; as the open-source Kubeflow backend, what it would refuse or mis-run."""
+    if backend == KUBEFLOW and (found := kubeflow_backend.refusals(job.raw)):
+        raise JobError(
+            "the open-source Kubeflow Pipelines backend would not run this job as compiled:\n  " + "\n  ".join(found)
+        )
     for task in job.tasks().values():
         if task.kind != "container":
             continue
@@ -171,7 +183,7 @@ def rehearse(job_file: str, settings: Settings) -> Rehearsal:
     from rehearsal.cloud.standins import StandIns
 
     job = CompiledJob.load(job_file)
-    refuse_unrehearsable(job, settings.serving_python)
+    refuse_unrehearsable(job, settings.serving_python, settings.backend)
     order = job.task_order()
     images = {
         name: podman.inspect_image(name)["Id"]
@@ -308,8 +320,11 @@ def _run_container(
     caching: bool,
 ) -> TaskRun:
     execution = store.start_execution(job.pipeline_name, job_id, task.name)
-    # Vertex's layout: <pipeline root>/<project>/<job id>/<task>_<id>/<output key>, in Cloud Storage.
-    task_uri = f"{job.pipeline_root.rstrip('/')}/{settings.project}/{job_id}/{task.name}_{execution}"
+    if settings.backend == KUBEFLOW:
+        task_uri = kubeflow_backend.output_uri(job.pipeline_root, job.pipeline_name, job_id, task.name, "").rstrip("/")
+    else:
+        # Vertex's layout: <pipeline root>/<project>/<job id>/<task>_<id>/<output key>, in Cloud Storage.
+        task_uri = f"{job.pipeline_root.rstrip('/')}/{settings.project}/{job_id}/{task.name}_{execution}"
     outputs = {
         key: [
             store.new_artifact(
@@ -318,7 +333,7 @@ def _run_container(
         ]
         for key, spec in task.component.get("outputDefinitions", {}).get("artifacts", {}).items()
     }
-    parameters = ei.parameter_values(task, job.runtime_parameters)
+    parameters = _placeholders_filled_in(ei.parameter_values(task, job.runtime_parameters), job_id, task, execution)
     output_file = f"{task_uri}/executor_output.json"
     invocation = ei.build(parameters, inputs, outputs, output_file)
     log = os.path.join(logs_dir, f"{task.name}.log")
@@ -362,6 +377,18 @@ def _run_container(
     store.finish_execution(execution, "SUCCEEDED", key, _names(published))
     run.state, run.outputs, run.exit_code = "SUCCEEDED", published, 0
     return run
+
+
+def _placeholders_filled_in(parameters: dict[str, dict], job_id: str, task: Task, execution: int) -> dict[str, dict]:
+    """The parameters as both backends hand them over: one that is a whole placeholder
+    (``kubeflow_backend.PLACEHOLDERS``: the run's id, the task's name) filled in."""
+    filled = {}
+    for name, value in parameters.items():
+        if "stringValue" in value:
+            text = kubeflow_backend.substitute(value["stringValue"], job_id, job_id, task.name, str(execution))
+            value = {**value, "stringValue": text}
+        filled[name] = value
+    return filled
 
 
 def _execute(

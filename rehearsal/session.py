@@ -43,15 +43,24 @@ class RehearsalOptions:
     enable_caching: bool | None = None
     # Write the run report under root/report/.
     report: bool = True
+    # Execute as Vertex AI Pipelines ("vertex") or the open-source Kubeflow backend ("kubeflow").
+    backend: str = "vertex"
 
 
 def add_rehearsal_flags(parser: argparse.ArgumentParser, root: str, serving_python: str) -> None:
     """The --rehearse flags; ``root`` and ``serving_python`` are the defaults, the runner's choice."""
-    rehearsal = parser.add_argument_group("rehearsal: run the compiled job on this machine as Vertex AI would")
+    rehearsal = parser.add_argument_group("rehearsal: run the compiled job on this machine as Vertex AI or open-source Kubeflow would")
     rehearsal.add_argument(
         "--rehearse",
         action="store_true",
         help="Execute the compiled job here, task by task as Vertex AI Pipelines does, instead of submitting it.",
+    )
+    rehearsal.add_argument(
+        "--rehearse-as",
+        choices=("vertex", "kubeflow"),
+        default="vertex",
+        help="Execute the job as Vertex AI Pipelines does, or as the open-source Kubeflow Pipelines backend "
+        "(--kfp-host's job: no driver hooks, no resolvers, its placeholders and output layout).",
     )
     rehearsal.add_argument(
         "--report",
@@ -92,6 +101,7 @@ def rehearsal_options(args: argparse.Namespace) -> RehearsalOptions:
         region=args.region,
         enable_caching=args.enable_cache,
         report=args.report,
+        backend=args.rehearse_as,
     )
 
 
@@ -109,8 +119,9 @@ def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job
             region=options.region or "local",
             enable_caching=options.enable_caching,
             serving_python=options.serving_python,
+            backend=options.backend,
         )
-        refuse_unrehearsable(CompiledJob.load(job_file), settings.serving_python)
+        refuse_unrehearsable(CompiledJob.load(job_file), settings.serving_python, settings.backend)
         lock = hold_lock(
             os.path.join(settings.root, "rehearsal.lock"),
             f"rehearsing in {settings.root}",
