@@ -49,7 +49,9 @@ class RehearsalOptions:
 
 def add_rehearsal_flags(parser: argparse.ArgumentParser, root: str, serving_python: str) -> None:
     """The --rehearse flags; ``root`` and ``serving_python`` are the defaults, the runner's choice."""
-    rehearsal = parser.add_argument_group("rehearsal: run the compiled job on this machine as Vertex AI or open-source Kubeflow would")
+    rehearsal = parser.add_argument_group(
+        "rehearsal: run the compiled job on this machine as Vertex AI or open-source Kubeflow would"
+    )
     rehearsal.add_argument(
         "--rehearse",
         action="store_true",
