@@ -10,7 +10,7 @@ import types
 import pytest
 
 from components import evaluator
-from components.champion import CHAMPION_PROPERTY, NONE_REASON, NODE_ID
+from components.champion import CHAMPION_PROPERTY, NODE_ID, NONE_REASON
 from models import trainer
 from models.hparams import PIPELINE_ROOT_KEY, WARM_START_KEY
 from pipeline.pipeline import create_pipeline
