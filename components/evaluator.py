@@ -8,7 +8,8 @@ Evaluator would then run TFMA twice over the eval split to find a difference of 
 zero. This executor drops a baseline that is the candidate: the candidate's metrics and
 the absolute thresholds are the same, and a change threshold against itself can only pass.
 An evaluation already made with the same inputs (model, baseline, examples, configuration,
-code) is copied rather than recomputed, and the blessing derived from its validation
+code), in this run's or an earlier run's directory (``index_path``), is copied rather than
+recomputed, and the blessing derived from its validation
 result exactly as TFX derives it (``reused_evaluation_from`` records the source).
 
 Each blessing keeps the statistics of the data it was given (the optional ``statistics``
@@ -50,6 +51,8 @@ BLESSING = standard_component_specs.BLESSING_KEY
 # Written last into each finished evaluation: what it was computed from, so a later
 # execution with the same inputs can find it among its siblings.
 KEY_FILE = "evaluation_key.json"
+# Under the pipeline's root: one file per evaluation key, naming the evaluation that has it.
+EVALUATION_INDEX = "evaluations"
 REUSED_FROM = "reused_evaluation_from"
 # On the evaluation and the blessing: the champion compared with ("" for none), and whether
 # it was the candidate itself.
@@ -141,19 +144,35 @@ def evaluation_key(input_dict: dict, exec_properties: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
 
 
-def find_previous_evaluation(output_uri: str, key: str) -> tuple[str, dict] | None:
-    """A finished evaluation with ``key`` beside ``output_uri`` (earlier executions of this
-    Evaluator write theirs into sibling directories) and what its key file records, or None."""
+def _recorded_key(evaluation_uri: str) -> dict | None:
+    """What a finished evaluation's key file records (None: unfinished, gone or not ours)."""
+    try:
+        return json.loads(io_utils.read_string_file(os.path.join(evaluation_uri, KEY_FILE)))
+    except (ValueError, OSError, tf.errors.OpError):
+        return None
+
+
+def index_path(pipeline_root: str, key: str) -> str:
+    """Where the pipeline notes which evaluation has ``key``: Vertex and Kubeflow give each
+    run's outputs a directory of their own, so an earlier run's is not beside this one's."""
+    return os.path.join(pipeline_root, EVALUATION_INDEX, key)
+
+
+def find_previous_evaluation(output_uri: str, key: str, pipeline_root: str | None = None) -> tuple[str, dict] | None:
+    """A finished evaluation with ``key`` beside ``output_uri`` (earlier local executions of
+    this Evaluator write theirs into sibling directories) or noted in the pipeline root's
+    index, and what its key file records; None when there is none."""
     output_uri = output_uri.rstrip("/")
-    for marker in sorted(tf.io.gfile.glob(os.path.join(os.path.dirname(output_uri), "*", KEY_FILE))):
-        previous = os.path.dirname(marker)
+    candidates = [
+        os.path.dirname(m) for m in sorted(tf.io.gfile.glob(os.path.join(os.path.dirname(output_uri), "*", KEY_FILE)))
+    ]
+    if pipeline_root and tf.io.gfile.exists(index_path(pipeline_root, key)):
+        candidates.append(io_utils.read_string_file(index_path(pipeline_root, key)).strip())
+    for previous in candidates:
         if previous == output_uri:
             continue
-        try:
-            recorded = json.loads(io_utils.read_string_file(marker))
-        except (ValueError, tf.errors.OpError):
-            continue  # unreadable: not a finished evaluation of ours
-        if recorded.get("key") == key:
+        recorded = _recorded_key(previous)
+        if recorded is not None and recorded.get("key") == key:
             return previous, recorded
     return None
 
@@ -233,7 +252,8 @@ class Executor(tfx_evaluator.Executor):
     def _evaluate(self, input_dict, output_dict, exec_properties) -> None:
         evaluation = artifact_utils.get_single_instance(output_dict[EVALUATION])
         key = evaluation_key(input_dict, exec_properties)
-        found = find_previous_evaluation(evaluation.uri, key)
+        pipeline_root = exec_properties.get(PIPELINE_ROOT)
+        found = find_previous_evaluation(evaluation.uri, key, pipeline_root)
         with_blessing = bool(output_dict.get(BLESSING))
         if found is not None and MODEL in input_dict:
             previous, recorded = found
@@ -254,6 +274,8 @@ class Executor(tfx_evaluator.Executor):
         io_utils.write_string_file(
             os.path.join(evaluation.uri, KEY_FILE), json.dumps({"key": key, "validated": validated})
         )
+        if pipeline_root:
+            io_utils.write_string_file(index_path(pipeline_root, key), evaluation.uri)
 
 
 class EvaluatorSpec(standard_component_specs.EvaluatorSpec):

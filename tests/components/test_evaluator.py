@@ -271,3 +271,20 @@ def test_another_pipelines_model_is_not_compared_with_and_the_outputs_say_so(
     assert blessing.get_int_custom_property("blessed") == 1
     assert evaluation.get_string_custom_property(IGNORED_BASELINE) == foreign.uri
     assert blessing.get_string_custom_property(IGNORED_BASELINE) == foreign.uri
+
+
+def test_an_evaluation_in_another_runs_directory_is_found_through_the_pipelines_index(tmp_path):
+    """Vertex and Kubeflow give each run's outputs a directory of their own."""
+    from components.evaluator import index_path
+
+    root = tmp_path / "root"
+    earlier = root / "run-1" / "Evaluator" / "evaluation"
+    earlier.mkdir(parents=True)
+    (earlier / KEY_FILE).write_text(json.dumps({"key": "abc", "validated": True}))
+    later = str(root / "run-2" / "Evaluator" / "evaluation")
+    assert find_previous_evaluation(later, "abc", str(root)) is None  # not indexed yet
+    os.makedirs(os.path.dirname(index_path(str(root), "abc")))
+    open(index_path(str(root), "abc"), "w").write(str(earlier))
+    assert find_previous_evaluation(later, "abc", str(root)) == (str(earlier), {"key": "abc", "validated": True})
+    (earlier / KEY_FILE).unlink()  # pruned: the index alone finds nothing
+    assert find_previous_evaluation(later, "abc", str(root)) is None

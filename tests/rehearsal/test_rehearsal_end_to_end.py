@@ -22,7 +22,6 @@ from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
 
 # The rehearsals of the sample infer its schema (--infer-schema): SchemaGen runs.
 CONTAINER_TASKS = set(with_inferred_schema(EXECUTED_COMPONENTS))
-RESOLVER = "latest_blessed_model_resolver-model-resolver"
 
 
 def _argv(root, data_dir, *extra) -> list[str]:
@@ -110,36 +109,44 @@ def test_the_served_model_answered_a_vertex_request_in_tensorflow_2_15(rehearsal
 def test_a_rerun_evaluates_against_the_first_rehearsals_blessed_model(rehearsals):
     _, _, records = rehearsals
     first, second = _tasks(records[0]), _tasks(records[1])
-    assert first["Evaluator"]["inputs"]["baseline_model"] == []
-    first_model = first["Trainer"]["outputs"]["model"][0]["name"]
-    assert first["Evaluator"]["outputs"]["blessing"][0]["metadata"]["blessed"] == 1.0
-    # The resolver found the first rehearsal's blessed model in the store that persists.
-    assert second[RESOLVER]["outputs"]["model"][0]["name"] == first_model
-    assert second["Evaluator"]["inputs"]["baseline_model"] == [first_model]
-    assert second["Evaluator"]["inputs"]["model"] == [first_model]  # the same, cached, Trainer
+    assert _metadata(first["Evaluator"], "blessing")["baseline_model_uri"] == ""
+    first_model = first["Trainer"]["outputs"]["model"][0]
+    assert _metadata(first["Evaluator"], "blessing")["blessed"] == 1.0
+    # The Champion read the record the first rehearsal's Pusher wrote.
+    assert _metadata(second["Champion"], "model")["champion"] == first_model["uri"]
+    assert _metadata(second["Evaluator"], "blessing")["baseline_model_uri"] == first_model["uri"]
+    assert second["Evaluator"]["inputs"]["model"] == [first_model["name"]]  # the same, cached, Trainer
+    assert _metadata(second["Evaluator"], "blessing")["baseline_is_candidate"] == 1.0
     assert {n for n, t in second.items() if t["state"] == "CACHED"} >= {"CsvExampleGen", "Transform", "Trainer"}
 
 
+CHAMPIONS_TASKS = {"Champion", "DriftGate", "Evaluator", "Pusher"}
+
+
 @pytest.mark.slow
-def test_an_unchanged_rerun_executes_no_task(rehearsals):
+def test_an_unchanged_rerun_executes_only_the_champions_readers_and_recomputes_nothing(rehearsals):
     root, _, records = rehearsals
     second, third, fourth = (_tasks(r) for r in records[1:4])
 
     def executed(tasks: dict) -> set[str]:
         return {n for n, t in tasks.items() if t["state"] == "SUCCEEDED" and t["kind"] == "container"}
 
-    # Nothing changed since the first rehearsal, but its blessed
-    # model is a new baseline: the Evaluator (and DriftGate) run again, and the Evaluator's
-    # new blessing is DriftGate's input once more in the third (docs/pipeline.md, Drift).
-    assert executed(second) <= {"DriftGate", "Evaluator", "Pusher"}
-    assert executed(third) <= {"DriftGate"}
-    assert {n: t["state"] for n, t in fourth.items() if t["kind"] == "container"} == dict.fromkeys(
-        CONTAINER_TASKS, "CACHED"
-    )
-    # Only ExampleGen's driver ran (it is the pre-cache check that fingerprints the data).
-    ran = os.listdir(root / "logs" / records[3]["job_id"])
-    assert [f for f in ran if f.endswith("executor_input.json")] == []
-    assert "CsvExampleGen.driver_input.json" in ran
+    # The Champion reads the record on every run (its parameter is the run's own id), so its
+    # readers run again: the Evaluator copies the evaluation the second rehearsal made of the
+    # same model against the same champion, and the Pusher finds that model serving already.
+    assert executed(second) == CHAMPIONS_TASKS
+    for tasks in (third, fourth):
+        assert executed(tasks) == CHAMPIONS_TASKS
+        assert {n: t["state"] for n, t in tasks.items() if n not in CHAMPIONS_TASKS} == dict.fromkeys(
+            CONTAINER_TASKS - CHAMPIONS_TASKS, "CACHED"
+        )
+        assert _metadata(tasks["Evaluator"], "evaluation")["reused_evaluation_from"]
+        assert _metadata(tasks["Pusher"], "pushed_model")["already_serving"] == 1.0
+    assert len(glob.glob(str(root / "gcs" / "rehearsal-test" / "out" / "serving_model" / "*" / "*"))) == 1
+
+
+def _metadata(task: dict, key: str) -> dict:
+    return task["outputs"][key][0]["metadata"]
 
 
 @pytest.mark.slow

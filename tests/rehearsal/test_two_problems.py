@@ -1,18 +1,17 @@
 """Two problems rehearsed into one store, interleaved: each pipeline finds its own champion.
 
-The rehearsal's store answers a compiled query without ``in_context`` across every pipeline
-it holds (the widest reading of Vertex's scope, ``ArtifactStore.query``), so the compiled
-latest-blessed-model resolver must find the pipeline's own blessing by itself: its query
-asks for the blessing's ``pipeline_root`` (``pipeline.compiler``). The penguins' species
-are rehearsed, then the penguins' body mass (the store's newest blessing is the species':
-the body mass must get none), then the species again (the body mass's blessing is now the
-newest: the species must get its own first one, and compare with it). The first two with
-each problem's own settings; all small: the rehearsals' own cost is most of the time.
+The champion is the record under each pipeline's root (``runtime/champion.py``), read by
+its Champion task: no query, so the store holding another pipeline's newer blessing must
+change nothing. The penguins' species are rehearsed, then the penguins' body mass (the
+store's newest blessing is the species': the body mass must get none), then the species
+again (the body mass's blessing is now the newest: the species must get its own first one,
+and compare with it). The first two with each problem's own settings; all small: the
+rehearsals' own cost is most of the time.
 
 Each pushes to Vertex AI (the stand-ins keep their models and endpoints from one rehearsal
 to the next, as a project does): one registry model per pipeline, the species' second run a
 version of the first one's model deployed as a canary, which ``python -m pipeline.release``
-then promotes.
+then promotes, moving the champion record with it.
 """
 
 from __future__ import annotations
@@ -39,8 +38,6 @@ from tests.support.problems import SHIPPED, SHIPPED_DIRS
 from tests.support.rehearsals import BUCKET, local_uri, rehearsal_argv
 from tests.support.runs import EXECUTED_COMPONENTS, SMALL_RUN
 
-BLESSING_RESOLVER = "latest_blessed_model_resolver-model-blessing-resolver"
-MODEL_RESOLVER = "latest_blessed_model_resolver-model-resolver"
 OTHER, PENGUINS = SHIPPED["penguin-body-mass"].name, SHIPPED["penguins"].name
 IGNORED = "Baseline ignored"
 FIRST_RUN = "(first blessed model: no baseline to compare against)"
@@ -195,9 +192,10 @@ def test_the_second_pipeline_gets_no_champion_though_the_store_holds_a_newer_ble
     # Not vacuous: the species' blessed model is live in the same store, and an unscoped
     # query for any blessing returns it (the store's own test shows that).
     assert species_blessing["metadata"]["blessed"] == 1.0 and species["Evaluator"]["state"] == "SUCCEEDED"
-    assert other[BLESSING_RESOLVER]["outputs"]["model_blessing"] == []
-    assert other[MODEL_RESOLVER]["outputs"]["model"] == []
-    assert other["Evaluator"]["inputs"].get("baseline_model", []) == []
+    for key in ("model", "model_blessing"):
+        pointer = _metadata(other["Champion"], key)
+        assert pointer["champion"] == "" and "blessed and pushed yet" in pointer["no_champion_because"]
+    assert _metadata(other["Evaluator"], "blessing")["baseline_model_uri"] == ""
     assert other["Trainer"]["inputs"].get("base_model", []) == []
     assert IGNORED not in _log(root, records[1], "Evaluator") + _log(root, records[1], "DriftGate")
     assert "ignored_baseline" not in _metadata(other["Evaluator"], "blessing")
@@ -212,8 +210,8 @@ def test_the_first_pipeline_finds_its_own_champion_behind_the_other_pipelines_ne
     own_model, own_blessing = first["Trainer"]["outputs"]["model"][0], first["Evaluator"]["outputs"]["blessing"][0]
     other_blessing = other["Evaluator"]["outputs"]["blessing"][0]
     assert other_blessing["metadata"]["blessed"] == 1.0 and _id(other_blessing) > _id(own_blessing)
-    assert second[BLESSING_RESOLVER]["outputs"]["model_blessing"][0]["name"] == own_blessing["name"]
-    assert second["Evaluator"]["inputs"]["baseline_model"] == [own_model["name"]]
+    assert _metadata(second["Champion"], "model_blessing")["champion"] == own_blessing["uri"]
+    assert _metadata(second["Evaluator"], "blessing")["baseline_model_uri"] == own_model["uri"]
     assert second["Evaluator"]["inputs"]["model"] != [own_model["name"]]  # trained again
     assert _compared_with_a_baseline(local_uri(root, second["Evaluator"]["outputs"]["evaluation"][0]["uri"]))
     assert "ignored_baseline" not in _metadata(second["Evaluator"], "blessing")
@@ -221,7 +219,7 @@ def test_the_first_pipeline_finds_its_own_champion_behind_the_other_pipelines_ne
     assert report["baseline"] == own_blessing["uri"] and report["drift"]  # the contract's columns, measured
     assert "ignored_baseline" not in report
     assert IGNORED not in _log(root, records[2], "Evaluator") + _log(root, records[2], "DriftGate")
-    # Each pipeline's blessings carry its own root, which the compiled query asked for.
+    # Each pipeline's record lies under its own root.
     for record, blessing in ((records[0], own_blessing), (records[1], other_blessing)):
         assert blessing["metadata"]["pipeline_root"] == f"{BUCKET}/out/pipelines/{record['pipeline']}"
 
@@ -240,7 +238,9 @@ def test_spans_arriving_between_rehearsals_are_ingested_newest_first_with_a_wind
 def test_the_trainer_warm_starts_from_its_own_champion(rehearsals):
     _, _, printed, records = rehearsals
     own_model = _tasks(records[0])["Trainer"]["outputs"]["model"][0]
-    assert _tasks(records[2])["Trainer"]["inputs"]["base_model"] == [own_model["name"]]
+    second = _tasks(records[2])
+    assert second["Trainer"]["inputs"]["base_model"] == [second["Champion"]["outputs"]["model"][0]["name"]]
+    assert _metadata(second["Champion"], "model")["champion"] == own_model["uri"]
     (line,) = [line for line in printed[2].splitlines() if line.startswith("Training: ")]
     assert line.startswith("Training: warm-started") and own_model["uri"] in line, line
 
@@ -346,6 +346,9 @@ def test_release_shows_the_canary_then_promotes_it(released):
     assert "version 1 [champion, default], 60% of the traffic" in status
     assert f"{ENDPOINTS[PENGUINS]}: version 2 has 100% of the traffic" in promoted
     assert f"{ENDPOINTS[PENGUINS]}: undeployed version 1" in promoted
+    # The champion record moves with the registry: the canary was its candidate until now.
+    assert "champion record: the next run compares with and warm-starts from version 1 " in status
+    assert "champion record: the next run compares with and warm-starts from version 2 " in promoted
     assert "version 2 [champion, default], 100% of the traffic" in after
     assert "version 1 [previous], 0% of the traffic" in after
     species = _models_by_name(state)[PENGUINS]
