@@ -16,14 +16,16 @@ from runtime.terminal import Terminal, command_log, say
 def runs_config(args: argparse.Namespace, error: type[Exception]) -> PipelineConfig:
     """The configuration the runs wrote with (``--problem``, ``--pipeline-name``,
     ``--output-root``): on Vertex AI when ``--project`` is given, which needs ``--region``
-    and a gs:// output root (else ``error``, naming them)."""
+    and a gs:// output root (else ``error``, naming them); a gs:// output root without it is
+    a Kubeflow cluster's."""
     on_vertex = bool(args.project)
     if on_vertex and not (args.region and args.output_root.startswith("gs://")):
         raise error("--project needs --region and a gs:// --output-root (where the Vertex runs wrote)")
+    in_the_cloud = "://" in args.output_root
     return PipelineConfig(
         problem=problem_lib.load(args.problem),
         pipeline_name=args.pipeline_name,
-        output_root=args.output_root if on_vertex else os.path.abspath(args.output_root),
+        output_root=args.output_root if in_the_cloud else os.path.abspath(args.output_root),
         infer_schema=True,  # the commands check data themselves, if they read any
     )
 

@@ -10,7 +10,8 @@ push) all of the traffic and undeploys the champion; ``rollback`` gives the cham
 of it back and undeploys the candidate, or, with no canary running, redeploys the previous
 champion. Without an endpoint, only the aliases move.
 
-Locally it acts on the serving directory the Pusher writes
+Locally, and for runs on a Kubeflow cluster (a gs:// ``--output-root`` without
+``--project``), it acts on the serving directory the Pusher writes
 (``<output_root>/serving_model/<pipeline>/<version>``), which TensorFlow Serving started on
 it (``--model_base_path``) serves the newest version of: ``rollback`` moves the newest
 version out, to ``<serving dir>.rolled-back/`` (kept, not deleted), so the one before it
@@ -51,9 +52,31 @@ class Refused(RuntimeError):
 def local_versions(serving_dir: str) -> list[str]:
     """The versions TensorFlow Serving would load from ``serving_dir`` (numeric folder names),
     oldest first."""
-    if not os.path.isdir(serving_dir):
+    if not gfile().isdir(serving_dir):
         return []
-    return sorted((name for name in os.listdir(serving_dir) if name.isdigit()), key=int)
+    return sorted((name.rstrip("/") for name in gfile().listdir(serving_dir) if name.rstrip("/").isdigit()), key=int)
+
+
+def gfile():
+    """TensorFlow's file API: the serving directory is local, or on Cloud Storage where a
+    Kubeflow cluster's Pusher wrote it."""
+    import tensorflow as tf
+
+    return tf.io.gfile
+
+
+def _move_dir(source: str, target: str) -> None:
+    """Moves a directory (Cloud Storage has no renaming of one: copied, then deleted)."""
+    if "://" not in source:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.move(source, target)
+        return
+    for directory, _, files in gfile().walk(source):
+        relative = directory[len(source) :].strip("/")
+        gfile().makedirs(os.path.join(target, relative))
+        for name in files:
+            gfile().copy(os.path.join(directory, name), os.path.join(target, relative, name), overwrite=True)
+    gfile().rmtree(source)
 
 
 def local_status(serving_dir: str) -> list[str]:
@@ -63,8 +86,8 @@ def local_status(serving_dir: str) -> list[str]:
     lines = [f"{serving_dir}: TensorFlow Serving serves version {versions[-1]} (the newest)"]
     lines += [f"  version {v}{' (serving)' if v == versions[-1] else ''}" for v in reversed(versions)]
     rolled_back = serving_dir.rstrip("/") + ROLLED_BACK_SUFFIX
-    if os.path.isdir(rolled_back) and os.listdir(rolled_back):
-        lines.append(f"  rolled back, kept in {rolled_back}: {', '.join(sorted(os.listdir(rolled_back), key=str))}")
+    if gfile().isdir(rolled_back) and (kept := sorted(n.rstrip("/") for n in gfile().listdir(rolled_back))):
+        lines.append(f"  rolled back, kept in {rolled_back}: {', '.join(kept)}")
     return lines
 
 
@@ -92,8 +115,7 @@ def local_rollback(serving_dir: str, pipeline_root: str) -> list[str]:
             f"{newest}: the two disagree (a push by hand?); move the serving directory's versions to match it"
         )
     rolled_back = serving_dir.rstrip("/") + ROLLED_BACK_SUFFIX
-    os.makedirs(rolled_back, exist_ok=True)
-    shutil.move(os.path.join(serving_dir, newest), os.path.join(rolled_back, newest))
+    _move_dir(os.path.join(serving_dir, newest), os.path.join(rolled_back, newest))
     return [
         f"moved version {newest} out of {serving_dir} to {rolled_back}/{newest}",
         f"TensorFlow Serving on {serving_dir} now serves version {versions[-2]}",
