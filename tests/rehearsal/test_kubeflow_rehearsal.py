@@ -1,0 +1,108 @@
+"""The job ``--kfp-host`` sends, rehearsed as the open-source Kubeflow Pipelines backend runs
+it (``--rehearse-as kubeflow``: no driver hook, no resolver, its placeholders and output
+layout): a weak first model pushed, a better one warm-started from it and pushed over it, a
+rollback on the Cloud Storage serving directory, and a third run comparing with the model
+that serves again."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import kubeflow_runner
+from rehearsal.cloud.standins import StandIns
+from rehearsal.runner import RECORD_FILE
+from tests.support.fresh_python import REPO_ROOT
+from tests.support.rehearsals import BUCKET, local_uri, rehearsal_argv
+from tests.support.runs import SMALL_RUN
+
+PIPELINE_ROOT = f"{BUCKET}/out/pipelines/taxi-big-tipper"
+WEAK = ["--train-steps", "1", "--epochs", "1", "--hparam", "learning_rate=1e-6", "--hparam", "min_learning_rate=0"]
+
+
+def _run(root, sample_dir, *extra) -> dict:
+    """One rehearsal as Kubeflow runs it; its record."""
+    before = set(glob.glob(str(root / "logs" / "*" / RECORD_FILE)))
+    argv = rehearsal_argv(root, sample_dir, *SMALL_RUN, "--infer-schema", "--warm-start", "--rehearse-as", "kubeflow")
+    assert kubeflow_runner.main([*argv, *extra]) == 0
+    (path,) = set(glob.glob(str(root / "logs" / "*" / RECORD_FILE))) - before
+    with open(path) as f:
+        return json.load(f)
+
+
+def _release(root, command: str) -> subprocess.CompletedProcess:
+    """``python -m pipeline.release`` on the runs' gs:// output root, through the stand-in
+    Cloud Storage, as a user beside the cluster runs it."""
+    with StandIns(str(root / "cloud"), str(root / "gcs"), "rehearsal") as stand_ins:
+        env = {"PATH": os.environ["PATH"], "PYTHONPATH": REPO_ROOT, "HOME": str(root), **stand_ins.environment()}
+        argv = [sys.executable, "-m", "pipeline.release", command, "--output-root", f"{BUCKET}/out", "--verbose"]
+        return subprocess.run(argv, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def runs(rehearsal_image, sample_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("kubeflow")
+    weak = _run(root, sample_dir, *WEAK)
+    better = _run(root, sample_dir)
+    rolled_back = _release(root, "rollback")
+    after = _run(root, sample_dir)
+    return root, weak, better, rolled_back, after
+
+
+def _tasks(record: dict) -> dict[str, dict]:
+    return {t["name"]: t for t in record["tasks"]}
+
+
+def _metadata(task: dict, key: str) -> dict:
+    return task["outputs"][key][0]["metadata"]
+
+
+@pytest.mark.slow
+def test_the_job_runs_as_kubeflow_runs_it(runs):
+    root, weak, _, _, _ = runs
+    tasks = _tasks(weak)
+    assert {t["kind"] for t in tasks.values()} == {"container"}
+    assert all(t["state"] == "SUCCEEDED" for t in tasks.values())
+    # Kubeflow's layout: <pipeline root>/<pipeline name>/<run id>/<task>/<output key>.
+    examples = tasks["CsvExampleGen"]["outputs"]["examples"][0]
+    assert examples["uri"] == f"{PIPELINE_ROOT}/taxi-big-tipper/{weak['job_id']}/CsvExampleGen/examples"
+    # No driver hook ran: ExampleGen resolved its input itself, as TFX's driver would.
+    assert not glob.glob(str(root / "logs" / weak["job_id"] / "*.driver_input.json"))
+    assert examples["metadata"]["input_fingerprint"]
+    # The run's id reached both tasks that take it, filled in.
+    for name in ("CsvExampleGen", "Champion"):
+        with open(root / "logs" / weak["job_id"] / f"{name}.executor_input.json") as f:
+            assert json.load(f)["inputs"]["parameterValues"]["run_id"] == weak["job_id"]
+
+
+@pytest.mark.slow
+def test_the_second_run_compares_with_and_warm_starts_from_the_first_runs_champion(runs):
+    root, weak, better, _, _ = runs
+    first_model = _tasks(weak)["Trainer"]["outputs"]["model"][0]["uri"]
+    tasks = _tasks(better)
+    assert _metadata(tasks["Champion"], "model")["champion"] == first_model
+    blessing = _metadata(tasks["Evaluator"], "blessing")
+    assert blessing["baseline_model_uri"] == first_model and blessing["blessed"] == 1.0
+    with open(local_uri(root, tasks["Trainer"]["outputs"]["model_run"][0]["uri"]) + "/training.json") as f:
+        started = json.load(f)["warm_start"]
+    assert started["base"] == f"{first_model}/Format-Serving" and started["copied"]
+    assert _metadata(tasks["Pusher"], "pushed_model")["pushed"] == 1.0
+
+
+@pytest.mark.slow
+def test_a_rollback_between_runs_is_honoured_by_the_next(runs):
+    root, weak, better, rolled_back, after = runs
+    assert rolled_back.returncode == 0, rolled_back.stderr[-3000:]
+    first_model = _tasks(weak)["Trainer"]["outputs"]["model"][0]["uri"]
+    second_model = _tasks(better)["Trainer"]["outputs"]["model"][0]["uri"]
+    assert "now serves version" in rolled_back.stdout and "champion record: the next run compares" in rolled_back.stdout
+    tasks = _tasks(after)
+    assert _metadata(tasks["Champion"], "model")["champion"] == first_model != second_model
+    assert _metadata(tasks["Evaluator"], "blessing")["baseline_model_uri"] == first_model
+    serving = local_uri(root, f"{BUCKET}/out/serving_model/taxi-big-tipper")
+    assert os.listdir(serving + ".rolled-back")  # the rolled-back version is kept
