@@ -26,6 +26,7 @@ from pipeline.config import CONTRACT_FILE, DEFAULT_OUTPUT_ROOT, PipelineConfig
 from pipeline.dataflow import add_dataflow_flags, check_dataflow_flags, dataflow_args
 from pipeline.flag_errors import SettingsError, require, require_gcs
 from pipeline.flags import add_pipeline_flags, pipeline_config_kwargs
+from pipeline.kubeflow_training import add_tfjob_flags, tfjob_from_args
 from pipeline.schedule import Schedule, how_runs_find_data, schedule_from_args, schedule_summary
 from pipeline.submission import (
     add_submission_flags,
@@ -87,6 +88,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     cloud.add_argument("--region", help="Google Cloud region, e.g. us-central1 (same cases as --project).")
     add_dataflow_flags(parser)
     add_training_flags(parser)
+    add_tfjob_flags(parser)
 
     add_push_flags(parser)
     add_submission_flags(parser)
@@ -125,6 +127,10 @@ def validate(args: argparse.Namespace) -> None:
                     f"{flag} is Vertex AI's, and {target} runs the job on an open-source Kubeflow cluster: drop "
                     f"{flag.split('/')[0]} (the Pusher then writes to the serving directory under --output-root)"
                 )
+    elif args.tfjob:
+        raise SettingsError(
+            "--tfjob trains on a Kubeflow cluster's training operator: add --kfp-host (or --rehearse-as kubeflow)"
+        )
     check_dataflow_flags(args)
     check_training_flags(args)
     check_push_flags(args)
@@ -139,6 +145,7 @@ def for_open_source_kubeflow(args: argparse.Namespace) -> bool:
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     """The flags as the one typed configuration; a value it refuses names its flag."""
     training = training_from_args(args)
+    tfjob = tfjob_from_args(args)
     try:
         return PipelineConfig(
             data_root=args.data_root,
@@ -150,6 +157,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
             extra_beam_args=dataflow_args(args),
             vertex_endpoint=push_from_args(args),
             vertex_training=training,
+            tfjob=tfjob,
             example_gen_driver=not for_open_source_kubeflow(args),
             **pipeline_config_kwargs(args),
         )

@@ -15,6 +15,7 @@ from components import spans
 from models import problem as problem_lib
 from models.hparams import HParams
 from models.problem import Blessing, ModelFamily, Problem
+from pipeline.kubeflow_training import TfJob
 from pipeline.vertex_training import VertexTraining
 from runtime import beam_args
 
@@ -171,6 +172,8 @@ class PipelineConfig:
     vertex_endpoint: VertexEndpoint | None = None
     # Train on Vertex AI Training (GPU machine, several workers, TPU VM); cloud runs only.
     vertex_training: VertexTraining | None = None
+    # Train in a TFJob on the Kubeflow cluster the job runs on (pipeline/kubeflow_training.py).
+    tfjob: TfJob | None = None
 
     def __post_init__(self) -> None:
         # Derived defaults, set once (the dataclass is frozen).

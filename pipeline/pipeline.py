@@ -129,13 +129,20 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
 
 
 def _trainer(config: PipelineConfig, **inputs):
-    """The Trainer in this process/container, or as a Vertex AI Training job."""
+    """The Trainer in this process/container, in a TFJob on a Kubeflow cluster, or as a
+    Vertex AI Training job."""
     custom_config = {
         **config.hparams.to_custom_config(),
         PROBLEM_KEY: config.problem.to_json(),
         WARM_START_KEY: config.warm_start,
         PIPELINE_ROOT_KEY: config.pipeline_root,
     }
+    if config.tfjob is not None:
+        from components.tfjob import TfJobTrainer
+
+        return TfJobTrainer(
+            custom_config={**custom_config, **config.tfjob.custom_config(config.pipeline_name)}, **inputs
+        )
     if config.vertex_training is None:
         return Trainer(custom_config=custom_config, **inputs)
     from tfx.extensions.google_cloud_ai_platform.trainer.component import Trainer as VertexTrainer

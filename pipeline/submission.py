@@ -5,6 +5,13 @@ runs, checked before anything is compiled or sent.
 
 Clients are imported and created when submitting, never at import; both can be pointed at
 another endpoint (the tests use a local stand-in server and anonymous credentials).
+
+A multi-user Kubeflow (profiles) takes two more settings, passed to the kfp client as its own
+parameters: the user's profile namespace (``kfp.Client(namespace=...)``, and the namespace
+the experiment is looked up and created in), and a bearer token read from a file by kfp's
+``ServiceAccountTokenVolumeCredentials`` (``--kfp-token-file``, or inside a Kubeflow pod the
+projected token kfp itself reads). A token is read only when checking and sending, and never
+printed or logged.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +33,14 @@ if TYPE_CHECKING:
     from google.auth.credentials import Credentials
 
     from pipeline.config import PipelineConfig
+
+# Where kfp's ServiceAccountTokenVolumeCredentials reads the projected token when given no path
+# (kfp.client.KF_PIPELINES_SA_TOKEN_ENV, then kfp.client.KF_PIPELINES_SA_TOKEN_PATH): spelled
+# here for the flags' help; the lookup itself reads kfp's own constants.
+KFP_TOKEN_PATH_ENV = "KF_PIPELINES_SA_TOKEN_PATH"
+IN_CLUSTER_TOKEN_PATH = "/var/run/secrets/kubeflow/pipelines/token"
+# A Kubernetes namespace is a DNS-1123 label.
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 def add_submission_flags(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +63,24 @@ def add_submission_flags(parser: argparse.ArgumentParser) -> None:
     )
     submit.add_argument("--kfp-host", help="Submit to this Kubeflow Pipelines v2 endpoint instead of Vertex.")
     submit.add_argument("--kfp-experiment", default="Default", help="KFP experiment to run in.")
+    submit.add_argument(
+        "--kfp-namespace",
+        default=None,
+        help="With --kfp-host on a multi-user Kubeflow: your profile namespace (e.g. kubeflow-user-example-com), "
+        "given to the kfp client (kfp.Client(namespace=...)); --kfp-experiment is looked up and, if missing, "
+        "created in it, and the run goes there. Without it: kfp's own choice (the namespace in "
+        "~/.config/kfp/context.json, else on a multi-user deployment the namespace of the pod it runs in).",
+    )
+    submit.add_argument(
+        "--kfp-token-file",
+        default=None,
+        metavar="PATH",
+        help="With --kfp-host: a file holding the bearer token the client sends as 'Authorization: Bearer "
+        "<token>' (e.g. kubectl -n NAMESPACE create token default-editor > PATH); read through kfp's "
+        "ServiceAccountTokenVolumeCredentials on each request, never printed. Without it, inside a Kubeflow "
+        f"pod: the projected token at ${KFP_TOKEN_PATH_ENV} or {IN_CLUSTER_TOKEN_PATH}, when there is one; "
+        "otherwise no token (a single-user or port-forwarded deployment).",
+    )
     add_schedule_flags(submit)
 
 
@@ -62,10 +96,97 @@ def check_destination(args: argparse.Namespace) -> None:
 
 
 def check_submission_values(args: argparse.Namespace) -> None:
-    """Values the clients would refuse only after compiling: the KFP host's URL, the labels."""
+    """Values the clients would refuse only after compiling: the KFP host's URL, namespace and
+    token, the labels."""
     if args.kfp_host and not args.kfp_host.startswith(("http://", "https://")):
         raise SettingsError(f"--kfp-host must be an http(s):// URL, got {args.kfp_host!r}")
+    kfp_access(args)
     parse_labels(args.label)
+
+
+@dataclasses.dataclass(frozen=True)
+class KfpAccess:
+    """Who the kfp client is on a multi-user Kubeflow: the profile namespace, and where its
+    bearer token is read from (``token_file``; with ``in_cluster``, the projected token kfp
+    finds itself). Holds paths, never a token."""
+
+    namespace: str | None = None
+    token_file: str | None = None
+    in_cluster: bool = False
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """kfp.Client's own parameters for these settings (none when there are none)."""
+        kwargs: dict[str, Any] = {}
+        if self.namespace:
+            kwargs["namespace"] = self.namespace
+        if self.token_file:
+            from kfp.client import ServiceAccountTokenVolumeCredentials
+
+            # path=None: kfp's own lookup ($KF_PIPELINES_SA_TOKEN_PATH, then its default path).
+            kwargs["credentials"] = ServiceAccountTokenVolumeCredentials(
+                path=None if self.in_cluster else self.token_file
+            )
+        return kwargs
+
+
+def kfp_access(args: argparse.Namespace) -> KfpAccess:
+    """--kfp-namespace and the token (--kfp-token-file, else the in-cluster one), checked:
+    each problem is one line naming its flag (or kfp's environment variable)."""
+    namespace, token_file = args.kfp_namespace, args.kfp_token_file
+    for flag, value in (("--kfp-namespace", namespace), ("--kfp-token-file", token_file)):
+        if value is not None and not args.kfp_host:
+            raise SettingsError(f"{flag} is for a Kubeflow endpoint: it needs --kfp-host")
+    if not args.kfp_host:
+        return KfpAccess()
+    if namespace is not None and not _NAMESPACE.fullmatch(namespace):
+        raise SettingsError(
+            f"--kfp-namespace must be a Kubernetes namespace (lowercase letters, digits and '-', starting and "
+            f"ending with a letter or digit, at most 63 characters), got {namespace!r}"
+        )
+    if token_file is not None:
+        _check_token_file(token_file, "--kfp-token-file")
+        return KfpAccess(namespace=namespace, token_file=token_file)
+    found = in_cluster_token()
+    if found is not None:
+        path, named_by, fix = found
+        _check_token_file(path, named_by, fix)
+        return KfpAccess(namespace=namespace, token_file=path, in_cluster=True)
+    return KfpAccess(namespace=namespace)
+
+
+def in_cluster_token() -> tuple[str, str, str] | None:
+    """The projected service-account token kfp's ServiceAccountTokenVolumeCredentials reads
+    when given no path, what named it and the fix should it not hold a token:
+    ``$KF_PIPELINES_SA_TOKEN_PATH`` (which must then be readable), else kfp's default path
+    when this runs in a pod that has it mounted; None otherwise."""
+    try:
+        from kfp import client as kfp_client
+    except ImportError:  # the runner says kfp is missing, after the checks
+        return None
+    configured = os.environ.get(kfp_client.KF_PIPELINES_SA_TOKEN_ENV)
+    if configured:
+        env = kfp_client.KF_PIPELINES_SA_TOKEN_ENV
+        return configured, f"${env}", f"give --kfp-token-file, or unset {env}"
+    default = kfp_client.KF_PIPELINES_SA_TOKEN_PATH
+    if os.path.exists(default):
+        return default, "the in-cluster token", "give --kfp-token-file"
+    return None
+
+
+def _check_token_file(path: str, named_by: str, fix: str = "") -> None:
+    """A readable file holding one bearer token, as kfp reads it (stripped). The message names
+    the file and what named it, never what is in it."""
+    try:
+        with open(path) as f:
+            token = f.read().strip()
+    except (OSError, UnicodeDecodeError) as err:
+        reason = (err.strerror or type(err).__name__) if isinstance(err, OSError) else "not a text file"
+        problem = f"cannot read {path} ({reason})"
+    else:
+        if token and not any(c.isspace() for c in token):
+            return
+        problem = f"{path} is empty" if not token else f"{path} holds more than one line or word, not one token"
+    raise SettingsError(f"{named_by}: {problem}" + (f"; {fix}" if fix else ""))
 
 
 def parse_labels(pairs: Sequence[str]) -> dict[str, str]:
@@ -213,9 +334,16 @@ def submit_to_kfp(
     enable_caching: bool,
     dry_run: bool = False,
     client_factory: Callable[..., Any] | None = None,
+    access: KfpAccess | None = None,
 ):
     """Submits the compiled pipeline spec to a Kubeflow Pipelines v2 endpoint; returns the
-    run (None for a dry run, which only writes the spec file)."""
+    run (None for a dry run, which only writes the spec file).
+
+    ``access`` (``kfp_access(args)``): the profile namespace and bearer token of a multi-user
+    Kubeflow, as kfp.Client's ``namespace`` and ``credentials``; the namespace also goes to
+    the run call, which looks the experiment up (and creates it) there. None: the client's
+    defaults.
+    """
     spec_file = pipeline_spec_file(job_file)
     if dry_run:
         return None
@@ -223,12 +351,16 @@ def submit_to_kfp(
         import kfp
 
         client_factory = kfp.Client
+    access = access or KfpAccess()
     client = client_factory(host=host)
     return client.create_run_from_pipeline_package(
         spec_file,
         arguments={},
         run_name=run_name,
         experiment_name=experiment,
+        # kfp.Client ignores namespace="kubeflow" (its default's value); said again here, every
+        # namespace reaches the experiment's lookup and creation.
+        namespace=access.namespace,
         pipeline_root=pipeline_root,
         enable_caching=enable_caching,
     )

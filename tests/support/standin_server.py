@@ -20,6 +20,10 @@ class Request:
     headers: dict[str, str]
     body: Any
 
+    def header(self, name: str) -> str | None:
+        """A header as sent, whatever its case (kfp's client sends ``authorization``)."""
+        return next((v for k, v in self.headers.items() if k.lower() == name.lower()), None)
+
 
 Route = Callable[[Request], tuple[int, Any]]
 
@@ -109,16 +113,57 @@ def vertex_routes(project: str, region: str, bucket: str) -> dict[tuple[str, str
     }
 
 
-def kfp_routes() -> dict[tuple[str, str], Route]:
-    """A Kubeflow Pipelines v2 API: health, one experiment ("Default"), runs.create."""
+def kfp_routes(multi_user: bool = False) -> dict[tuple[str, str], Route]:
+    """A Kubeflow Pipelines v2 API: health, experiments (list by name, create), runs.create.
+
+    Single-user: one experiment, "Default" (exp-1), whatever namespace is asked. Multi-user
+    (Kubeflow profiles): experiments live in namespaces and none exists until created;
+    listing or creating one without a namespace is refused (400) as that backend refuses it,
+    and so is any request without a bearer token (401, as the cluster's auth proxy would).
+    Which token is right is for the test to assert on the recorded requests."""
+    experiments = [] if multi_user else [{"experiment_id": "exp-1", "display_name": "Default"}]
+
+    def refusal(request: Request, needs_namespace: str | None) -> tuple[int, Any] | None:
+        if not multi_user:
+            return None
+        if not (request.header("Authorization") or "").startswith("Bearer "):
+            return 401, {"error": {"code": 401, "message": "no bearer token"}}
+        if needs_namespace is not None and not needs_namespace:
+            return 400, {"error": {"code": 400, "message": "multi-user mode: a namespace is required"}}
+        return None
+
+    def list_experiments(request):
+        namespace = request.query.get("namespace", [""])[0]
+        refused = refusal(request, namespace)
+        if refused:
+            return refused
+        predicates = json.loads(request.query["filter"][0])["predicates"] if "filter" in request.query else []
+        names = {p["stringValue"] for p in predicates if p["key"] == "display_name"}
+        found = [
+            e
+            for e in experiments
+            if (not names or e["display_name"] in names) and (not multi_user or e["namespace"] == namespace)
+        ]
+        return 200, {"experiments": found, "total_size": len(found)}
+
+    def create_experiment(request):
+        refused = refusal(request, request.body.get("namespace", ""))
+        if refused:
+            return refused
+        experiment = {**request.body, "experiment_id": f"exp-{len(experiments) + 1}"}
+        experiments.append(experiment)
+        return 200, experiment
+
+    def create_run(request):
+        refused = refusal(request, None)
+        if refused:
+            return refused
+        body = request.body
+        return 200, {"run_id": "run-123", "display_name": body["display_name"], "experiment_id": body["experiment_id"]}
+
     return {
-        ("GET", "/apis/v2beta1/healthz"): lambda r: (200, {"multi_user": False}),
-        ("GET", "/apis/v2beta1/experiments"): lambda r: (
-            200,
-            {"experiments": [{"experiment_id": "exp-1", "display_name": "Default"}], "total_size": 1},
-        ),
-        ("POST", "/apis/v2beta1/runs"): lambda r: (
-            200,
-            {"run_id": "run-123", "display_name": r.body["display_name"], "experiment_id": "exp-1"},
-        ),
+        ("GET", "/apis/v2beta1/healthz"): lambda r: (200, {"multi_user": multi_user}),
+        ("GET", "/apis/v2beta1/experiments"): list_experiments,
+        ("POST", "/apis/v2beta1/experiments"): create_experiment,
+        ("POST", "/apis/v2beta1/runs"): create_run,
     }
