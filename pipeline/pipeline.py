@@ -140,9 +140,8 @@ def _trainer(config: PipelineConfig, **inputs):
     if config.tfjob is not None:
         from components.tfjob import TfJobTrainer
 
-        return TfJobTrainer(
-            custom_config={**custom_config, **config.tfjob.custom_config(config.pipeline_name)}, **inputs
-        )
+        tfjob_config = {**custom_config, **config.tfjob.custom_config(config.pipeline_name)}
+        return TfJobTrainer(custom_config=tfjob_config, **inputs).with_id("Trainer")
     if config.vertex_training is None:
         return Trainer(custom_config=custom_config, **inputs)
     from tfx.extensions.google_cloud_ai_platform.trainer.component import Trainer as VertexTrainer
