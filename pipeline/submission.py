@@ -352,7 +352,7 @@ def submit_to_kfp(
 
         client_factory = kfp.Client
     access = access or KfpAccess()
-    client = client_factory(host=host)
+    client = client_factory(host=host, **access.client_kwargs())
     return client.create_run_from_pipeline_package(
         spec_file,
         arguments={},
