@@ -32,6 +32,7 @@ from pipeline.submission import (
     add_submission_flags,
     check_destination,
     check_submission_values,
+    kfp_access,
     schedule_on_vertex,
     submit_to_kfp,
     submit_to_vertex,
@@ -206,6 +207,7 @@ def send_to_kfp(args: argparse.Namespace, config: PipelineConfig, job_file: str)
         config.pipeline_root,
         args.enable_cache,
         dry_run=args.dry_run,
+        access=kfp_access(args),
     )
     if args.dry_run:
         say(f"Dry run: pipeline spec for {args.kfp_host} written, not sent.")

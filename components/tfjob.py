@@ -34,7 +34,8 @@ from tfx.types import artifact_utils, standard_component_specs
 TFJOB_KEY = "tfjob"
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
 CONTAINER = "tensorflow"
-PORT_NAME = "tfjob-port"
+# The port TF's servers listen on, named as the operator looks it up (its default).
+PORT_NAME, PORT = "tfjob-port", 2222
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 REPLICA_TYPES = ("Chief", "Worker", "PS")
 LOG_LINES = 20
@@ -60,16 +61,15 @@ def replica_counts(settings: dict[str, Any]) -> dict[str, int]:
 
 def tfjob_body(name: str, namespace: str, command: list[str], settings: dict[str, Any]) -> dict[str, Any]:
     """The TFJob: each replica type's pod template runs ``command`` in the settings' image,
-    with its resources, service account and port (the operator's ``tfjob-port``)."""
+    with its resources, service account and the operator's ``tfjob-port``."""
     resources = {k: str(v) for k, v in (("cpu", settings.get("cpu")), ("memory", settings.get("memory"))) if v}
     specs = {}
-    for index, (kind, count) in enumerate(replica_counts(settings).items()):
+    for kind, count in replica_counts(settings).items():
         container = {
             "name": CONTAINER,
             "image": settings["image"],
             "command": command,
-            # One port per replica type, as the operator allows (its getPortFromTFJob).
-            "ports": [{"name": PORT_NAME, "containerPort": int(settings.get("port", 2222)) + index}],
+            "ports": [{"name": PORT_NAME, "containerPort": PORT}],
         }
         if resources:
             container["resources"] = {"requests": resources, "limits": resources}

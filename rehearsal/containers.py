@@ -60,13 +60,22 @@ class Containers:
         return re.sub(r"[^a-zA-Z0-9_.-]", "-", f"{LABEL}-{self.job_id}-{suffix}")
 
     def command(
-        self, suffix: str, image: str, command: Sequence[str], args: Sequence[str] = (), env: Mapping[str, str] = ()
+        self,
+        suffix: str,
+        image: str,
+        command: Sequence[str],
+        args: Sequence[str] = (),
+        env: Mapping[str, str] = (),
+        hosts: Mapping[str, str] = (),
     ) -> list[str]:
-        """The ``podman run`` of one container: ``command`` replaces the image's entrypoint."""
+        """The ``podman run`` of one container: ``command`` replaces the image's entrypoint;
+        ``hosts``: names the container resolves (name -> address)."""
         if not command:
             raise ValueError(f"{suffix}: no command to run (a rehearsal runs commands, not an image's entrypoint)")
         options = ["run", "--name", self.name(suffix), "--label", f"{LABEL}={self.job_id}", "--network", "host"]
         options += ["--pull", "never", "--stop-timeout", "10", "--entrypoint", json.dumps(list(command))]
+        for name, address in dict(hosts).items():
+            options += ["--add-host", f"{name}:{address}"]
         for host, inside in self._mounts.items():
             options += ["--volume", f"{host}:{inside}:ro"]
         for key, value in {**self._env, **dict(env)}.items():
@@ -95,17 +104,18 @@ class Containers:
             podman.remove([name])
         return process.returncode, written
 
-    # A cloud.jobs.ReplicaLauncher: each Vertex AI Training replica in its own container.
+    # A cloud.jobs.ReplicaLauncher: each Vertex AI Training replica, and each TFJob replica
+    # (cloud/kubernetes.py), in its own container.
 
     def environment(self, replica) -> dict[str, str]:
         return dict(self._env)
 
-    def launch(self, replica, image: str, command: list[str], env: dict[str, str]):
+    def launch(self, replica, image: str, command: list[str], env: dict[str, str], hosts: Mapping[str, str] = ()):
         from rehearsal.cloud.jobs import Launch
 
         suffix = _replica_suffix(replica)
         podman.remove([self.name(suffix)])
-        return Launch(self.command(suffix, image, command[:1], command[1:], env), podman.environment())
+        return Launch(self.command(suffix, image, command[:1], command[1:], env, hosts), podman.environment())
 
     def remove(self, replica) -> None:
         podman.remove([self.name(_replica_suffix(replica))])

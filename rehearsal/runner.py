@@ -201,6 +201,7 @@ def rehearse(job_file: str, settings: Settings) -> Rehearsal:
         settings.project,
         launcher=containers,
         serving_python=settings.serving_python if endpoints else None,
+        kubernetes=settings.backend == KUBEFLOW,
     )
     try:
         with stand_ins:

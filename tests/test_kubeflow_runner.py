@@ -128,11 +128,6 @@ def kfp_context(monkeypatch, tmp_path):
     monkeypatch.delenv("KF_PIPELINES_SA_TOKEN_PATH", raising=False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kubeflow_runner.send_to_kfp does not yet pass access=kfp_access(args) to submit_to_kfp: "
-    "wire it, then drop this marker",
-)
 def test_kfp_host_of_a_multi_user_kubeflow_from_the_command_line(kfp_context, tmp_path, capsys):
     token_file = tmp_path / "token"
     token_file.write_text("tok-from-the-command-line\n")
@@ -224,7 +219,7 @@ def test_parameter_server_training_compiles_the_three_pools_the_strategy_choice_
     assert kr.main([*cloud.CLOUD_ARGS, "--output-file", str(output), *cloud.PROJECT_ARGS, *flags]) == 0
     task = json.loads(output.read_text())["pipelineSpec"]["root"]["dag"]["tasks"]["Trainer"]
     custom_config = json.loads(
-        task["inputs"]["parameters"]["custom_config"]["runtimeValue"]["constantValue"]["stringValue"]
+        task["inputs"]["parameters"]["custom_config"]["runtimeValue"]["constant"]
     )
     pools = custom_config["ai_platform_training_args"]["job_spec"]["worker_pool_specs"]
     assert [pool["replica_count"] for pool in pools] == [1, 2, 2]
@@ -245,8 +240,7 @@ def _compiled_task(tmp_path, flags: list[str], task: str) -> dict:
 
 
 def _parameter(task: dict, name: str):
-    value = task["inputs"]["parameters"][name]["runtimeValue"]["constantValue"]
-    return value.get("stringValue", value.get("intValue"))
+    return task["inputs"]["parameters"][name]["runtimeValue"]["constant"]
 
 
 def test_tuning_on_vertex_compiles_the_cloud_tuner_with_parallel_trials(tmp_path):

@@ -1,7 +1,8 @@
 """The Google Cloud a rehearsed task talks to, all on this machine: Cloud Storage over a
 folder, the OAuth token endpoint, Vertex AI Training's JobService, Vertex AI's Model,
 Endpoint and Prediction services, Cloud Resource Manager's project lookup, and the proxy
-that routes the tasks' unmodified clients to them. Started together when a rehearsal
+that routes the tasks' unmodified clients to them; as a Kubeflow cluster, its Kubernetes
+API for TFJobs (``kubernetes.py``, reached through ``KUBECONFIG``). Started together when a rehearsal
 starts, on ports chosen then, listening on 127.0.0.1 only; stopped together when it ends.
 
 A task reaches them through standard configuration alone (``environment()``): the proxy
@@ -58,11 +59,14 @@ class StandIns:
         project: str,
         launcher=None,
         serving_python: str | None = None,
+        kubernetes: bool = False,
     ) -> None:
         self.folder = folder
         self.gcs_folder = gcs_folder
         self.project = project
         self._launcher = launcher  # a cloud.jobs.ReplicaLauncher: without one, no JobService
+        self._with_kubernetes = kubernetes  # a Kubeflow cluster's Kubernetes API for TFJobs (with a launcher)
+        self.kubernetes = None  # rehearsal.cloud.kubernetes.KubernetesApi, when asked for
         self._serving_python = serving_python
         self.storage: StorageServer | None = None
         self.jobs = None  # rehearsal.cloud.jobs.JobService, when replicas can be set up
@@ -106,6 +110,13 @@ class StandIns:
             )
             self.models.add_to_server(self._grpc)
             rest_port = self.models.start_rest()
+        kubeconfig = {}
+        if self._with_kubernetes and self._launcher is not None:
+            from rehearsal.cloud.kubernetes import KubernetesApi
+
+            self.kubernetes = KubernetesApi(os.path.join(self.folder, "kubernetes"), self._launcher)
+            self.kubernetes.start()
+            kubeconfig = {"KUBECONFIG": self.kubernetes.kubeconfig()}
         grpc_port = self._grpc.add_insecure_port("127.0.0.1:0")
         self._grpc.start()
         routes = [Route(host, http1=storage_port) for host in STORAGE_HOSTS]
@@ -136,6 +147,7 @@ class StandIns:
             # _grpclb._tcp.<proxy host> SRV records, even for the proxy's numeric address (the
             # Vertex AI SDK's channels enable those queries); the native resolver does not.
             "GRPC_DNS_RESOLVER": "native",
+            **kubeconfig,
         }
 
     def environment(self) -> dict[str, str]:
@@ -149,6 +161,7 @@ class StandIns:
         for stop in (
             self._proxy and self._proxy.stop,
             self.jobs and self.jobs.stop,
+            self.kubernetes and self.kubernetes.stop,
             self.models and self.models.stop,
             self._grpc and (lambda: self._grpc.stop(grace=None)),
             self.storage and self.storage.stop,

@@ -217,7 +217,7 @@ def test_a_compiled_job_carries_its_problem_and_nothing_of_taxis(name, tmp_path)
     tasks = job["pipelineSpec"]["root"]["dag"]["tasks"]
 
     def parameter(task: str, key: str) -> str:
-        return tasks[task]["inputs"]["parameters"][key]["runtimeValue"]["constantValue"]["stringValue"]
+        return tasks[task]["inputs"]["parameters"][key]["runtimeValue"]["constant"]
 
     assert Problem.from_json(parameter("AnomalyGate", "problem")) == problem
     for task in ("Transform", "Trainer"):
