@@ -85,6 +85,9 @@ def champion_baseline(input_dict: dict) -> dict:
         return input_dict
     resolved = standard_artifacts.Model()
     resolved.uri = uri
+    # The pointer's id: the blessing records the baseline's id, and Kubeflow's entrypoint
+    # names it by the task's own input artifacts.
+    resolved.id = baseline[0].id
     return {**input_dict, BASELINE: [resolved]}
 
 
@@ -135,7 +138,8 @@ def evaluation_key(input_dict: dict, exec_properties: dict[str, Any]) -> str:
 
     described = {
         "model": artifacts(MODEL),
-        "baseline": artifacts(BASELINE),
+        # By its directory only: the Champion's pointer to it is a new artifact every run.
+        "baseline": [a.uri for a in input_dict.get(BASELINE) or []],
         "examples": artifacts(EXAMPLES),
         "exec_properties": {k: str(v) for k, v in sorted(exec_properties.items())},
         "module": _module_source_digest(exec_properties),
