@@ -222,6 +222,7 @@ def stream(
     shuffle_seed: int | None,
     *,
     label_key: str,
+    in_blocks: bool = True,
 ) -> tf.data.Dataset:
     """(features, label) batches read from the files as training consumes them.
 
@@ -230,6 +231,11 @@ def stream(
     ``STREAM_BLOCK_ROWS`` at a time in parallel map calls, then cut into batches
     (``rebatch``: the batches ``batch`` would make of the same records). Parsing inside the
     parallel map lets it use every core of the host; TFXIO parses on one thread.
+
+    ``in_blocks=False``: the same batches, each parsed and transformed by its own map call,
+    without ``rebatch``: tf.data's auto-sharding by DATA given no replica count
+    (ParameterServerStrategy's exact evaluation) cannot shard a pipeline holding a rebatch
+    (it falls back to FILE sharding, which fails on a split of one file).
     """
     files = _files(file_pattern)
     if not files:
@@ -245,6 +251,11 @@ def stream(
     if training:
         records = records.shuffle(SHUFFLE_BUFFER_ROWS, seed=shuffle_seed).repeat()
     transform = transform_records(tf_transform_output)
+    if not in_blocks:
+        return records.batch(batch_size, drop_remainder=drop_remainder).map(
+            without_autograph(lambda batch: split_label(transform(batch), label_key)),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
     return (
         records.batch(max(batch_size, STREAM_BLOCK_ROWS))
         .map(

@@ -145,13 +145,16 @@ def build_keras_model(
     hparams: HParams = HParams(),
     steps_per_execution: int = 1,
     target_scale: TargetScale = TargetScale(),
+    evaluation_shards: int = 0,
 ) -> keras.Model:
     """Builds and compiles the wide-and-deep model for ``problem``'s task.
 
     ``categorical_sizes`` maps every categorical transformed feature to its number of
     categories (vocabulary size + OOV buckets for vocabularies). ``steps_per_execution``
     steps run per call from the host (Keras calls step-level callbacks once per call).
-    ``target_scale``: a regression target's scale (``TargetScale``).
+    ``target_scale``: a regression target's scale (``TargetScale``). ``evaluation_shards``:
+    under ParameterServerStrategy, Keras' exact evaluation in that many shards
+    (``models/parameter_server.py``); 0, and under every other strategy, none.
     """
     missing = sorted(set(categorical_feature_keys(problem)) - set(categorical_sizes))
     if missing:
@@ -218,6 +221,7 @@ def build_keras_model(
         loss=loss,
         metrics=metrics,
         steps_per_execution=steps_per_execution,
+        pss_evaluation_shards=evaluation_shards,
     )
     # The optimizer's variables (Adam's moments, the moving averages) made now, under the
     # caller's strategy scope: made inside the first training step instead, they had

@@ -250,16 +250,25 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
         # In memory on one machine only: a multi-worker or TPU input pipeline is rewritten
         # and serialised by tf.distribute, which would copy the captured rows.
         in_memory_bytes = hparams.in_memory_max_mb * 2**20 if worker.num_workers == 1 and not is_tpu else 0
-        validation_steps = None
+        validation_steps, evaluation_shards = None, 0
         if parameter_servers:
             parameter_server.transform_layer_per_worker(strategy, tf_transform_output)
             train_ds = parameter_server.per_worker_dataset(
-                fn_args.train_files, tf_transform_output, global_batch, training=True, label_key=problem.label_key
+                fn_args.train_files, tf_transform_output, global_batch, label_key=problem.label_key
             )
-            eval_ds = parameter_server.per_worker_dataset(
-                fn_args.eval_files, tf_transform_output, global_batch, training=False, label_key=problem.label_key
+            # Keras' exact evaluation: one step per shard, each eval example counted once. Its
+            # val_loss is the data's loss alone (the other strategies' adds the L2 penalty).
+            validation_steps = evaluation_shards = parameter_server.evaluation_shards(
+                fn_args.eval_files, global_batch, fn_args.eval_steps
             )
-            validation_steps = parameter_server.validation_steps(fn_args.eval_files, global_batch, fn_args.eval_steps)
+            eval_ds = parameter_server.per_worker_eval_dataset(
+                fn_args.eval_files,
+                tf_transform_output,
+                global_batch,
+                evaluation_shards,
+                fn_args.eval_steps,
+                label_key=problem.label_key,
+            )
         else:
             train_ds, eval_ds = datasets(
                 fn_args,
@@ -284,6 +293,7 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
                 # A TPU runs a whole epoch per call from the host: no host work between steps.
                 steps_per_execution=steps_per_epoch if is_tpu else 1,
                 target_scale=target_scale,
+                evaluation_shards=evaluation_shards,
             )
             schedule_state = callbacks_lib.attach_state(model, schedule.keep_best_epoch)
             base, why_not = base_model(fn_args)

@@ -464,3 +464,27 @@ def test_a_capped_validation_is_a_fixed_uniform_sample_loaded_once(trainer_input
     assert len(rows) == len(set(rows)) == steps * batch
     assert set(rows) <= set(split)
     assert rows != split[: steps * batch]
+
+
+@pytest.mark.parametrize("batch", [64, 256])
+def test_a_stream_transformed_batch_by_batch_gives_the_batches_of_the_stream_in_blocks(in_memory, batch):
+    """``in_blocks=False`` (ParameterServerStrategy's exact evaluation): the same batches,
+    rows and order, none larger than the batch."""
+    fn_args, output = in_memory
+
+    def batches(in_blocks: bool) -> list[list[tuple[str, int]]]:
+        dataset = data.stream(
+            fn_args.eval_files,
+            output,
+            batch,
+            training=False,
+            drop_remainder=False,
+            shuffle_seed=None,
+            label_key=LABEL,
+            in_blocks=in_blocks,
+        )
+        return [_fingerprint_rows(tf.data.Dataset.from_tensors(element)) for element in dataset]
+
+    by_batch = batches(in_blocks=False)
+    assert by_batch == batches(in_blocks=True)
+    assert {len(rows) for rows in by_batch[:-1]} <= {batch} and 0 < len(by_batch[-1]) <= batch

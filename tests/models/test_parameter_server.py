@@ -1,5 +1,7 @@
-"""The serving side of parameter-server training (with a stand-in server) and the chief's
-validation steps; the real four-process training is in test_trainer.py."""
+"""Parameter-server training: the serving side (with a stand-in server); the chief's exact
+evaluation (its shards, each eval row in exactly one); and every shipped problem trained by a
+real cluster of a chief, two workers and a ps, its validation the whole eval split. A chief
+killed and restarted is in test_trainer.py."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_transform as tft
+from tensorflow.python.distribute import input_ops
 from tfx.utils import path_utils
 
 from models import data, parameter_server, signatures, trainer
@@ -22,6 +26,7 @@ from rehearsal.cloud.jobs import free_ports
 from tests.support import training_jobs
 from tests.support.fn_args import fn_args_for
 from tests.support.problems import SHIPPED, TAXI, with_problem
+from tests.support.trainer_entry import fingerprints, split_fingerprints
 
 GZIP = tf.io.TFRecordOptions(compression_type="GZIP")
 
@@ -57,15 +62,85 @@ def test_a_serving_task_starts_its_server_and_returns_once_the_chief_is_done(as_
     assert started == [(CLUSTER, "ps", 0, "grpc", True)]
 
 
-def test_validation_steps_cover_the_eval_split_unless_capped(trainer_inputs, tmp_path):
-    eval_files = fn_args_for(trainer_inputs, tmp_path, {}).eval_files
-    rows = data.count_records(eval_files)
+@pytest.fixture
+def eval_split(trainer_inputs, tmp_path):
+    """The taxi sample's eval files, their rows, and the Transform output."""
+    fn_args = fn_args_for(trainer_inputs, tmp_path, {})
+    rows = data.count_records(fn_args.eval_files)
     # Counted independently: one record per row of the split's gzipped TFRecord files.
-    files = [f for pattern in eval_files for f in tf.io.gfile.glob(pattern)]
+    files = [f for pattern in fn_args.eval_files for f in tf.io.gfile.glob(pattern)]
     assert rows == sum(1 for f in files for _ in tf.compat.v1.io.tf_record_iterator(f, GZIP))
-    assert rows > 64
-    assert parameter_server.validation_steps(eval_files, 64, None) == math.ceil(rows / 64)
-    assert parameter_server.validation_steps(eval_files, 64, 3) == 3
+    assert 3 * 64 < rows < 256
+    return fn_args.eval_files, rows, tft.TFTransformOutput(fn_args.transform_output)
+
+
+def _cluster_of(monkeypatch, workers: int) -> None:
+    cluster = {**CLUSTER, "worker": [f"127.0.0.1:{10 + i}" for i in range(workers)]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "chief", "index": 0}}))
+
+
+@pytest.mark.parametrize(
+    ("workers", "batch", "eval_steps", "shards"),
+    [
+        (1, 64, None, 1),
+        (2, 64, None, 2),
+        # The split has 4 batches of 64 rows: never a shard without one.
+        (5, 64, None, 4),
+        (5, 64, 2, 2),
+        # Fewer rows than one batch: one shard.
+        (3, 256, None, 1),
+    ],
+)
+def test_exact_evaluation_has_a_shard_per_worker_but_never_more_than_batches(
+    eval_split, monkeypatch, workers, batch, eval_steps, shards
+):
+    eval_files, rows, _ = eval_split
+    assert math.ceil(rows / 64) == 4
+    _cluster_of(monkeypatch, workers)
+    assert parameter_server.evaluation_shards(eval_files, batch, eval_steps) == shards
+
+
+def _shard_rows(creator, shards: int, batch: int) -> list[list[tuple[str, int]]]:
+    """Each shard's (fingerprint, label) rows, as Keras' exact evaluation cuts the dataset
+    one worker builds (``input_ops.auto_shard_dataset``, without replicas in sync); and no
+    batch larger than the global batch."""
+    dataset = creator(tf.distribute.InputContext())
+    cut = []
+    for index in range(shards):
+        rows = []
+        for x, y in input_ops.auto_shard_dataset(dataset, shards, index):
+            assert int(tf.shape(y)[0]) <= batch
+            rows += zip(fingerprints({k: v.numpy() for k, v in x.items()}), y.numpy().ravel().tolist(), strict=True)
+        cut.append(rows)
+    return cut
+
+
+@pytest.mark.parametrize(("workers", "batch"), [(2, 256), (2, 64), (3, 64), (5, 64), (1, 64)])
+def test_exact_evaluation_shards_cover_the_eval_split_once_whatever_its_size(
+    trainer_inputs, eval_split, monkeypatch, workers, batch
+):
+    """Every eval row lands in exactly one shard, however many workers and whatever the
+    split's size against the batch (one batch larger than the split: the penguins' case)."""
+    eval_files, rows, output = eval_split
+    _cluster_of(monkeypatch, workers)
+    shards = parameter_server.evaluation_shards(eval_files, batch)
+    creator = parameter_server.per_worker_eval_dataset(eval_files, output, batch, shards, label_key=TAXI.label_key)
+    cut = _shard_rows(creator, shards, batch)
+    assert all(cut), "a shard without rows"
+    everything = split_fingerprints(trainer_inputs, "eval")
+    assert len(set(everything)) == len(everything) == rows
+    assert sorted(f for shard in cut for f, _ in shard) == sorted(everything)
+
+
+def test_a_capped_exact_evaluation_covers_the_first_batches_once(trainer_inputs, eval_split, monkeypatch):
+    eval_files, _, output = eval_split
+    _cluster_of(monkeypatch, 3)
+    shards = parameter_server.evaluation_shards(eval_files, 64, eval_steps=2)
+    creator = parameter_server.per_worker_eval_dataset(eval_files, output, 64, shards, 2, label_key=TAXI.label_key)
+    cut = _shard_rows(creator, shards, 64)
+    assert shards == 2 and all(cut)
+    first = split_fingerprints(trainer_inputs, "eval")[: 2 * 64]
+    assert sorted(f for shard in cut for f, _ in shard) == sorted(first)
 
 
 # --- a real cluster, every shipped problem --------------------------------------------------
@@ -107,7 +182,10 @@ def _train_with_parameter_servers(trainer_inputs: dict, root: Path, problem, con
         logs.append(root / f"{name}.log")
         tf_config = {"cluster": cluster, "task": {"type": kind, "index": index}}
         processes.append(training_jobs.launch(spec, logs[-1], tf_config))
-    assert training_jobs.wait(processes, logs) == [0] * len(processes), training_jobs.tail(logs)
+    # The servers serve until the chief is done: a chief that failed stops them.
+    chief_code = training_jobs.wait(processes[:1], logs, stop_others=processes[1:])
+    assert chief_code == [0], training_jobs.tail(logs)
+    assert training_jobs.wait(processes[1:], logs) == [0] * len(SERVING_TASKS), training_jobs.tail(logs)
     return json.loads((root / "chief0.report.json").read_text())
 
 

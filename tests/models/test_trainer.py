@@ -10,32 +10,30 @@ import math
 import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import tensorflow as tf
 import tf_keras
-from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
 from models import data, trainer
 from models import strategy as strategy_lib
 from models.hparams import HParams
 from rehearsal.cloud.jobs import free_ports
-from tests.support.fn_args import fn_args_for, trainer_outputs
-from tests.support.problems import with_problem
+from tests.support.fn_args import fn_args_for
 from tests.support.raw_examples import raw_example
 from tests.support.sample_data import embedded_rows
 from tests.support.trainer_entry import split_fingerprints
+from tests.support.training_jobs import launch as _launch
+from tests.support.training_jobs import spec as _spec
+from tests.support.training_jobs import tail as _tail
+from tests.support.training_jobs import wait as _wait
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PER_REPLICA_BATCH = 32
 # No epoch gains 1.0 AUC: every epoch after the first is a plateau for the schedule.
 PLATEAU = dict(per_replica_batch_size=PER_REPLICA_BATCH, reduce_lr_patience=1, min_auc_gain=1.0)
-# Generous: two processes importing TFX and joining collectives on 2 CPU cores.
-PROCESS_TIMEOUT_S = 300
 
 
 # --- pure helpers -------------------------------------------------------------------------
@@ -142,59 +140,6 @@ def test_run_fn_rejects_an_unknown_strategy_with_the_allowed_list(
 
 
 # --- worker processes ----------------------------------------------------------------------
-
-
-def _spec(trainer_inputs: dict, root: Path, name: str, train_steps: int, custom_config: dict, **extra) -> Path:
-    inputs = {k: trainer_inputs[k] for k in ("examples", "transform_graph", "schema")}
-    spec = {
-        "inputs": artifact_utils.jsonify_artifact_dict(inputs),
-        "outputs": artifact_utils.jsonify_artifact_dict(trainer_outputs(root / "out")),
-        "train_steps": train_steps,
-        # As the pipeline builds it: the hyperparameters and the (taxi) problem spec.
-        "custom_config": with_problem(custom_config),
-        "report": str(root / f"{name}.report.json"),
-        **extra,
-    }
-    path = root / f"{name}.spec.json"
-    path.write_text(json.dumps(spec))
-    return path
-
-
-def _launch(spec: Path, log: Path, tf_config: dict | None = None) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "TPU_NAME", strategy_lib.STRATEGY_ENV)}
-    env.update(TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO_ROOT))
-    if tf_config:
-        env["TF_CONFIG"] = json.dumps(tf_config)
-    with open(log, "w") as sink:
-        return subprocess.Popen(
-            [sys.executable, "-m", "tests.support.trainer_entry", str(spec)],
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
-def _wait(processes: list[subprocess.Popen], logs: list[Path], timeout: float = PROCESS_TIMEOUT_S) -> list[int]:
-    """Return codes; a process still running after ``timeout`` fails the test (all are killed)."""
-    deadline = time.monotonic() + timeout
-    try:
-        return [p.wait(timeout=max(1.0, deadline - time.monotonic())) for p in processes]
-    except subprocess.TimeoutExpired:
-        pytest.fail(
-            f"worker process(es) still running after {timeout:.0f} s; logs:\n"
-            + "\n".join(f"--- {log}\n{log.read_text()[-3000:]}" for log in logs)
-        )
-    finally:
-        for p in processes:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-
-
-def _tail(logs: list[Path]) -> str:
-    return "\n".join(f"--- {log}\n{log.read_text()[-4000:]}" for log in logs)
 
 
 @pytest.mark.slow

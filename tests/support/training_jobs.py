@@ -63,18 +63,28 @@ def launch(spec_path: Path, log: Path, tf_config: dict | None = None) -> subproc
         )
 
 
-def wait(processes: list[subprocess.Popen], logs: list[Path], timeout: float = PROCESS_TIMEOUT_S) -> list[int]:
-    """Return codes; a process still running after ``timeout`` fails the test (all are killed)."""
+def wait(
+    processes: list[subprocess.Popen],
+    logs: list[Path],
+    timeout: float = PROCESS_TIMEOUT_S,
+    stop_others: list[subprocess.Popen] = (),
+) -> list[int]:
+    """Return codes; a process still running after ``timeout`` fails the test (all are killed).
+    ``stop_others``: processes killed too unless all of ``processes`` succeeded (servers
+    that would otherwise wait for a chief that failed)."""
     deadline = time.monotonic() + timeout
+    codes: list[int] = []
     try:
-        return [p.wait(timeout=max(1.0, deadline - time.monotonic())) for p in processes]
+        codes = [p.wait(timeout=max(1.0, deadline - time.monotonic())) for p in processes]
+        return codes
     except subprocess.TimeoutExpired:
         pytest.fail(
             f"worker process(es) still running after {timeout:.0f} s; logs:\n"
             + "\n".join(f"--- {log}\n{log.read_text()[-3000:]}" for log in logs)
         )
     finally:
-        for p in processes:
+        failed = len(codes) < len(processes) or any(codes)
+        for p in [*processes, *(stop_others if failed else ())]:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
