@@ -1,8 +1,11 @@
 """The job ``--kfp-host`` sends, rehearsed as the open-source Kubeflow Pipelines backend runs
 it (``--rehearse-as kubeflow``: no driver hook, no resolver, its placeholders and output
-layout): a weak first model pushed, a better one warm-started from it and pushed over it, a
-rollback on the Cloud Storage serving directory, and a third run comparing with the model
-that serves again."""
+layout): a weak first model pushed; a better one, trained in a TFJob of a chief and a worker
+(MultiWorkerMirroredStrategy), warm-started from it and pushed over it; a rollback on the
+Cloud Storage serving directory; and a third run, trained in a TFJob with a parameter
+server (ParameterServerStrategy), comparing with the model that serves again. Each TFJob
+goes through the Kubernetes API stand-in (rehearsal/cloud/kubernetes.py), each replica in
+its own container of the image with the training operator's TF_CONFIG."""
 
 from __future__ import annotations
 
@@ -22,6 +25,10 @@ from tests.support.rehearsals import BUCKET, local_uri, rehearsal_argv
 from tests.support.runs import SMALL_RUN
 
 PIPELINE_ROOT = f"{BUCKET}/out/pipelines/taxi-big-tipper"
+TFJOBS = {
+    "MultiWorkerMirroredStrategy": ["--tfjob", "--tfjob-workers", "1"],
+    "ParameterServerStrategy": ["--tfjob", "--tfjob-workers", "1", "--tfjob-parameter-servers", "1"],
+}
 WEAK = ["--train-steps", "1", "--epochs", "1", "--hparam", "learning_rate=1e-6", "--hparam", "min_learning_rate=0"]
 
 
@@ -48,9 +55,9 @@ def _release(root, command: str) -> subprocess.CompletedProcess:
 def runs(rehearsal_image, sample_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("kubeflow")
     weak = _run(root, sample_dir, *WEAK)
-    better = _run(root, sample_dir)
+    better = _run(root, sample_dir, *TFJOBS["MultiWorkerMirroredStrategy"])
     rolled_back = _release(root, "rollback")
-    after = _run(root, sample_dir)
+    after = _run(root, sample_dir, *TFJOBS["ParameterServerStrategy"])
     return root, weak, better, rolled_back, after
 
 
@@ -106,3 +113,35 @@ def test_a_rollback_between_runs_is_honoured_by_the_next(runs):
     assert _metadata(tasks["Evaluator"], "blessing")["baseline_model_uri"] == first_model
     serving = local_uri(root, f"{BUCKET}/out/serving_model/taxi-big-tipper")
     assert os.listdir(serving + ".rolled-back")  # the rolled-back version is kept
+
+
+def _tfjob(root, job_id: str) -> dict:
+    """The TFJob the run's Trainer created, as the Kubernetes API stand-in recorded it."""
+    found = []
+    for path in glob.glob(str(root / "cloud" / "kubernetes" / "*.tfjob.json")):
+        with open(path) as f:
+            record = json.load(f)
+        with open(root / "logs" / job_id / "Trainer.log") as log:
+            if record["name"] in log.read():
+                found.append(record)
+    (record,) = found
+    return record
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("run", "strategy"), [(2, "MultiWorkerMirroredStrategy"), (4, "ParameterServerStrategy")])
+def test_the_trainer_trains_in_a_tfjob_with_the_operators_tf_config(runs, run, strategy):
+    root, record = runs[0], runs[run]
+    tfjob = _tfjob(root, record["job_id"])
+    assert tfjob["state"] == "Succeeded" and tfjob["namespace"] == "kubeflow-user-example-com"
+    types = sorted(r["type"] for r in tfjob["replicas"])
+    assert types == (["Chief", "PS", "Worker"] if strategy == "ParameterServerStrategy" else ["Chief", "Worker"])
+    for replica in tfjob["replicas"]:
+        config = json.loads(replica["tf_config"])
+        assert config["task"] == {"type": replica["type"].lower(), "index": 0} and config["environment"] == "cloud"
+        assert all(f"{tfjob['name']}-" in a and ".kubeflow-user-example-com.svc:" in a
+                   for addresses in config["cluster"].values() for a in addresses)  # fmt: skip
+    trainer = _tasks(record)["Trainer"]
+    with open(local_uri(root, trainer["outputs"]["model_run"][0]["uri"]) + "/training.json") as f:
+        assert json.load(f)["strategy"] == strategy
+    assert _metadata(_tasks(record)["Evaluator"], "blessing")["blessed"] == 1.0
