@@ -314,10 +314,16 @@ class KubernetesApi:
     # --- what the operator does -----------------------------------------------------------------
 
     def _run(self, job: _TfJob) -> None:
+        hosts = {p.name + f".{job.namespace}.svc": "127.0.0.1" for p in job.pods}
         for pool, pod in enumerate(job.pods):
-            hosts = {p.name + f".{job.namespace}.svc": "127.0.0.1" for p in job.pods}
-            env = {"TF_CONFIG": pod.tf_config} if pod.tf_config else {}
             replica = Replica(pool, pod.index, pod.name, job_id=job.name)
+            env = {"TF_CONFIG": pod.tf_config} if pod.tf_config else {}
+            # A cluster's pods reach each other directly: the replicas' names bypass the
+            # stand-ins' proxy (gRPC honours the proxy variables a replica inherits).
+            inherited = self._launcher.environment(replica)
+            for key in ("no_proxy", "NO_PROXY"):
+                if inherited.get(key):
+                    env[key] = ",".join([inherited[key], *hosts])
             launch = self._launcher.launch(replica, pod.image, pod.command, env, hosts=hosts)
             with open(pod.log_path, "w") as log:
                 pod.popen = subprocess.Popen(
