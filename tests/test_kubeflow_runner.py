@@ -82,6 +82,9 @@ def test_endpoint_deployment_swaps_in_the_vertex_pusher(tmp_path):
     assert "taxi-endpoint" in text and "tf2-cpu.2-15" in text
 
 
+KFP = ["--kfp-host", "https://kfp.example.com", "--dry-run"]
+
+
 @pytest.mark.parametrize(
     ("argv", "flag"),
     [
@@ -103,6 +106,13 @@ def test_endpoint_deployment_swaps_in_the_vertex_pusher(tmp_path):
         ([*cloud.CLOUD_ARGS, *cloud.PROJECT_ARGS, "--endpoint-name", "e", "--canary-percent", "100"], "1 and 99"),
         ([*cloud.CLOUD_ARGS, "--explanations"], "--register-model"),
         ([*cloud.CLOUD_ARGS, "--register-model", "--region", cloud.REGION], "--project"),
+        # An open-source Kubeflow cluster: a root it can reach, its own options only.
+        (["--output-root", "/tmp/x", "--data-root", "gs://b/d", "--image", "i", *KFP], "--output-root"),
+        ([*cloud.CLOUD_ARGS, "--tfjob"], "add --kfp-host"),
+        ([*cloud.CLOUD_ARGS, *KFP, "--tfjob-workers", "2"], "add --tfjob"),
+        ([*cloud.CLOUD_ARGS, *KFP, "--tfjob", "--tfjob-parameter-servers", "1"], "at least one worker"),
+        ([*cloud.CLOUD_ARGS, *KFP, "--tfjob", "--tfjob-memory", "lots"], "Kubernetes quantity"),
+        ([*cloud.CLOUD_ARGS, *KFP, *cloud.PROJECT_ARGS, "--tfjob", "--vertex-training", "gpu"], "--vertex-training"),
     ],
 )
 def test_bad_settings_fail_before_anything_is_sent_naming_the_flag(argv, flag, capsys):
@@ -218,9 +228,7 @@ def test_parameter_server_training_compiles_the_three_pools_the_strategy_choice_
     flags = ["--vertex-training", "parameter-server", "--training-replicas", "3", "--parameter-servers", "2"]
     assert kr.main([*cloud.CLOUD_ARGS, "--output-file", str(output), *cloud.PROJECT_ARGS, *flags]) == 0
     task = json.loads(output.read_text())["pipelineSpec"]["root"]["dag"]["tasks"]["Trainer"]
-    custom_config = json.loads(
-        task["inputs"]["parameters"]["custom_config"]["runtimeValue"]["constant"]
-    )
+    custom_config = json.loads(task["inputs"]["parameters"]["custom_config"]["runtimeValue"]["constant"])
     pools = custom_config["ai_platform_training_args"]["job_spec"]["worker_pool_specs"]
     assert [pool["replica_count"] for pool in pools] == [1, 2, 2]
     assert pools[2]["machine_spec"] == {"machine_type": "n1-highmem-4"}

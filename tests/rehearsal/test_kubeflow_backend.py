@@ -34,6 +34,7 @@ KFP_JOBS = {
     "spans": ["--data-pattern", "span-{SPAN}/*.csv", "--window-spans", "3"],
     "serving data": ["--serving-data-root", f"{cloud.DATA_ROOT}/serving"],
     "tuned": ["--tune", "--tuning-trials", "2"],
+    "trained in a TFJob": ["--tfjob", "--tfjob-workers", "2", "--tfjob-parameter-servers", "1", "--tfjob-cpu", "4"],
 }
 
 
@@ -110,3 +111,22 @@ def test_vertex_only_options_are_refused_for_an_open_source_cluster(flags, named
     assert kr.main([*cloud.CLOUD_ARGS, *flags, "--kfp-host", "https://kfp.example.com", "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert named in err and "open-source Kubeflow cluster" in err
+
+
+def test_a_tfjob_trainer_carries_the_jobs_settings_and_the_image(tmp_path):
+    from components.tfjob import TFJOB_KEY, TfJobTrainer
+
+    job = _compiled(tmp_path, *KFP_JOBS["trained in a TFJob"], "--kfp-host", "https://kfp.example.com", "--dry-run")
+    trainer = job["pipelineSpec"]["root"]["dag"]["tasks"]["Trainer"]
+    custom_config = json.loads(trainer["inputs"]["parameters"]["custom_config"]["runtimeValue"]["constant"])
+    assert custom_config[TFJOB_KEY] == {
+        "image": cloud.IMAGE,
+        "workers": 2,
+        "parameter_servers": 1,
+        "cpu": "4",
+        "name_prefix": "taxi-big-tipper",
+    }
+    executor = job["pipelineSpec"]["deploymentSpec"]["executors"][
+        trainer["componentRef"]["name"].replace("comp", "exec", 1)
+    ]
+    assert f"{TfJobTrainer.__module__}.Executor" in json.dumps(executor)
