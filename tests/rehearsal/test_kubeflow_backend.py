@@ -126,7 +126,6 @@ def test_a_tfjob_trainer_carries_the_jobs_settings_and_the_image(tmp_path):
         "cpu": "4",
         "name_prefix": "taxi-big-tipper",
     }
-    executor = job["pipelineSpec"]["deploymentSpec"]["executors"][
-        trainer["componentRef"]["name"].replace("comp", "exec", 1)
-    ]
+    label = job["pipelineSpec"]["components"][trainer["componentRef"]["name"]]["executorLabel"]
+    executor = job["pipelineSpec"]["deploymentSpec"]["executors"][label]
     assert f"{TfJobTrainer.__module__}.Executor" in json.dumps(executor)
