@@ -36,7 +36,7 @@ from runtime.paths import is_under
 
 # On the output: JSON {"baseline": blessing URI or null, "serving": serving statistics URI or
 # null, "accepted": bool, "drift": [...]}, plus "ignored_baseline": the URI of another
-# pipeline's blessing the resolver returned, when it did.
+# pipeline's blessing the champion named, when it did.
 DRIFT_PROPERTY = "drift_report"
 IGNORED_BASELINE = "ignored_baseline"
 # The parameter naming this pipeline's root, here and on the Evaluator.

@@ -226,7 +226,7 @@ def mark_baseline(output_dict: dict, input_dict: dict) -> None:
 
 
 def mark_ignored_baseline(output_dict: dict, uri: str) -> None:
-    """Records on the evaluation and the blessing that the resolver's baseline ``uri`` was
+    """Records on the evaluation and the blessing that the champion's baseline ``uri`` was
     another pipeline's and was not compared with."""
     for key in (EVALUATION, BLESSING):
         for artifact in output_dict.get(key) or []:

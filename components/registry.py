@@ -7,7 +7,7 @@ an endpoint's traffic. Here (``components.vertex_pusher`` calls ``push``; the re
 command calls ``promote``, ``rollback`` and ``describe``):
 
 - the registry model is found by a label holding a digest of the pipeline's root (the
-  same identity the compiled resolver's query uses), and shown under the pipeline's name;
+  identity of the pipeline its champion record has), and shown under the pipeline's name;
   the first push creates it, each later one uploads the next version (``parent_model``);
 - aliases: ``champion`` (also ``default``, so a plain reference to the model is the
   champion) on the version that serves, ``candidate`` on a canary, ``previous`` on the

@@ -6,7 +6,8 @@ that persists across rehearsals, Vertex-style caching, and a failing task stoppi
 with its log kept. Vertex AI Training jobs and endpoints the tasks ask for are run by the
 stand-ins in ``cloud/``. As the open-source Kubeflow Pipelines backend (``Settings.backend``),
 it first refuses what that backend would (``kubeflow_backend``) and lays outputs out as it
-does; neither runs a hook or a resolver the job no longer holds.
+does, and runs no hook (it would refuse a resolver). The project's jobs hold no resolver;
+one of another job is answered from the store.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Whether one path (local or gs://) lies inside another: how a component or the Trainer
 tells this pipeline's artifacts from another pipeline's (every artifact a pipeline writes
-lives under its pipeline root, and Vertex's resolver queries are not scoped to a pipeline)."""
+lives under its pipeline root, as its champion record does)."""
 
 from __future__ import annotations
 
