@@ -17,8 +17,6 @@ import json
 import os
 import uuid
 
-import tensorflow as tf
-
 from runtime.paths import is_under
 
 RECORD_FILE = "champion.json"
@@ -104,6 +102,14 @@ class Record:
         )
 
 
+def _gfile():
+    """TensorFlow's file API (local paths and gs://), imported when a record is read or
+    written: the run's "nothing changed" check names the record's path without it."""
+    import tensorflow as tf
+
+    return tf.io.gfile
+
+
 def record_path(pipeline_root: str) -> str:
     return os.path.join(pipeline_root, RECORD_FILE)
 
@@ -115,9 +121,9 @@ def now() -> str:
 def read(pipeline_root: str) -> Record:
     """The pipeline's record (empty before the first push)."""
     path = record_path(pipeline_root)
-    if not tf.io.gfile.exists(path):
+    if not _gfile().exists(path):
         return Record()
-    with tf.io.gfile.GFile(path) as f:
+    with _gfile().GFile(path) as f:
         return Record.from_json(json.load(f))
 
 
@@ -127,9 +133,9 @@ def write(pipeline_root: str, record: Record) -> None:
     one upload."""
     path = record_path(pipeline_root)
     text = json.dumps(record.to_json(), indent=1, sort_keys=True)
-    tf.io.gfile.makedirs(pipeline_root)
+    _gfile().makedirs(pipeline_root)
     if "://" in path:
-        with tf.io.gfile.GFile(path, "w") as f:
+        with _gfile().GFile(path, "w") as f:
             f.write(text)
         return
     partial = f"{path}.{uuid.uuid4().hex}.partial"
@@ -147,9 +153,9 @@ def update(pipeline_root: str, change) -> Record:
 
 def missing_files(entry: Entry) -> str:
     """Why the entry's files cannot serve as a baseline ('' when they can)."""
-    if not tf.io.gfile.exists(os.path.join(entry.model, SERVING_DIR, "saved_model.pb")):
+    if not _gfile().exists(os.path.join(entry.model, SERVING_DIR, "saved_model.pb")):
         return f"its model's files are gone ({entry.model})"
-    if not tf.io.gfile.exists(os.path.join(entry.blessing, BLESSED_FILE)):
+    if not _gfile().exists(os.path.join(entry.blessing, BLESSED_FILE)):
         return f"its blessing's files are gone ({entry.blessing})"
     return ""
 
@@ -170,17 +176,17 @@ def champion_of(pipeline_root: str) -> tuple[Entry | None, str]:
 
 def write_pointer(directory: str, target: str | None, reason: str = "") -> None:
     """Marks an output directory as pointing at ``target`` (None: no champion, and why)."""
-    tf.io.gfile.makedirs(directory)
-    with tf.io.gfile.GFile(os.path.join(directory, POINTER_FILE), "w") as f:
+    _gfile().makedirs(directory)
+    with _gfile().GFile(os.path.join(directory, POINTER_FILE), "w") as f:
         json.dump({"target": target, "reason": reason}, f)
 
 
 def read_pointer(directory: str) -> dict | None:
     """The pointer in ``directory`` ({"target", "reason"}), or None when it is not one."""
     path = os.path.join(directory, POINTER_FILE)
-    if not tf.io.gfile.exists(path):
+    if not _gfile().exists(path):
         return None
-    with tf.io.gfile.GFile(path) as f:
+    with _gfile().GFile(path) as f:
         return json.load(f)
 
 

@@ -117,6 +117,15 @@ def _edit_code(config, project):
     return config
 
 
+def _move_the_champion(config, project):
+    """A push or a rollback since: the champion record changed."""
+    from runtime import champion
+
+    entry = champion.Entry(f"{config.pipeline_root}/Trainer/model/9", f"{config.pipeline_root}/Evaluator/blessing/9")
+    champion.update(config.pipeline_root, lambda record: record.pushed(entry))
+    return config
+
+
 def _remove_pushed_model(config, project):
     (pushed,) = (Path(config.output_root) / "serving_model").iterdir()
     pushed.rmdir()
@@ -131,6 +140,7 @@ def _remove_pushed_model(config, project):
         _write_to_store,
         _edit_code,
         _remove_pushed_model,
+        _move_the_champion,
         # A step count where the budget chose (the default), or another one.
         lambda config, project: dataclasses.replace(config, train_steps=(config.train_steps or 400) + 1),
         lambda config, project: dataclasses.replace(config, hparams=dataclasses.replace(config.hparams, dropout=0.5)),
@@ -142,6 +152,7 @@ def _remove_pushed_model(config, project):
         "store written",
         "code edited",
         "output removed",
+        "champion moved",
         "steps",
         "hparams",
         "no cache",
@@ -157,3 +168,13 @@ def test_forget_drops_the_record(steady):
     unchanged.forget(config)
     unchanged.forget(config)  # nothing left to drop: no error
     assert unchanged.reusable_run(config, project) is None
+
+
+def test_the_check_imports_no_tensorflow():
+    """It exists to spare a rerun TensorFlow's import: reading the champion record's path is not a reason to pay it."""
+    import subprocess
+    import sys
+
+    code = "import sys; from pipeline import unchanged; print('tensorflow' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, check=True)
+    assert result.stdout.strip() == "False"
