@@ -81,8 +81,8 @@ class Executor(tfx_vertex_pusher.Executor):
             logging.info("The model is not blessed: nothing is registered or deployed.")
             self._MarkNotPushed(model_push)
             return
-        if (serving := pusher.already_serving(input_dict, exec_properties)) is not None:
-            pusher.mark_already_serving(model_push, serving)
+        if (champion := pusher.already_serving(input_dict, exec_properties)) is not None:
+            pusher.mark_already_serving(model_push, champion)
             return
         io_utils.copy_dir(src=self.GetModelPath(input_dict), dst=model_push.uri)
         pipeline_root = exec_properties.get(PIPELINE_ROOT)

@@ -9,6 +9,7 @@ import dataclasses
 import glob
 import os
 import re
+import shutil
 import time
 
 import numpy as np
@@ -229,15 +230,22 @@ def test_pusher_refuses_an_unblessed_model(pipe, root, trainer, strict_evaluator
 
 @pytest.fixture(scope="session")
 def pushes(pipe, root, trainer, evaluator, small_config):
-    """The blessed model pushed twice (a second apart, as two runs would)."""
+    """The blessed model pushed twice (a second apart, as two runs would), then another
+    blessed model (a copy of its files in another directory, as a new run's)."""
+    other = trainer["model"][0].__class__()
+    other.uri = os.path.join(root, "other_run", "model")
+    shutil.copytree(trainer["model"][0].uri, other.uri)
+    pusher = node(pipe, "Pusher")
+    # A champion record of these pushes' own (the session's pipeline root is shared).
+    pusher.exec_properties["pipeline_root"] = os.path.join(root, "pushes_pipeline_root")
     results = []
-    for attempt in range(2):
+    for attempt, model in enumerate((trainer["model"], trainer["model"], [other])):
         if attempt:
             time.sleep(1.1)  # versions are whole seconds
         results.append(
             run_component(
-                node(pipe, "Pusher"),
-                {"model": trainer["model"], "model_blessing": evaluator["blessing"]},
+                pusher,
+                {"model": model, "model_blessing": evaluator["blessing"]},
                 os.path.join(root, f"push{attempt}"),
             )["pushed_model"][0]
         )
@@ -245,9 +253,11 @@ def pushes(pipe, root, trainer, evaluator, small_config):
 
 
 def test_pusher_pushes_a_blessed_model_to_a_new_version_each_time(pushes, small_config):
+    """Each new model to a new version; the champion itself is not copied again."""
     destinations = [p.get_string_custom_property("pushed_destination") for p in pushes]
     assert all(p.get_int_custom_property("pushed") == 1 for p in pushes)
-    assert len(set(destinations)) == 2
+    assert destinations[0] == destinations[1] != destinations[2]
+    assert [p.get_int_custom_property("already_serving") for p in pushes] == [0, 1, 0]
     for destination in destinations:
         assert os.path.dirname(destination) == small_config.serving_model_dir
         assert os.path.basename(destination).isdigit()

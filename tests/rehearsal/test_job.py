@@ -44,7 +44,7 @@ def test_tasks_run_after_their_dependencies_and_the_producers_of_their_inputs(co
     path, _ = compiled_job
     job = CompiledJob.load(str(path))
     order = [t.name for t in job.task_order()]
-    assert order[0] == "CsvExampleGen" and order[-1] == "Pusher"
+    assert order[0] in ("CsvExampleGen", "Champion") and order[-1] == "Pusher"  # neither has inputs
     for task in job.tasks().values():
         assert all(order.index(u) < order.index(task.name) for u in task.upstream), task.name
     assert order.index("Champion") < order.index("DriftGate") < order.index("Evaluator")
