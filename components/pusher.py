@@ -17,6 +17,7 @@ from tfx.components.pusher import executor as tfx_pusher
 from tfx.dsl.components.base import executor_spec
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
+from tfx.utils import io_utils
 
 from components.drift_gate import PIPELINE_ROOT
 from runtime import champion
@@ -52,8 +53,11 @@ def already_serving(input_dict: dict, exec_properties: dict) -> champion.Entry |
     return entry if entry is not None and entry.model == model.uri else None
 
 
-def mark_already_serving(pushed, entry: champion.Entry) -> None:
+def mark_already_serving(pushed, entry: champion.Entry, model_path: str) -> None:
+    """The output of a push of the champion itself: a copy of the model under the output,
+    as every push leaves one, naming the version that serves it."""
     logging.info("The model is the champion already (%s): nothing new to push.", entry.describe())
+    io_utils.copy_dir(src=model_path, dst=pushed.uri)
     pushed.set_int_custom_property("pushed", 1)
     pushed.set_string_custom_property("pushed_destination", entry.pushed_to)
     pushed.set_string_custom_property("pushed_version", entry.version)
@@ -67,7 +71,7 @@ class Executor(tfx_pusher.Executor):
         pushed = artifact_utils.get_single_instance(output_dict[standard_component_specs.PUSHED_MODEL_KEY])
         serving = already_serving(input_dict, exec_properties)
         if serving is not None and self.CheckBlessing(input_dict):
-            mark_already_serving(pushed, serving)
+            mark_already_serving(pushed, serving, self.GetModelPath(input_dict))
             return
         super().Do(input_dict, output_dict, exec_properties)
         if pushed.get_int_custom_property("pushed") == 1:

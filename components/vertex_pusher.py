@@ -82,7 +82,7 @@ class Executor(tfx_vertex_pusher.Executor):
             self._MarkNotPushed(model_push)
             return
         if (champion := pusher.already_serving(input_dict, exec_properties)) is not None:
-            pusher.mark_already_serving(model_push, champion)
+            pusher.mark_already_serving(model_push, champion, self.GetModelPath(input_dict))
             return
         io_utils.copy_dir(src=self.GetModelPath(input_dict), dst=model_push.uri)
         pipeline_root = exec_properties.get(PIPELINE_ROOT)

@@ -258,6 +258,8 @@ def test_pusher_pushes_a_blessed_model_to_a_new_version_each_time(pushes, small_
     assert all(p.get_int_custom_property("pushed") == 1 for p in pushes)
     assert destinations[0] == destinations[1] != destinations[2]
     assert [p.get_int_custom_property("already_serving") for p in pushes] == [0, 1, 0]
+    # Every push leaves the model under its output, the champion's too.
+    assert all(os.path.exists(os.path.join(p.uri, "saved_model.pb")) for p in pushes)
     for destination in destinations:
         assert os.path.dirname(destination) == small_config.serving_model_dir
         assert os.path.basename(destination).isdigit()
