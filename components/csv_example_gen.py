@@ -281,13 +281,19 @@ def _headers(exec_properties: dict[str, Any]) -> dict[str, str] | None:
     return json.loads(exec_properties.get(COLUMN_NAMES_KEY) or "{}") or None
 
 
+def span_of(exec_properties: dict[str, Any]) -> int:
+    """The span the driver resolved: a whole number, which a compiled job's pipeline spec
+    2.1 hands over as a JSON number (1.0)."""
+    return int(exec_properties[example_gen_utils.SPAN_PROPERTY_NAME])
+
+
 def _older_spans(exec_properties: dict[str, Any], input_base: str) -> list[spans.Span]:
     """The spans of the window before the one the driver resolved (none without a window)."""
     size = exec_properties.get(WINDOW_SPANS_KEY) or 1
     pattern = exec_properties.get(SPAN_PATTERN_KEY)
     if size == 1 or not pattern or not spans.has_spans(pattern):
         return []
-    newest = exec_properties[example_gen_utils.SPAN_PROPERTY_NAME]
+    newest = span_of(exec_properties)
     found = spans.window(spans.list_spans(input_base, pattern), newest, size)[:-1]
     logging.info("Window: span %s and the %d before it (%s)", newest, len(found), spans.describe(found))
     for span in found:
@@ -454,7 +460,7 @@ class Executor(tfx_csv_executor.Executor):
                     older, exec_properties, split_names, split_uris, buckets, types, counts, statistics
                 )
             if spans.has_spans(exec_properties.get(SPAN_PATTERN_KEY) or ""):
-                newest = spans.Span(exec_properties[example_gen_utils.SPAN_PROPERTY_NAME], None, tuple(paths))
+                newest = spans.Span(span_of(exec_properties), None, tuple(paths))
                 artifact.set_string_custom_property(WINDOW_PROPERTY, spans.describe([*older, newest]))
         else:
             counts = []

@@ -595,3 +595,12 @@ def test_the_driverless_variant_is_no_file_based_example_gen_and_takes_the_run_i
     assert example_gen.exec_properties[csv_example_gen.RUN_ID_KEY] == RUN_ID_PLACEHOLDER
     default = node(create_pipeline(small_config), "CsvExampleGen")
     assert isinstance(default, FileBasedExampleGen) and default.exec_properties.get(csv_example_gen.RUN_ID_KEY) is None
+
+
+def test_a_span_handed_over_as_a_json_number_is_a_whole_span(small_config, tmp_path):
+    """Pipeline spec 2.1 hands the driver's span over as a JSON number (2.0 on Vertex)."""
+    data = _spans(tmp_path / "data", 2)
+    component = _driven(_windowed(small_config, data, 2), data)
+    component.exec_properties["span"] = float(component.exec_properties["span"])
+    examples = run_component(component, {}, str(tmp_path / "out"))["examples"][0]
+    assert examples.get_string_custom_property(csv_example_gen.WINDOW_PROPERTY) == "1-2"
