@@ -26,7 +26,7 @@ from pipeline.config import CONTRACT_FILE, DEFAULT_OUTPUT_ROOT, PipelineConfig
 from pipeline.dataflow import add_dataflow_flags, check_dataflow_flags, dataflow_args
 from pipeline.flag_errors import SettingsError, require, require_gcs
 from pipeline.flags import add_pipeline_flags, pipeline_config_kwargs
-from pipeline.kubeflow_training import add_tfjob_flags, tfjob_from_args
+from pipeline.kubeflow_training import add_tfjob_flags, check_kubeflow_flags, tfjob_from_args
 from pipeline.schedule import Schedule, how_runs_find_data, schedule_from_args, schedule_summary
 from pipeline.submission import (
     add_submission_flags,
@@ -117,21 +117,7 @@ def validate(args: argparse.Namespace) -> None:
         if needed:
             require("--project", args.project, why)
             require("--region", args.region, why)
-    if for_open_source_kubeflow(args):
-        target = "--kfp-host" if args.kfp_host else "--rehearse-as kubeflow"
-        for given, flag in (
-            (args.vertex_training, "--vertex-training"),
-            (pushes_to_vertex(args), "--endpoint-name/--register-model"),
-        ):
-            if given:
-                raise SettingsError(
-                    f"{flag} is Vertex AI's, and {target} runs the job on an open-source Kubeflow cluster: drop "
-                    f"{flag.split('/')[0]} (the Pusher then writes to the serving directory under --output-root)"
-                )
-    elif args.tfjob:
-        raise SettingsError(
-            "--tfjob trains on a Kubeflow cluster's training operator: add --kfp-host (or --rehearse-as kubeflow)"
-        )
+    check_kubeflow_flags(args, for_open_source_kubeflow(args))
     check_dataflow_flags(args)
     check_training_flags(args)
     check_push_flags(args)

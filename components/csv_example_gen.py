@@ -520,12 +520,12 @@ class CsvExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
 
 def _spec(
     input_base: str,
-    input_config: example_gen_pb2.Input | None,
-    output_config: example_gen_pb2.Output | None,
-    range_config: range_config_pb2.RangeConfig | None,
-    window_spans: int,
-    window_splits: Sequence[str],
-    column_names: Mapping[str, str] | None,
+    input_config: example_gen_pb2.Input | None = None,
+    output_config: example_gen_pb2.Output | None = None,
+    range_config: range_config_pb2.RangeConfig | None = None,
+    window_spans: int = 1,
+    window_splits: Sequence[str] = (),
+    column_names: Mapping[str, str] | None = None,
     run_id: str | None = None,
 ) -> CsvExampleGenSpec:
     if window_spans < 1:
@@ -583,18 +583,6 @@ class CsvExampleGenWithoutDriver(base_component.BaseComponent):
     SPEC_CLASS = CsvExampleGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
 
-    def __init__(
-        self,
-        input_base: str,
-        run_id: str,
-        input_config: example_gen_pb2.Input | None = None,
-        output_config: example_gen_pb2.Output | None = None,
-        range_config: range_config_pb2.RangeConfig | None = None,
-        window_spans: int = 1,
-        window_splits: Sequence[str] = (),
-        column_names: Mapping[str, str] | None = None,
-    ) -> None:
-        spec = _spec(
-            input_base, input_config, output_config, range_config, window_spans, window_splits, column_names, run_id
-        )
-        super().__init__(spec=spec)
+    def __init__(self, input_base: str, run_id: str, **options) -> None:
+        """``options``: ``CsvExampleGen``'s arguments."""
+        super().__init__(spec=_spec(input_base, run_id=run_id, **options))

@@ -76,6 +76,29 @@ def add_tfjob_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tfjob-memory", help="Memory of each replica, as Kubernetes writes it (e.g. 16Gi).")
 
 
+def check_kubeflow_flags(args: argparse.Namespace, on_kubeflow: bool) -> None:
+    """Flags that cannot work where the job runs: Vertex AI's options on an open-source
+    Kubeflow cluster (``on_kubeflow``), a TFJob anywhere else."""
+    from pipeline.vertex_push import pushes_to_vertex
+
+    if not on_kubeflow:
+        if args.tfjob:
+            raise SettingsError(
+                "--tfjob trains on a Kubeflow cluster's training operator: add --kfp-host (or --rehearse-as kubeflow)"
+            )
+        return
+    target = "--kfp-host" if args.kfp_host else "--rehearse-as kubeflow"
+    for given, flag in (
+        (args.vertex_training, "--vertex-training"),
+        (pushes_to_vertex(args), "--endpoint-name/--register-model"),
+    ):
+        if given:
+            raise SettingsError(
+                f"{flag} is Vertex AI's, and {target} runs the job on an open-source Kubeflow cluster: drop "
+                f"{flag.split('/')[0]} (the Pusher then writes to the serving directory under --output-root)"
+            )
+
+
 def tfjob_from_args(args: argparse.Namespace) -> TfJob | None:
     """The Trainer's TFJob from the --tfjob flags; a wrong value names its flag."""
     given = [flag for flag in ("workers", "parameter_servers", "namespace", "service_account", "cpu", "memory")

@@ -56,9 +56,6 @@ class Record:
     previous: tuple[Entry, ...] = ()
     rolled_back: tuple[Entry, ...] = ()
 
-    def entries(self) -> list[Entry]:
-        return [e for e in (self.champion, self.candidate, *self.previous) if e is not None]
-
     def pushed(self, entry: Entry, canary: bool = False) -> Record:
         """A blessed model was pushed: with all of the traffic it is the champion (the one it
         replaces goes to ``previous``, a canary is dropped); as a canary, the candidate."""
