@@ -117,7 +117,7 @@ def validate(args: argparse.Namespace) -> None:
         if needed:
             require("--project", args.project, why)
             require("--region", args.region, why)
-    check_kubeflow_flags(args, for_open_source_kubeflow(args))
+    check_kubeflow_flags(args, for_open_source_kubeflow(args), pushes_to_vertex(args))
     check_dataflow_flags(args)
     check_training_flags(args)
     check_push_flags(args)

@@ -76,11 +76,10 @@ def add_tfjob_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tfjob-memory", help="Memory of each replica, as Kubernetes writes it (e.g. 16Gi).")
 
 
-def check_kubeflow_flags(args: argparse.Namespace, on_kubeflow: bool) -> None:
-    """Flags that cannot work where the job runs: Vertex AI's options on an open-source
-    Kubeflow cluster (``on_kubeflow``), a TFJob anywhere else."""
-    from pipeline.vertex_push import pushes_to_vertex
-
+def check_kubeflow_flags(args: argparse.Namespace, on_kubeflow: bool, pushes_to_vertex: bool) -> None:
+    """Flags that cannot work where the job runs: Vertex AI's options (its Training, its
+    endpoints and registry: ``pushes_to_vertex``) on an open-source Kubeflow cluster
+    (``on_kubeflow``), a TFJob anywhere else."""
     if not on_kubeflow:
         if args.tfjob:
             raise SettingsError(
@@ -90,7 +89,7 @@ def check_kubeflow_flags(args: argparse.Namespace, on_kubeflow: bool) -> None:
     target = "--kfp-host" if args.kfp_host else "--rehearse-as kubeflow"
     for given, flag in (
         (args.vertex_training, "--vertex-training"),
-        (pushes_to_vertex(args), "--endpoint-name/--register-model"),
+        (pushes_to_vertex, "--endpoint-name/--register-model"),
     ):
         if given:
             raise SettingsError(
