@@ -106,7 +106,7 @@ $(SERVING_STAMP): $(SERVING_PY)
 setup: $(STAMP)
 
 # Debian packages the project needs: Chromium, for the run report's browser test
-# (tests/pipeline/report/test_browser.py); strace, which records every connection a
+# (tests/report/test_browser.py); strace, which records every connection a
 # rehearsal makes (tests/rehearsal/test_vertex_services.py); podman, runc and
 # debootstrap, which build the image and run the rehearsal's containers. Installed with
 # apt-get as root (or through sudo); where neither works, the tests that need them are

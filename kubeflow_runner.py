@@ -4,7 +4,7 @@ and optionally submit it.
     python kubeflow_runner.py --help
 
 Flags become a ``PipelineConfig``; ``pipeline.compiler`` compiles the same
-``create_pipeline(config)`` that ``local_runner.py`` runs, and ``pipeline.submission``
+``create_pipeline(config)`` that ``local_runner.py`` runs, and ``launch.submission``
 sends it: ``--submit`` to Vertex AI Pipelines, ``--schedule-cron`` as a Vertex AI Pipelines
 schedule, ``--kfp-host`` to a Kubeflow Pipelines v2 endpoint; ``--rehearse`` executes it on
 this machine instead (``rehearsal.session``).
@@ -21,14 +21,10 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from pipeline.compiler import KfpMissingError, compile_pipeline, require_kfp
-from pipeline.config import CONTRACT_FILE, DEFAULT_OUTPUT_ROOT, PipelineConfig
-from pipeline.dataflow import add_dataflow_flags, check_dataflow_flags, dataflow_args
-from pipeline.flag_errors import SettingsError, require, require_gcs
-from pipeline.flags import add_pipeline_flags, pipeline_config_kwargs
-from pipeline.kubeflow_training import add_tfjob_flags, check_kubeflow_flags, tfjob_from_args
-from pipeline.schedule import Schedule, how_runs_find_data, schedule_from_args, schedule_summary
-from pipeline.submission import (
+from launch.dataflow import add_dataflow_flags, check_dataflow_flags, dataflow_args
+from launch.flags import add_pipeline_flags, pipeline_config_kwargs
+from launch.schedule import Schedule, how_runs_find_data, schedule_from_args, schedule_summary
+from launch.submission import (
     add_submission_flags,
     check_destination,
     check_submission_values,
@@ -39,7 +35,11 @@ from pipeline.submission import (
     vertex_credentials,
     vertex_submission,
 )
-from pipeline.vertex_push import add_push_flags, check_push_flags, push_from_args, pushes_to_vertex
+from launch.vertex_push import add_push_flags, check_push_flags, push_from_args, pushes_to_vertex
+from pipeline.compiler import KfpMissingError, compile_pipeline, require_kfp
+from pipeline.config import CONTRACT_FILE, DEFAULT_OUTPUT_ROOT, PipelineConfig
+from pipeline.flag_errors import SettingsError, require, require_gcs
+from pipeline.kubeflow_training import add_tfjob_flags, check_kubeflow_flags, tfjob_from_args
 from pipeline.vertex_training import add_training_flags, check_training_flags, training_from_args
 from rehearsal.serving import SERVING_TF_VERSION
 from rehearsal.session import add_rehearsal_flags, rehearsal_options, rehearse_compiled_job

@@ -13,10 +13,11 @@ import time
 import warnings
 from collections.abc import Sequence
 
+from launch.flags import DEFAULTS, add_pipeline_flags, pipeline_config_kwargs
+from launch.local import metadata_config
 from pipeline.config import PipelineConfig
-from pipeline.flags import DEFAULTS, add_pipeline_flags, pipeline_config_kwargs
-from pipeline.local_run import LOG_DIR, AfterRun, after_run, metadata_config, say_problem, say_reused
-from pipeline.run_lock import LockedError, hold_run_lock
+from runs.local_run import LOG_DIR, AfterRun, after_run, say_problem, say_reused
+from runs.run_lock import LockedError, hold_run_lock
 from runtime import speedups, start
 from runtime.beam_args import MULTI_PROCESS_MIN_MB, runs_locally, workers_for_data
 from runtime.terminal import Terminal, say
@@ -75,7 +76,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=int,
         default=None,
         help="After a successful run, prune older runs' artifacts, keeping this many latest runs, the champion "
-        "and every pushed model (pipeline/prune.py; default: keep everything).",
+        "and every pushed model (runs/prune.py; default: keep everything).",
     )
     parser.add_argument(
         "--report",
@@ -108,8 +109,8 @@ def run(config: PipelineConfig) -> None:
     """Runs the pipeline; raises what the failing component raised."""
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-    from pipeline.local_run import champion_always_runs
     from pipeline.pipeline import create_pipeline
+    from runs.local_run import champion_always_runs
 
     class Runner(LocalDagRunner):
         def run_with_ir(self, pipeline, run_options=None, **kwargs):
@@ -159,15 +160,16 @@ def _run_locked(config: PipelineConfig, args: argparse.Namespace, terminal: Term
 
 
 def _run_and_summarize(config: PipelineConfig, args: argparse.Namespace, terminal: Terminal) -> int:
-    """Runs the pipeline with TFX, then what follows it (``pipeline.local_run``); the exit code."""
+    """Runs the pipeline with TFX, then what follows it (``runs.local_run``); the exit code."""
     start.before_imports()
     with start.heavy_imports():
         from tfx.orchestration.local.local_dag_runner import LocalDagRunner  # noqa: F401 - imported for run()
 
-        # What after_run() imports, here before the handlers are set again.
-        from pipeline import history, run_summary, unchanged  # noqa: F401
         from pipeline.pipeline import create_pipeline  # noqa: F401 - imported for run()
-        from pipeline.report import write  # noqa: F401
+
+        # What after_run() imports, here before the handlers are set again.
+        from report import history, run_summary, write  # noqa: F401
+        from runs import unchanged  # noqa: F401
 
         terminal.keep_handlers()
     unchanged.forget(config)

@@ -77,7 +77,7 @@ def benchmark_once(
     third = run_pipeline(data_dir, output_root, args, run_dir / "run3.log")
     steady_run = latest_run(output_root)
     # No new run in ML Metadata: local_runner found nothing changed and started no TFX
-    # (pipeline/unchanged.py); else TFX ran and recorded each component's state.
+    # (runs/unchanged.py); else TFX ran and recorded each component's state.
     steady_reused = steady_run.run_id == second_run.run_id
     steady_states = {} if steady_reused else component_states(steady_run.components)
     print(f"    {third['wall_s']:.1f} s{' (unchanged: TFX not started)' if steady_reused else ''}", flush=True)

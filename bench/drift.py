@@ -105,7 +105,7 @@ def read_rows(data_root: str) -> pd.DataFrame:
 
 def statistics(frame: pd.DataFrame, scratch: str):
     """TFDV statistics of the rows as CsvExampleGen encodes them: the same statistics as
-    ``pipeline.contract.csv_statistics`` of the frame's CSV file, computed in memory (a
+    ``authoring.contract.csv_statistics`` of the frame's CSV file, computed in memory (a
     tenth of a second, not the five seconds of a Beam pipeline; thousands of samples need it)."""
     import tensorflow_data_validation as tfdv
     from tensorflow_data_validation.statistics import stats_impl
@@ -182,8 +182,8 @@ def sampled_distances(
 
 
 def quarters(frame: pd.DataFrame, time_column: str = "trip_start_timestamp") -> list[tuple[str, pd.DataFrame]]:
-    """The rows cut into quarters as ``pipeline.replay`` cuts them: (first month, rows), oldest first."""
-    from pipeline.replay import period_label, period_of
+    """The rows cut into quarters as ``authoring.replay`` cuts them: (first month, rows), oldest first."""
+    from authoring.replay import period_label, period_of
 
     def period(seconds: float) -> int:
         return period_of(datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC), MONTHS_PER_SPAN)

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.config import REPO_ROOT, PipelineConfig
 
 if TYPE_CHECKING:
-    from pipeline.run_summary import ComponentRun, RunSummary
+    from report.run_summary import ComponentRun, RunSummary
 
 PIPELINE_NAME = "taxi-big-tipper"
 POLL_SECONDS = 0.2
@@ -186,7 +186,7 @@ def run_in(metadata_path: str, pipeline_name: str) -> RunSummary:
     _quiet_tensorflow()
     from tfx.orchestration import metadata
 
-    from pipeline.run_summary import summarize_run
+    from report.run_summary import summarize_run
 
     connection = metadata.sqlite_metadata_connection_config(metadata_path)
     return summarize_run(connection, pipeline_name)

@@ -7,8 +7,8 @@ For each data set:
 
 1. its CSV is written into a scratch folder (``<output-dir>/problems/<name>/``), with only the
    cleaning the scaffold needs (the registry says what, per data set);
-2. ``pipeline.scaffold.scaffold`` drafts the problem there (spec and contract), as
-   ``python -m pipeline.scaffold --csv ... --label ... --task ...`` would;
+2. ``authoring.scaffold.scaffold`` drafts the problem there (spec and contract), as
+   ``python -m authoring.scaffold --csv ... --label ... --task ...`` would;
 3. ``local_runner.py --problem <folder> --no-report`` runs the pipeline with the defaults, in a
    process of its own (its wall time measured, no TensorFlow state shared), into a fresh
    output root each repeat (``<output-dir>/runs/<name>/<repeat>``);
@@ -74,11 +74,11 @@ def _median(values: list[float]) -> float | None:
 
 def scaffold(dataset: Dataset, folder: Path, family: str = "network") -> dict[str, Any]:
     """Writes the data set's CSV into ``folder`` and scaffolds the problem there, training
-    ``family`` ("network", "trees", or "choose": ``pipeline.choose_model`` runs both and keeps
+    ``family`` ("network", "trees", or "choose": ``authoring.choose_model`` runs both and keeps
     the better by the eval metric); its size and the scaffold's decisions."""
+    from authoring import choose_model
+    from authoring import scaffold as scaffold_lib
     from models.problem import ModelFamily
-    from pipeline import choose_model
-    from pipeline import scaffold as scaffold_lib
 
     if folder.exists():
         shutil.rmtree(folder)
@@ -115,7 +115,7 @@ def run_pipeline(
 ) -> dict[str, Any]:
     """``local_runner.py --problem folder`` with the defaults in a process of its own: its exit
     code and wall seconds."""
-    from pipeline.local_run import run_in_own_process
+    from launch.local import run_in_own_process
 
     code, seconds = run_in_own_process(_runner_args(folder, output_root, runner_flags), str(log_path), timeout)
     return {"returncode": code, "wall_s": seconds}
@@ -128,7 +128,7 @@ def _runner_args(folder: Path, output_root: Path, runner_flags: Sequence[str] = 
 def read_run(folder: Path, output_root: Path, runner_flags: Sequence[str] = ()):
     """The run's configuration (as local_runner builds it) and its summary from ML Metadata."""
     import local_runner
-    from pipeline.run_summary import summarize_run
+    from report.run_summary import summarize_run
 
     argv = _runner_args(folder, output_root, runner_flags)
     config = local_runner.config_from_args(local_runner.parse_args(argv))
@@ -153,7 +153,7 @@ def training_figures(model_run_uri: str | None) -> dict[str, Any]:
         found["budget"] = {k: v for k, v in record["budget"].items() if k != "reason"}
         found["budget_reason"] = record["budget"].get("reason")
     try:
-        from pipeline.report.read import training_curves
+        from report.read import training_curves
 
         curves = training_curves(model_run_uri)
         name = (monitored or "").removeprefix("val_")
@@ -447,7 +447,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--model-family",
         choices=("network", "trees", "choose"),
         default="network",
-        help="What the scaffolded problems train; choose: python -m pipeline.choose_model picks per data set.",
+        help="What the scaffolded problems train; choose: python -m authoring.choose_model picks per data set.",
     )
     parser.add_argument(
         "--hparam",

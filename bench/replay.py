@@ -4,7 +4,7 @@ accumulate, and the quality and cost of the rolling window's size and of warm st
     python -m bench.replay [--runs 12] [--configs window4 cold window1 window8 pruned short short-cold]
 
 Each configuration replays the first ``--runs`` spans from scratch (``python -m
-pipeline.replay``), one local run per span, with ``--accept-drift`` so every run trains and is
+authoring.replay``), one local run per span, with ``--accept-drift`` so every run trains and is
 evaluated (the benchmark measures training; the drift gate is measured by ``bench.drift``).
 Every run's candidate is judged on the same rows (the newest span's eval split), whatever the
 configuration: the figures compare like with like. Written to outputs/bench/replay.{json,md},
@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from models import problem as problem_lib
-from pipeline import history
 from pipeline.config import DEFAULT_OUTPUT_ROOT, DEFAULT_PROBLEM_DIR
+from report import history
 
 CONFIGS: dict[str, list[str]] = {
     "window4": ["--window-spans", "4"],
@@ -42,7 +42,7 @@ OUT = Path(DEFAULT_OUTPUT_ROOT) / "bench"
 def replay(name: str, runs: int) -> list[history.Entry]:
     """Replays ``runs`` spans under configuration ``name``; the history it left."""
     root = OUT / "replay" / name
-    command = [sys.executable, "-m", "pipeline.replay", "--problem", DEFAULT_PROBLEM_DIR, "--output-root", str(root)]
+    command = [sys.executable, "-m", "authoring.replay", "--problem", DEFAULT_PROBLEM_DIR, "--output-root", str(root)]
     command += ["--runs", str(runs), "--", "--accept-drift", "--no-report", *CONFIGS[name]]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     return history.read(history.history_path(str(root), problem_lib.load(DEFAULT_PROBLEM_DIR).name))

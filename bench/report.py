@@ -217,7 +217,7 @@ def markdown(results: dict[str, Any]) -> str:
         "resolver, Evaluator and Pusher rerun because the first run's blessed model is now the baseline (the "
         "reused model itself, so the Evaluator copies its first evaluation of it). 3rd "
         "run: nothing changed since the 2nd; local_runner finds it so and starts no TFX (unchanged: "
-        "pipeline/unchanged.py), or TFX runs and ML Metadata records n/m components as cached. "
+        "runs/unchanged.py), or TFX runs and ML Metadata records n/m components as cached. "
         "input/in-memory: training steps/s fed by `models.data.input_fn` as run_fn calls it, over steps/s "
         f"on {CACHED_BATCHES} batches cached in memory; streamed: the same with the in-memory load switched off; "
         "load s: parsing the train split into memory. Data: resampled and perturbed from data/taxi/taxi.csv "

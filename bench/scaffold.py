@@ -1,4 +1,4 @@
-"""Scaffolding a CSV at scale (``python -m bench.scaffold``): ``python -m pipeline.scaffold``
+"""Scaffolding a CSV at scale (``python -m bench.scaffold``): ``python -m authoring.scaffold``
 on the benchmark's generated taxi rows (``bench/generate.py``, cached as ``python -m bench``
 caches them) as each task of ``bench/tasks.py``, timed, with the peak memory (RSS and PSS
 of its process tree, ``bench.measure``). The scaffold reads the CSV a block at a time, so
@@ -26,7 +26,7 @@ DEFAULT_SIZES = (10.0, 100.0, 300.0)  # 150k, 1.5M and 4.5M rows
 def scaffold_once(csv_path: Path, task: str, log: Path) -> dict:
     """One scaffold of ``csv_path`` as ``task``'s problem, into a scratch folder."""
     with tempfile.TemporaryDirectory(prefix="bench-scaffold-") as scratch:
-        command = ["-m", "pipeline.scaffold", "--csv", str(csv_path), "--label", TASK_LABELS[task]]
+        command = ["-m", "authoring.scaffold", "--csv", str(csv_path), "--label", TASK_LABELS[task]]
         command += ["--task", task, "--name", f"bench-{task}", "--output", os.path.join(scratch, "problem")]
         return run_measured(command, REPO_ROOT, log)
 

@@ -1,4 +1,4 @@
-"""Scoring a CSV at scale (``python -m bench.score``): ``python -m pipeline.score`` on the
+"""Scoring a CSV at scale (``python -m bench.score``): ``python -m runs.score`` on the
 embedded taxi data repeated to each size, with the pushed model of a local run (``make run``
 writes one), its wall time and peak memory (RSS and PSS of its process tree,
 ``bench.measure``). Memory should stay flat in the input's size: the rows are read and
@@ -48,7 +48,7 @@ def main(argv=None) -> int:
     for size in (float(s) for s in args.sizes.split(",")):
         data_dir, rows = repeated_dataset(work, size)
         with tempfile.TemporaryDirectory(prefix="bench-score-") as scratch:
-            command = ["-m", "pipeline.score", "--problem", DEFAULT_PROBLEM_DIR, "--output-root", args.output_root]
+            command = ["-m", "runs.score", "--problem", DEFAULT_PROBLEM_DIR, "--output-root", args.output_root]
             command += ["--input", str(data_dir), "--output", os.path.join(scratch, "scored.csv")]
             measured = run_measured(command, REPO_ROOT, work / f"score-{rows}.log")
         wall = measured["wall_s"]

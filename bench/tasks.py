@@ -1,5 +1,5 @@
 """The benchmark's other tasks: its generated data as a multi-class and a regression
-problem, each scaffolded as a user would (``python -m pipeline.scaffold``, timed, with its
+problem, each scaffolded as a user would (``python -m authoring.scaffold``, timed, with its
 peak memory) and run once in a fresh output directory, for each task's seconds and memory
 per component beside the binary problem's.
 
@@ -43,7 +43,7 @@ def benchmark_task(task: str, data_dir: Path, run_dir: Path, runner_args: Sequen
     print(f"  {task}: scaffold (label {TASK_LABELS[task]})", flush=True)
     scaffold = run_measured(
         [
-            *("-m", "pipeline.scaffold", "--csv", str(data_dir / "data.csv"), "--label", TASK_LABELS[task]),
+            *("-m", "authoring.scaffold", "--csv", str(data_dir / "data.csv"), "--label", TASK_LABELS[task]),
             *("--task", task, "--name", f"bench-{task}", "--output", str(problem_dir)),
         ],
         REPO_ROOT,

@@ -2,7 +2,7 @@
 
 The same ``create_pipeline(config)`` that ``local_runner.py`` runs is compiled by TFX's
 ``KubeflowV2DagRunner`` into a pipeline-job JSON file, which both Vertex AI Pipelines and
-a Kubeflow Pipelines v2 cluster run (``pipeline.submission`` sends it). TFX is imported
+a Kubeflow Pipelines v2 cluster run (``launch.submission`` sends it). TFX is imported
 when compiling, never at import.
 
 It compiles pipeline spec 2.1, whose values (``constant``) both Vertex and the open-source

@@ -189,7 +189,7 @@ class PipelineConfig:
                 raise ContractError(
                     f"The problem '{self.problem.name}' has no data contract"
                     + (f" ({contract})" if contract else "")
-                    + ": draft one with `python -m pipeline.contract --problem DIR`, review it and save it as "
+                    + ": draft one with `python -m authoring.contract --problem DIR`, review it and save it as "
                     f"{CONTRACT_FILE} in the problem's folder; or run with --infer-schema to check the data only "
                     "against a schema inferred from itself."
                 )

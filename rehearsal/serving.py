@@ -17,7 +17,7 @@ import os
 import subprocess
 from collections.abc import Mapping
 
-from pipeline.scoring import tf_example
+from runs.scoring import tf_example
 
 # Vertex AI's us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15 (pipeline.config.DEFAULT_SERVING_IMAGE).
 SERVING_TF_VERSION = "2.15.1"

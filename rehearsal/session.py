@@ -109,9 +109,9 @@ def rehearsal_options(args: argparse.Namespace) -> RehearsalOptions:
 
 def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job_file: str) -> int:
     """Runs the compiled job here as Vertex would; prints its summary; 0 when every task succeeded."""
-    from pipeline.run_lock import LockedError, hold_lock
     from rehearsal.job import CompiledJob, GcsFolder, JobError
     from rehearsal.runner import Settings, refuse_unrehearsable
+    from runs.run_lock import LockedError, hold_lock
 
     try:
         settings = Settings(
@@ -140,13 +140,13 @@ def _rehearse_holding_the_root(
     options: RehearsalOptions, settings: Settings, config: PipelineConfig, job_file: str
 ) -> int:
     from components import spans
-    from pipeline import history
-    from pipeline.report.write import write_report
-    from pipeline.run_summary import NO_CONTRACT, format_summary
     from rehearsal.job import JobError
     from rehearsal.logs import log_tail
     from rehearsal.runner import rehearse as run_rehearsal
     from rehearsal.summary import describe_stand_ins, summarize
+    from report import history
+    from report.run_summary import NO_CONTRACT, format_summary
+    from report.write import write_report
 
     try:
         settings.gcs.upload()
@@ -170,7 +170,7 @@ def _rehearse_holding_the_root(
     tf.get_logger().setLevel("ERROR")  # TFMA's deprecation notices while reading the evaluation
     summary = summarize(result)
     say("\n" + format_summary(summary, config.blessing, config.schema_path or NO_CONTRACT))
-    # Beside the job's outputs, as a local run keeps it beside its own (pipeline/history.py).
+    # Beside the job's outputs, as a local run keeps it beside its own (report/history.py).
     stopped = result.failed.name if result.failed else None
     output_root = settings.gcs.local(config.output_root)
     runs = history.record(output_root, config.pipeline_name, summary, config.blessing.metric, stopped)

@@ -4,8 +4,8 @@ the tasks asked of the Google Cloud stand-ins."""
 
 from __future__ import annotations
 
-from pipeline.run_summary import ComponentRun, RunSummary, record_output
 from rehearsal.runner import Rehearsal
+from report.run_summary import ComponentRun, RunSummary, record_output
 
 _STATES = {"SUCCEEDED": "complete", "CACHED": "cached", "FAILED": "FAILED", "NOT_RUN": "not run"}
 

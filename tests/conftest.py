@@ -158,7 +158,7 @@ def full_local_output(tmp_path_factory) -> str:
 def full_local_run(full_local_output):
     """The summary of that run."""
     import local_runner
-    from pipeline.run_summary import summarize_run
+    from report.run_summary import summarize_run
 
     config = PipelineConfig(output_root=full_local_output)
     return summarize_run(local_runner.metadata_config(config), config.pipeline_name)

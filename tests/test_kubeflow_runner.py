@@ -1,6 +1,6 @@
 """kubeflow_runner.py, the command line: flags become the compiled job's settings, bad
 settings fail naming the flag before anything is sent, and submission is wired to the
-clients (which tests/pipeline/test_submission.py tests up to the wire)."""
+clients (which tests/launch/test_submission.py tests up to the wire)."""
 
 from __future__ import annotations
 

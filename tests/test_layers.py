@@ -1,5 +1,5 @@
-"""Layers point one way: runtime <- models <- components <- pipeline <- rehearsal <- runners
-(and bench).
+"""Layers point one way: runtime <- models <- components <- pipeline <- launch <- report <-
+authoring <- runs <- rehearsal <- runners (and bench).
 Checked on every import statement of every module of a package, subpackages and lazy
 imports inside functions included."""
 
@@ -12,14 +12,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 RUNNERS = {"local_runner", "kubeflow_runner"}
-# What each package may not import, by top-level name.
-FORBIDDEN = {
-    "runtime": {"models", "components", "pipeline", "rehearsal", "bench", "tests", *RUNNERS},
-    "models": {"components", "pipeline", "rehearsal", "bench", "tests", *RUNNERS},
-    "components": {"pipeline", "rehearsal", "bench", "tests", *RUNNERS},
-    "pipeline": {"rehearsal", "bench", "tests", *RUNNERS},
-    "rehearsal": {"bench", "tests", *RUNNERS},
-}
+LAYERS = ["runtime", "models", "components", "pipeline", "launch", "report", "authoring", "runs", "rehearsal"]
+# What each package may not import, by top-level name: every layer above it.
+FORBIDDEN = {package: {*LAYERS[index + 1 :], "bench", "tests", *RUNNERS} for index, package in enumerate(LAYERS)}
 
 
 def imports(path: Path) -> set[str]:

@@ -16,10 +16,11 @@ import pytest
 import local_runner
 from components.drift import read_statistics_dir
 from models.problem import Blessing
-from pipeline import history, local_run, release
 from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR, PipelineConfig
-from pipeline.run_lock import hold_run_lock
-from pipeline.run_summary import format_summary, summarize_run
+from report import history
+from report.run_summary import format_summary, summarize_run
+from runs import local_run, release
+from runs.run_lock import hold_run_lock
 from tests.support.runs import EXECUTED_COMPONENTS, SMALL_RUN
 from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
 from tests.support.statistics import assert_same_statistics

@@ -13,7 +13,10 @@ from pipeline.config import REPO_ROOT
 from tests.support.problems import SHIPPED
 
 # The code every problem runs, and what builds and ships it.
-MACHINERY = ("models", "components", "pipeline", "runtime", "local_runner.py", "kubeflow_runner.py")
+MACHINERY = (
+    *("models", "components", "pipeline", "launch", "report", "authoring", "runs", "runtime"),
+    *("local_runner.py", "kubeflow_runner.py"),
+)
 BUILD_FILES = ("Makefile", "Dockerfile", "pyproject.toml")
 
 

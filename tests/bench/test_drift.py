@@ -27,7 +27,7 @@ def test_the_statistics_in_memory_are_those_of_the_csv_file(sample_dir, tmp_path
     from tensorflow_metadata.proto.v0 import schema_pb2
     from tfx.utils import io_utils
 
-    from pipeline.contract import csv_statistics
+    from authoring.contract import csv_statistics
 
     schema = io_utils.parse_pbtxt_file(os.path.join(DEFAULT_PROBLEM_DIR, CONTRACT_FILE), schema_pb2.Schema())
     rows = drift.read_rows(str(sample_dir))

@@ -132,7 +132,7 @@ def test_harness_end_to_end_at_a_tiny_size(tmp_path):
     # PSS splits shared pages between processes; RSS counts them in each.
     assert figures["peak_pss_mb"] <= figures["peak_rss_mb"] * 1.05
     assert figures["cached_run_states"]["Transform"] == "cached"
-    # Third run: nothing changed, so TFX was not even started (pipeline/unchanged.py).
+    # Third run: nothing changed, so TFX was not even started (runs/unchanged.py).
     assert figures["steady_reused"] is True and figures["steady_run_states"] == {}
     table = (out / "results.md").read_text()
     assert "| x0.04 | 600 |" in table and "| Trainer |" in table

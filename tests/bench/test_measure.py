@@ -6,7 +6,7 @@ from bench import measure
 
 
 def test_peak_memory_is_attributed_to_the_component_running_at_the_time():
-    from pipeline.run_summary import ComponentRun
+    from report.run_summary import ComponentRun
 
     components = [
         ComponentRun("Transform", "complete", 10.0, started=100.0, finished=110.0),

@@ -12,9 +12,9 @@ from unittest.mock import ANY
 import numpy as np
 import pytest
 
+from authoring import scaffold
 from bench import datasets, quality, reference
 from models.problem import Problem, Task
-from pipeline import scaffold
 
 # Rows the scaffold plans on in this test: a larger data set is thinned evenly to about this
 # many (its planning at full size takes seconds the suite does not have; the benchmark plans

@@ -1,9 +1,9 @@
-"""The replay benchmark's figures from a history (the replays themselves: tests/pipeline/test_replay.py)."""
+"""The replay benchmark's figures from a history (the replays themselves: tests/authoring/test_replay.py)."""
 
 from __future__ import annotations
 
 from bench import replay
-from pipeline.history import Entry
+from report.history import Entry
 
 
 def _entries(seconds: list[float], values: list[float | None]) -> list[Entry]:

@@ -81,7 +81,7 @@ def test_a_champion_whose_files_are_gone_is_no_baseline_and_each_reader_says_so(
 def test_the_local_runner_never_answers_the_champion_from_its_cache(small_config):
     from tfx.dsl.compiler.compiler import Compiler
 
-    from pipeline.local_run import champion_always_runs
+    from runs.local_run import champion_always_runs
 
     cached = dataclasses.replace(small_config, enable_cache=True)
     ir = champion_always_runs(Compiler().compile(create_pipeline(cached)))

@@ -85,7 +85,7 @@ def test_a_transform_with_statistics_runs_in_process_and_only_when_workers_would
 def test_a_problem_without_a_contract_is_refused_until_one_is_drafted(tmp_path):
     shutil.copy(os.path.join(DEFAULT_PROBLEM_DIR, PROBLEM_FILE), tmp_path / PROBLEM_FILE)
     problem = load(str(tmp_path))
-    with pytest.raises(ContractError, match=r"has no data contract .*python -m pipeline.contract.*--infer-schema"):
+    with pytest.raises(ContractError, match=r"has no data contract .*python -m authoring.contract.*--infer-schema"):
         PipelineConfig(problem=problem)
     inferred = PipelineConfig(problem=problem, infer_schema=True)
     assert inferred.schema_path is None and inferred.data_root == str(tmp_path)

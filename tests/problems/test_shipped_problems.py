@@ -24,7 +24,7 @@ from bench.reference import value as _value
 from models import signatures
 from models.preprocessing import PROBLEM_KEY
 from models.problem import Problem, Task
-from pipeline.run_summary import summarize_run
+from report.run_summary import summarize_run
 from tests.support import cloud
 from tests.support.problems import SHIPPED, SHIPPED_DIRS, TAXI
 from tests.support.runs import EXECUTED_COMPONENTS

@@ -43,11 +43,11 @@ def _run(root, sample_dir, *extra) -> dict:
 
 
 def _release(root, command: str) -> subprocess.CompletedProcess:
-    """``python -m pipeline.release`` on the runs' gs:// output root, through the stand-in
+    """``python -m runs.release`` on the runs' gs:// output root, through the stand-in
     Cloud Storage, as a user beside the cluster runs it."""
     with StandIns(str(root / "cloud"), str(root / "gcs"), "rehearsal") as stand_ins:
         env = {"PATH": os.environ["PATH"], "PYTHONPATH": REPO_ROOT, "HOME": str(root), **stand_ins.environment()}
-        argv = [sys.executable, "-m", "pipeline.release", command, "--output-root", f"{BUCKET}/out", "--verbose"]
+        argv = [sys.executable, "-m", "runs.release", command, "--output-root", f"{BUCKET}/out", "--verbose"]
         return subprocess.run(argv, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
 
 

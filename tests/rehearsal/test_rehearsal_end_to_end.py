@@ -214,7 +214,7 @@ def test_on_the_full_data_the_rehearsed_model_scores_as_the_local_run_does(
     tasks = _tasks(record)
     assert tasks["ImportSchemaGen"]["state"] == "SUCCEEDED"  # the data contract, data/taxi/schema.pbtxt
     evaluation = local_uri(tmp_path, tasks["Evaluator"]["outputs"]["evaluation"][0]["uri"])
-    from pipeline.run_summary import RunSummary, read_evaluation
+    from report.run_summary import RunSummary, read_evaluation
 
     rehearsed = RunSummary(run_id="", components=[])
     read_evaluation(rehearsed, evaluation)

@@ -9,8 +9,8 @@ import tensorflow as tf
 
 from models.problem import feature_names
 from pipeline.config import REPO_ROOT
-from pipeline.scoring import tf_example
 from rehearsal.serving import SERVING_TF_VERSION, instances_from_csv
+from runs.scoring import tf_example
 from tests.support.problems import as_spreadsheet_export
 from tests.support.sample_data import EMBEDDED_CSV
 

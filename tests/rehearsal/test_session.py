@@ -119,7 +119,7 @@ def test_a_failed_rehearsals_report_names_the_failed_task_and_its_log(failing_re
 
 
 def test_a_report_that_cannot_be_written_does_not_hide_the_outcome(failing_rehearsal, tmp_path, capsys, monkeypatch):
-    from pipeline.report import write
+    from report import write
 
     def broken(*args, **kwargs):
         raise OSError("disk full")
@@ -166,7 +166,7 @@ def test_a_served_model_that_fails_its_check_fails_the_rehearsal(serving_python,
 
 
 def test_a_second_rehearsal_on_the_same_root_is_refused_at_once_naming_the_first(compiled_job, tmp_path, capsys):
-    from pipeline.run_lock import hold_lock
+    from runs.run_lock import hold_lock
 
     job_file, _ = compiled_job
     root = tmp_path / "root"

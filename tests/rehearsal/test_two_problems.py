@@ -10,7 +10,7 @@ rehearsals' own cost is most of the time.
 
 Each pushes to Vertex AI (the stand-ins keep their models and endpoints from one rehearsal
 to the next, as a project does): one registry model per pipeline, the species' second run a
-version of the first one's model deployed as a canary, which ``python -m pipeline.release``
+version of the first one's model deployed as a canary, which ``python -m runs.release``
 then promotes, moving the champion record with it.
 """
 
@@ -30,9 +30,9 @@ import pytest
 
 import kubeflow_runner
 from components import registry
-from pipeline.run_summary import RunSummary, read_evaluation
 from rehearsal.cloud.standins import VERTEX_STATE_FILE, StandIns
 from rehearsal.runner import RECORD_FILE
+from report.run_summary import RunSummary, read_evaluation
 from tests.support.fresh_python import REPO_ROOT
 from tests.support.problems import SHIPPED, SHIPPED_DIRS
 from tests.support.rehearsals import BUCKET, local_uri, rehearsal_argv
@@ -136,7 +136,7 @@ def vertex_after_runs(rehearsals) -> dict:
 
 @pytest.fixture(scope="module")
 def released(rehearsals, vertex_after_runs):
-    """``python -m pipeline.release status``, ``promote``, ``status`` on the species' endpoint,
+    """``python -m runs.release status``, ``promote``, ``status`` on the species' endpoint,
     against the stand-ins started again on the rehearsals' state (as a project's Vertex AI
     outlives its jobs); each command's exit code and output, then the state after them."""
     root = rehearsals[0]
@@ -146,7 +146,7 @@ def released(rehearsals, vertex_after_runs):
     ) as stand_ins:
         env = {"PATH": os.environ["PATH"], "PYTHONPATH": REPO_ROOT, "HOME": str(root), **stand_ins.environment()}
         for command in ("status", "promote", "status"):
-            argv = [sys.executable, "-m", "pipeline.release", command, "--problem", str(SHIPPED_DIRS["penguins"])]
+            argv = [sys.executable, "-m", "runs.release", command, "--problem", str(SHIPPED_DIRS["penguins"])]
             argv += ["--output-root", f"{BUCKET}/out", "--project", PROJECT, "--region", REGION]
             argv += ["--endpoint-name", ENDPOINTS[PENGUINS], "--verbose"]
             run = subprocess.run(argv, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)

@@ -151,8 +151,8 @@ def endpoint(rehearsed, tmp_path_factory):
 def test_the_documented_raw_predict_and_predict_examples_get_answers(endpoint, rehearsed, sample_dir):
     import tensorflow_transform as tft
 
-    from pipeline.scoring import tf_example
     from rehearsal.serving import instances_from_csv
+    from runs.scoring import tf_example
     from tests.support.problems import TAXI
 
     endpoint_id, env, record = endpoint

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pipeline.scoring import tf_example
+from runs.scoring import tf_example
 from tests.support.problems import TAXI
 
 LABEL_ONLY = TAXI.label_only_columns
@@ -27,6 +27,6 @@ def _dtype(key: str) -> tf.dtypes.DType:
 
 def raw_example(row: dict, keep_label_source: bool = False) -> bytes:
     """Typed values; empty cells left out, and the label's source (tips) unless kept. Encoded
-    by the rehearsal's serving client (``pipeline.scoring.tf_example``)."""
+    by the rehearsal's serving client (``runs.scoring.tf_example``)."""
     kept = [key for key in row if key not in LABEL_ONLY or keep_label_source]
     return tf_example(row, {key: tf.io.FixedLenFeature([], _dtype(key)) for key in kept})

@@ -3,7 +3,7 @@ sample, and the components of the shipped pipeline that run an executor."""
 
 from __future__ import annotations
 
-# A short training on the sample; no run report (tests/pipeline/report/ and one rehearsal
+# A short training on the sample; no run report (tests/report/ and one rehearsal
 # check it, the other runs need not write one). The AUC floor is 0: forty unseeded steps on
 # 600 rows score anywhere from about 0.5 to 0.8 (one run in CI scored 0.49), and these runs
 # test the path to a blessing and a push, not the model (the full-data runs test that).

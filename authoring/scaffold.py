@@ -1,0 +1,761 @@
+"""Drafts a new problem from a CSV file and its label column: one command to a first run.
+
+    python -m authoring.scaffold --csv FILE --label COLUMN [--task binary|multiclass|regression]
+                                [--name NAME] [--output DIR] [--force] [--choose-model]
+
+It writes a problem folder (``data/<name>`` by default): a copy of the CSV, a
+``problem.toml`` (the spec, ``models/problem.py``) and a draft data contract saved as
+``schema.pbtxt`` (``authoring/contract.py``, label-aware), so that
+``python local_runner.py --problem data/<name>`` runs as it is on an ordinary CSV; then
+it prints what a person should review, each decision with its reason. Why: the spec is
+the product's interface for "any tabular problem" (AutoGluon's one-step start, Ludwig's
+declarative config), and nobody should have to learn its keys before a first run; but
+each guess below is a guess, so each is said out loud and written down where it can be
+changed.
+
+The rules, applied to the cells as CsvExampleGen reads them (``components.csv_encoding``:
+the same type inference, BOMs, CRLF and separator errors), so types match the pipeline's:
+
+- Task, unless ``--task`` is given (AutoGluon's ``infer_problem_type``): a label with 2
+  distinct values is binary; a text label with more is multi-class; a numeric one is
+  multi-class when its values are integers and few relative to the rows (at most 10% of
+  the rows up to 1,000 rows, 5% above, and at most 1,000 classes), else regression.
+- Binary: the positive class is the value that reads as positive (yes, y, true, t, 1,
+  positive, pos; any case; for numbers: 1 against 0) when exactly one does; otherwise
+  the less frequent value (the one a person usually wants found).
+- Multi-class: ``label.classes`` sorted as strings; more than 1,000 classes is refused.
+- Binary and multi-class: a class with fewer than 10 rows is refused, with what to do (the
+  eval split holds a third of the rows: too few to learn or judge it); so is a class
+  that CsvExampleGen's split leaves out of a split (AnomalyGate would stop the run).
+- Regression: the label must be numbers.
+- Columns (the label is never a feature): empty in more than 95% of the rows, constant,
+  or text or integers unique in every row (an identifier), or text with distinct values
+  in more than half of its rows (free text) -> ``features.unused`` with the reason;
+  text -> ``categorical``; integers with at most 20 distinct values (codes, levels,
+  counts) -> ``categorical``; other numbers -> ``numeric``, or ``log_numeric`` when
+  heavy-tailed and never negative (minimum >= 0 and maximum > 10x the median: log1p
+  keeps a few large values from dominating the z-score).
+- Blessing (Evaluator): binary AUC >= 0.6 (0.5 is guessing); multi-class accuracy >= the
+  majority class's share + 0.05 (at most halfway from it to 1); regression RMSE <= the
+  label's standard deviation (what always answering the mean scores). ``max_regression``
+  (how much worse than the champion a new one may be): 0.01 AUC, 0.02
+  accuracy (or two eval rows' worth on small data), 2% of the standard deviation.
+- Slices: up to 2 categorical inputs with 2 to 20 values, in column order.
+- Training: no step count; the Trainer trains until the validation metric stops improving,
+  within a budget its training split's size sets (``models/budget.py``). The scaffold says
+  what that budget is for this CSV (its rows in the train split, the default batch).
+- Column names: a header that cannot name a feature ("Monthly Charges", "Sale Price ($)",
+  "2023 Revenue", "Größe") gets a feature name by ``models.problem.feature_names``
+  (monthly_charges, sale_price, col_2023_revenue, grosse); the spec uses the feature names
+  and maps each to its header (``[columns]``), so the CSV keeps its header. ``--label``
+  takes either name.
+- Large files are read a block at a time, never whole (``authoring/csv_profile.py``). Every
+  figure above is the whole file's but one: past 100,000 numbers, a column's median is a
+  seeded random sample's of that many. The contract's split counts of a common class past
+  100,000 rows are divided, not hashed (``authoring/contract.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import glob
+import importlib
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+import textwrap
+import threading
+from collections.abc import Sequence
+
+from authoring import csv_profile
+from models import budget as budget_lib
+from models import problem as problem_lib
+from models.hparams import HParams
+from models.problem import CONTRACT_FILE, PROBLEM_FILE, Task, transformed_name
+from pipeline.config import DEFAULT_OUTPUT_ROOT, PIPELINE_NAME_PATTERN, REPO_ROOT, PipelineConfig
+from runtime.terminal import Terminal, add_verbose_flag, command_log, say
+
+# Task inference (AutoGluon's constants).
+MAX_CLASSES = 1000
+LARGE_DATA_ROWS = 1000
+CLASS_SHARE_SMALL_DATA = 0.1
+CLASS_SHARE_LARGE_DATA = 0.05
+MIN_CLASS_ROWS = 10
+POSITIVE_WORDS = frozenset({"yes", "y", "true", "t", "1", "positive", "pos"})
+# Column treatment.
+MOSTLY_EMPTY = 0.95
+FEW_INTEGER_VALUES = 20
+HEAVY_TAIL_RATIO = 10.0
+FREE_TEXT_SHARE = 0.5
+# A text column whose values are numbers but for a few: probably numbers with a token for "no value".
+NUMBERS_BUT_FOR_A_FEW = 0.9
+# Blessing.
+AUC_FLOOR = 0.6
+ACCURACY_MARGIN = 0.05
+MAX_REGRESSION = {"auc": 0.01, "accuracy": 0.02}
+RMSE_MAX_REGRESSION_SHARE = 0.02
+# The share of the rows CsvExampleGen puts in the eval split (the pipeline's default buckets).
+_BUCKETS = {f.name: f.default for f in dataclasses.fields(PipelineConfig) if f.name.endswith("_buckets")}
+EVAL_SHARE = _BUCKETS["eval_buckets"] / (_BUCKETS["train_buckets"] + _BUCKETS["eval_buckets"])
+# Slices.
+MAX_SLICES = 2
+SLICE_VALUES = (2, 20)
+
+
+class ScaffoldError(ValueError):
+    """The CSV or the arguments cannot make a problem; the message names the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """One CSV column and what the spec does with it."""
+
+    name: str
+    kind: str  # log_numeric, numeric, categorical, unused or label
+    reason: str
+    type: str  # INT, FLOAT, STRING or UNKNOWN, as CsvExampleGen reads it
+    distinct: int
+    missing: float
+    header: str = ""  # the CSV header's name, where it is not ``name``
+
+    @property
+    def shown(self) -> str:
+        """The column as a person knows it, and its feature name where that differs."""
+        return f"{self.header} ({self.name})" if self.header else self.name
+
+
+@dataclasses.dataclass
+class Plan:
+    """Everything the scaffold decided, with its reasons (what ``main`` prints)."""
+
+    name: str
+    csv: str
+    rows: int
+    task: Task
+    task_reason: str
+    label: dict
+    label_reason: str
+    columns: list[Column]
+    metric: str
+    threshold: float
+    threshold_reason: str
+    max_regression: float
+    max_regression_reason: str
+    slices: list[str]
+    budget: budget_lib.Budget
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def of_kind(self, kind: str) -> list[Column]:
+        return [c for c in self.columns if c.kind == kind]
+
+    @property
+    def renamed(self) -> dict[str, str]:
+        """Header names by feature name, for the columns whose header is no feature name."""
+        return {c.name: c.header for c in self.columns if c.header}
+
+
+# ---------------------------------------------------------------- reading
+
+
+def derive_name(csv_path: str) -> str:
+    """A problem name from a file name: lower case, dashes for anything else ("Breast
+    Cancer.csv" -> "breast-cancer"), as Vertex AI accepts pipeline names."""
+    stem = os.path.splitext(os.path.basename(csv_path))[0].lower()
+    name = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]+", "-", stem)).strip("-")[:128].rstrip("-")
+    return name or "problem"
+
+
+def read_csv(csv_path: str, label: str) -> tuple[dict[str, csv_profile.ColumnProfile], dict[str, str], str]:
+    """The CSV as CsvExampleGen reads it, each column summarised in one streaming pass
+    (``authoring.csv_profile``: its cells, types as ``components.csv_encoding`` infers them;
+    the ``label`` column's distinct values all counted), by feature name; the header
+    names by feature name (``models.problem.feature_names``) where they differ; and the
+    label's feature name (``label`` may name its header)."""
+    from components import csv_encoding
+
+    names = csv_encoding.column_names(csv_path)
+    if duplicates := sorted({n for n in names if names.count(n) > 1}):
+        raise ScaffoldError(f"{csv_path}: column(s) {', '.join(duplicates)} appear twice in the header: rename one.")
+    headers = {feature: header for header, feature in problem_lib.feature_names(names).items() if feature != header}
+    types = {name: t.name for name, t in csv_encoding.infer_column_types([csv_path], headers).items()}
+    label = {header: feature for feature, header in headers.items()}.get(label, label)
+    profiles = csv_profile.profile(csv_encoding.read_blocks(csv_path, headers=headers), types, exact=(label,))
+    if not next(iter(profiles.values())).rows:
+        raise ScaffoldError(f"{csv_path} has a header but no rows.")
+    return profiles, headers, label
+
+
+def _share(count: int, rows: int) -> str:
+    return f"{count} of {rows} rows"
+
+
+# ---------------------------------------------------------------- the label
+
+
+def infer_task(label: csv_profile.ColumnProfile) -> tuple[Task, str]:
+    """The task for a label (every row has a value), after AutoGluon's rule."""
+    distinct, rows = label.distinct, label.rows
+    if distinct == 2:
+        return Task.BINARY, "the label has 2 distinct values"
+    if label.type == "STRING":
+        return Task.MULTICLASS, f"the label is text with {distinct} distinct values"
+    limit = CLASS_SHARE_SMALL_DATA if rows <= LARGE_DATA_ROWS else CLASS_SHARE_LARGE_DATA
+    few = distinct <= MAX_CLASSES and distinct <= limit * rows
+    rule = f"at most {limit:.0%} of the {rows} rows and at most {MAX_CLASSES}: AutoGluon's rule"
+    if label.integral and few:
+        return Task.MULTICLASS, f"the label is integers with few distinct values ({distinct}; {rule})"
+    if not label.integral:
+        return Task.REGRESSION, f"the label is numbers with fractions ({distinct} distinct values)"
+    return Task.REGRESSION, f"the label is integers with many distinct values ({distinct}; classes need {rule})"
+
+
+def _reads_positive(value: str, values: Sequence[str], numeric: bool) -> bool:
+    if numeric:
+        return float(value) == 1 and {float(v) for v in values} == {0.0, 1.0}
+    return value.strip().lower() in POSITIVE_WORDS
+
+
+def choose_positive(label: csv_profile.ColumnProfile) -> tuple[str, str]:
+    """The positive value of a 2-valued label, and why."""
+    counts = label.counts
+    distinct = sorted(counts)
+    numeric = label.type != "STRING"
+    positive = [v for v in distinct if _reads_positive(v, distinct, numeric)]
+    if len(positive) == 1:
+        return positive[0], f"{positive[0]!r} reads as positive ({_share(counts[positive[0]], label.present)})"
+    # The less frequent value; on a tie the later one in sorted order.
+    rarest = min(reversed(distinct), key=lambda v: counts[v])
+    return rarest, (
+        f"no single value reads as positive (yes/true/1/...): the less frequent one, "
+        f"{_share(counts[rarest], label.present)}"
+    )
+
+
+def _class_counts(label: csv_profile.ColumnProfile) -> dict[str, int]:
+    """Rows per class name as ``preprocessing_fn`` reads the label: text as it is, numbers
+    as integers (refused with fractions), most rows first."""
+    if label.type == "STRING":
+        counts = dict(label.counts)
+    else:
+        if not label.integral:
+            raise ScaffoldError(
+                "a multi-class label of numbers needs whole numbers (class codes); this one has fractions: "
+                "use --task regression, or encode the classes as integers or text."
+            )
+        counts = {}
+        for value, count in label.counts.items():
+            key = str(int(float(value.encode())))
+            counts[key] = counts.get(key, 0) + count
+    return dict(sorted(counts.items(), key=lambda item: -item[1]))
+
+
+def _too_rare(label: str, counts: dict[str, int], advice: str) -> None:
+    """Refuses classes with fewer than ``MIN_CLASS_ROWS`` rows."""
+    if rare := [c for c in sorted(counts) if counts[c] < MIN_CLASS_ROWS]:
+        listed = ", ".join(f"{c!r} ({counts[c]} rows)" for c in rare[:10])
+        raise ScaffoldError(
+            f"the label '{label}' has class(es) with fewer than {MIN_CLASS_ROWS} rows: {listed}"
+            f"{' and more' if len(rare) > 10 else ''}. Too few to learn or judge (the eval split holds a third of "
+            f"them): {advice}"
+        )
+
+
+def plan_label(
+    profiles: dict[str, csv_profile.ColumnProfile], label: str, task: Task | None, headers: dict[str, str] | None = None
+) -> tuple[Task, str, dict, str]:
+    """The task and its reason, the spec's [label] table and the label's description
+    (``headers``: the header names by feature name, for messages)."""
+    headers = headers or {}
+    if label not in profiles:
+        raise ScaffoldError(
+            f"--label {label!r} is not a column of the CSV; its columns: "
+            + ", ".join(headers.get(c, c) for c in profiles)
+        )
+    named = headers.get(label, label)
+    cells = profiles[label]
+    rows = cells.rows
+    if empty := rows - cells.present:
+        raise ScaffoldError(
+            f"the label '{named}' is empty in {_share(empty, rows)}: a row without a label teaches nothing (and "
+            "counts as 0 or 'no class' in the pipeline). Remove those rows from the CSV and scaffold again."
+        )
+    distinct = cells.distinct
+    if distinct < 2:
+        raise ScaffoldError(f"the label '{named}' has one value only ({cells.first!r}): there is nothing to learn.")
+    if task is None:
+        task, task_reason = infer_task(cells)
+    else:
+        task_reason = "given (--task)"
+    spec: dict = {"column": label}
+    if task == Task.BINARY:
+        if distinct != 2:
+            raise ScaffoldError(
+                f"the label '{named}' has {distinct} distinct values; a binary label has 2. Use --task multiclass "
+                "(or regression for a quantity), or reduce the column to two values."
+            )
+        _too_rare(named, cells.counts, "collect more rows of it.")
+        spec["positive"], reason = choose_positive(cells)
+        return task, task_reason, spec, f"positive class {spec['positive']!r}: {reason}"
+    if task == Task.MULTICLASS:
+        if distinct == 2:
+            raise ScaffoldError(f"the label '{named}' has 2 distinct values: use --task binary.")
+        if distinct > MAX_CLASSES:
+            raise ScaffoldError(
+                f"the label '{named}' has {distinct} distinct values, more than the {MAX_CLASSES} classes a "
+                "classifier here takes: if it is a quantity use --task regression, else group the values."
+            )
+        counts = _class_counts(cells)
+        spec["classes"] = sorted(counts)
+        _too_rare(
+            named,
+            counts,
+            "remove those rows or merge them into another class (say 'other'); if the label is a quantity, use "
+            "--task regression.",
+        )
+        majority = next(iter(counts))
+        return (
+            task,
+            task_reason,
+            spec,
+            f"{len(spec['classes'])} classes, sorted as text; the commonest is {majority!r} "
+            f"({_share(counts[majority], rows)})",
+        )
+    if cells.type == "STRING":
+        texts = list(cells.tokens)[:3]
+        raise ScaffoldError(
+            f"the label '{named}' holds text (such as {', '.join(repr(v) for v in texts)}): regression needs "
+            "numbers. Fix those cells, or use --task binary or multiclass for a label of categories."
+        )
+    return task, task_reason, spec, f"numbers from {cells.low:g} to {cells.high:g}, mean {cells.mean:g}"
+
+
+# ---------------------------------------------------------------- the columns
+
+
+def column_treatment(cells: csv_profile.ColumnProfile) -> tuple[str, str, int]:
+    """What the spec does with one (non-label) column: its kind, the reason, and its number
+    of distinct values."""
+    rows, present, distinct = cells.rows, cells.present, cells.distinct
+    missing = cells.missing
+    column_type = cells.type
+    if column_type == "UNKNOWN" or missing > MOSTLY_EMPTY:
+        return "unused", f"empty in {missing:.0%} of the rows (more than {MOSTLY_EMPTY:.0%}): no signal", distinct
+    if distinct == 1:
+        return "unused", f"constant: {cells.first!r} in every row that has a value", distinct
+    if column_type in ("STRING", "INT") and distinct == rows:
+        return "unused", "unique in every row: an identifier, nothing a model can generalize from", distinct
+    if column_type == "STRING":
+        if distinct > FREE_TEXT_SHARE * present:
+            return (
+                "unused",
+                f"text with {distinct} distinct values in {present} rows (more than half): free text or an id, "
+                "which a vocabulary cannot generalize from",
+                distinct,
+            )
+        return "categorical", f"text with {distinct} distinct values", distinct
+    if column_type == "INT" and distinct <= FEW_INTEGER_VALUES:
+        return "categorical", f"integers with {distinct} distinct values (codes or levels)", distinct
+    low, high, median = cells.low, cells.high, cells.median
+    if low >= 0 and high > HEAVY_TAIL_RATIO * median:
+        of = f"the median of {csv_profile.SAMPLE_ROWS:,} random rows" if cells.sampled else "the median"
+        return (
+            "log_numeric",
+            f"never negative and heavy-tailed (max {high:g} > {HEAVY_TAIL_RATIO:g}x {of} {median:g}): log1p, "
+            "then z-score",
+            distinct,
+        )
+    return "numeric", f"numbers from {low:g} to {high:g}: z-score", distinct
+
+
+def _text_that_is_numbers(name: str, cells: csv_profile.ColumnProfile) -> str | None:
+    """A note for a text column whose values are numbers but for a few tokens ("NA", "?")."""
+    if cells.present and 1 > cells.numeric_cells / cells.present >= NUMBERS_BUT_FOR_A_FEW:
+        shown = ", ".join(f"{t!r} ({n} rows)" for t, n in cells.tokens.most_common(3))
+        return (
+            f"'{name}' is read as text because of {shown}; the rest are numbers. If those mean 'no value', empty "
+            "those cells and scaffold again to treat it as a number."
+        )
+    return None
+
+
+# ---------------------------------------------------------------- the blessing
+
+
+def _round_up(value: float, digits: int = 3) -> float:
+    if value <= 0:
+        return 0.0
+    scale = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
+    return round(math.ceil(value / scale - 1e-9) * scale, 12)
+
+
+def _accuracy_noise(rows: int) -> tuple[float, str]:
+    """``max_regression`` for accuracy: 0.02, or two rows of the eval split when that is more
+    (a retrained model getting one or two more eval rows wrong is noise on small data)."""
+    eval_rows = rows * EVAL_SHARE
+    two_rows = _round_up(2 / eval_rows, 2) if eval_rows else 1.0
+    if two_rows <= MAX_REGRESSION["accuracy"]:
+        return MAX_REGRESSION["accuracy"], "run-to-run noise of retraining on the same data"
+    return two_rows, f"two rows of an eval split of about {eval_rows:.0f}: run-to-run noise of retraining on small data"
+
+
+def plan_blessing(task: Task, label: csv_profile.ColumnProfile) -> tuple[str, float, str, float, str]:
+    """The blessing metric, its threshold and how it was computed, ``max_regression`` and why."""
+    metric = problem_lib.DEFAULT_METRIC[task]
+    if task == Task.BINARY:
+        return (
+            metric,
+            AUC_FLOOR,
+            f"a floor of {AUC_FLOOR:g}: always answering one class (or guessing) scores 0.5; raise it once you "
+            "know what a good model scores here",
+            MAX_REGRESSION[metric],
+            "run-to-run noise of retraining on the same data",
+        )
+    if task == Task.MULTICLASS:
+        counts = _class_counts(label)
+        commonest = next(iter(counts))
+        majority = counts[commonest] / label.rows
+        threshold = math.floor(min(majority + ACCURACY_MARGIN, majority + (1 - majority) / 2) * 1000) / 1000
+        return (
+            metric,
+            threshold,
+            f"always answering the commonest class ({commonest!r}) scores {majority:.3f}; the floor is that "
+            f"+ {ACCURACY_MARGIN:g} (at most halfway to 1)",
+            *_accuracy_noise(label.rows),
+        )
+    deviation = label.std
+    return (
+        metric,
+        _round_up(deviation),
+        f"a ceiling of the label's standard deviation ({deviation:.4g}, rounded up): what always answering the mean "
+        "scores",
+        _round_up(RMSE_MAX_REGRESSION_SHARE * deviation),
+        f"{RMSE_MAX_REGRESSION_SHARE:.0%} of the label's standard deviation, for run-to-run noise",
+    )
+
+
+# ---------------------------------------------------------------- the plan
+
+
+def plan(csv_path: str, label: str, task: Task | str | None = None, name: str | None = None) -> Plan:
+    """Every decision for a problem from ``csv_path`` with ``label`` as its label (nothing
+    is written); raises ``ScaffoldError`` naming what to fix."""
+    name = name or derive_name(csv_path)
+    if not PIPELINE_NAME_PATTERN.fullmatch(name):
+        raise ScaffoldError(f"--name {name!r} must match [a-z0-9][a-z0-9-]{{0,127}} (lower case, digits, dashes).")
+    task = Task(task) if task else None
+    profiles, headers, label = read_csv(csv_path, label)
+    task, task_reason, label_spec, label_reason = plan_label(profiles, label, task, headers)
+    rows = profiles[label].rows
+    notes: list[str] = []
+    columns = []
+    for column, cells in profiles.items():
+        if column == label:
+            columns.append(
+                Column(column, "label", "the label: not a model input", cells.type, 0, 0.0, headers.get(column, ""))
+            )
+            continue
+        kind, reason, distinct = column_treatment(cells)
+        columns.append(Column(column, kind, reason, cells.type, distinct, cells.missing, headers.get(column, "")))
+        if cells.type == "STRING" and (note := _text_that_is_numbers(columns[-1].shown, cells)):
+            notes.append(note)
+    inputs = [c for c in columns if c.kind not in ("unused", "label")]
+    if not inputs:
+        raise ScaffoldError(
+            "no column can feed the model: "
+            + "; ".join(f"'{c.name}' {c.reason}" for c in columns if c.kind == "unused")
+        )
+    label_name = label_spec.get("name", label)
+    if transformed_name(label_name) in {transformed_name(c.name) for c in inputs}:
+        label_spec["name"] = f"{label_name}_label"
+    metric, threshold, threshold_reason, max_regression, max_regression_reason = plan_blessing(task, profiles[label])
+    low, high = SLICE_VALUES
+    slices = [c.name for c in columns if c.kind == "categorical" and low <= c.distinct <= high][:MAX_SLICES]
+    return Plan(
+        name=name,
+        csv=csv_path,
+        rows=rows,
+        task=task,
+        task_reason=task_reason,
+        label=label_spec,
+        label_reason=label_reason,
+        columns=columns,
+        metric=metric,
+        threshold=threshold,
+        threshold_reason=threshold_reason,
+        max_regression=max_regression,
+        max_regression_reason=max_regression_reason,
+        slices=slices,
+        budget=training_budget(rows),
+        notes=notes,
+    )
+
+
+def training_budget(rows: int) -> budget_lib.Budget:
+    """What the Trainer's budget (``models/budget.py``) is for a CSV of ``rows`` rows: about
+    the train split's share of them, in the default batch on one replica."""
+    return budget_lib.from_data(max(1, round(rows * (1 - EVAL_SHARE))), HParams().per_replica_batch_size)
+
+
+def _toml(value) -> str:
+    """A TOML value (strings as basic strings: JSON's escapes are TOML's)."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return str(value)
+
+
+def problem_toml(p: Plan, source: str) -> str:
+    """The spec's text, each decision with its reason in a comment."""
+    lines = [
+        f"# Drafted by `python -m authoring.scaffold` from {os.path.basename(source)} ({p.rows} rows) on "
+        f"{datetime.date.today()}.",
+        "# Review the task, the label, each column's treatment and the blessing threshold (models/problem.py",
+        "# documents every key); the data contract beside it (schema.pbtxt) is a draft too.",
+        f"name = {_toml(p.name)}",
+        f"# {p.task_reason if p.task_reason.startswith('given') else 'inferred: ' + p.task_reason}",
+        f"task = {_toml(p.task.value)}",
+    ]
+    if p.renamed:
+        lines += [
+            "",
+            "[columns]",
+            "# Headers that cannot name a feature, by the feature name the spec uses for each (lower case, '_' for",
+            '# anything else; docs/problems.md, "Column names"). The CSV keeps its header; CsvExampleGen renames',
+            "# these columns, and the model's serving inputs (serving_raw) take the feature names.",
+            *(f"{feature} = {_toml(header)}" for feature, header in p.renamed.items()),
+        ]
+    lines += [
+        "",
+        "[label]",
+        f"# {p.label_reason}",
+    ]
+    lines += [f"{key} = {_toml(value)}" for key, value in p.label.items()]
+    lines += ["", "[features]"]
+    for kind in ("log_numeric", "numeric", "categorical"):
+        if chosen := p.of_kind(kind):
+            lines.append(f"{kind} = [")
+            lines += [f"    {_toml(c.name)},  # {c.reason}" for c in chosen]
+            lines.append("]")
+    if unused := p.of_kind("unused"):
+        lines += ["", "[features.unused]"]
+        lines += [f"{_toml(c.name)} = {_toml(c.reason)}" for c in unused]
+    lines += [
+        "",
+        "[evaluation]",
+        f"slices = {_toml(p.slices)}",
+        f"metric = {_toml(p.metric)}",
+        f"# {p.threshold_reason}",
+        f"threshold = {_toml(float(p.threshold))}",
+        f"# {p.max_regression_reason}",
+        f"max_regression = {_toml(float(p.max_regression))}",
+        "",
+        "# Training: no step count here. The Trainer trains until the validation metric stops improving,",
+        "# within a budget from the training split's size (models/budget.py); for this CSV, about:",
+        *textwrap.wrap(p.budget.reason, 96, initial_indent="#   ", subsequent_indent="#   "),
+        "# A run's --train-steps N trains exactly N steps instead.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def contract_header(p: Plan, copy_name: str) -> str:
+    """The DRAFT note heading the scaffold's schema.pbtxt: what it is and what to review."""
+    return (
+        f"# DRAFT data contract, drafted by `python -m authoring.scaffold` from {copy_name} on\n"
+        f"# {datetime.date.today()}, beside problem.toml. The pipeline checks every run's data against it as\n"
+        "# it is, so until it is reviewed it only says that new data looks like this data. Review it:\n"
+        "# - ranges (int_domain, float_domain) are the ones observed here: make them the physically possible ones;\n"
+        "# - closed string domains list the values seen here: open (delete) the ones that will grow;\n"
+        "# - max_missing_fraction tags are the shares of empty cells seen here, with room: decide what is normal;\n"
+        "# - drift_comparator thresholds are generic: remove them where a column moves by design (timestamps,\n"
+        "#   ids), tighten them where a change must stop a run (`python -m bench.drift` measures them);\n"
+        "# - the label's class balance (min_label_class_fraction) and its columns' environments: see below.\n"
+    )
+
+
+def _observed(schema) -> list[str]:
+    """The contract's observed ranges and closed domains, one entry per column."""
+    domains = {d.name: len(d.value) for d in schema.string_domain}
+    found = []
+    for feature in schema.feature:
+        if feature.HasField("int_domain"):
+            found.append(f"{feature.name} {feature.int_domain.min}..{feature.int_domain.max}")
+        elif feature.HasField("float_domain"):
+            found.append(f"{feature.name} {feature.float_domain.min:g}..{feature.float_domain.max:g}")
+        elif feature.HasField("domain"):
+            found.append(f"{feature.name} one of {domains.get(feature.domain, '?')} values")
+    return found
+
+
+def scaffold(
+    csv_path: str,
+    label: str,
+    task: Task | str | None = None,
+    name: str | None = None,
+    output: str | None = None,
+    force: bool = False,
+) -> tuple[Plan, str, object]:
+    """Writes the problem folder for ``csv_path``; returns the plan, the folder and the
+    drafted contract (``authoring.contract.Draft``). Raises ``ScaffoldError``."""
+    from components.csv_encoding import ColumnType
+
+    if not os.path.isfile(csv_path):
+        raise ScaffoldError(f"--csv {csv_path}: no such file.")
+    # The contract needs TensorFlow Data Validation, whose import (TensorFlow, Beam) takes
+    # seconds of mostly one core: it runs while the plan reads the CSV, mostly in Arrow.
+    importing = threading.Thread(target=importlib.import_module, args=("tensorflow_data_validation",), daemon=True)
+    importing.start()
+    p = plan(csv_path, label, task, name)
+    importing.join()
+    from authoring import contract
+
+    folder = os.path.abspath(output or os.path.join(REPO_ROOT, "data", p.name))
+    source = os.path.abspath(csv_path)
+    inside = os.path.dirname(source) == folder
+    copy_name = os.path.basename(source) if inside else f"{p.name}.csv"
+    if os.path.isdir(folder) and os.listdir(folder) and not force:
+        raise ScaffoldError(
+            f"{folder} exists and is not empty: pass --force to write {PROBLEM_FILE}, {CONTRACT_FILE} and "
+            f"{copy_name} into it (other files stay), or choose another --output or --name."
+        )
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise ScaffoldError(f"{folder} is a file, not a folder: choose another --output.")
+    others = [
+        os.path.basename(f)
+        for f in glob.glob(os.path.join(glob.escape(folder), "*.csv"))
+        if os.path.basename(f) != copy_name
+    ]
+    if others:
+        raise ScaffoldError(
+            f"{folder} holds other CSV file(s) ({', '.join(sorted(others))}), which the pipeline would read as "
+            "data too: move them away, or choose another --output."
+        )
+    spec_text = problem_toml(p, source)
+    with tempfile.TemporaryDirectory(prefix="scaffold-") as scratch:
+        # The spec must load as the runners load it, and the contract is drafted from the copy.
+        shutil.copyfile(source, os.path.join(scratch, copy_name))
+        with open(os.path.join(scratch, PROBLEM_FILE), "w") as f:
+            f.write(spec_text)
+        try:
+            problem = problem_lib.load(scratch)
+        except problem_lib.ProblemError as err:
+            raise ScaffoldError(f"the drafted spec does not load ({err}); please report this") from err
+        types = {c.name: ColumnType[c.type] for c in p.columns}
+        drafted = contract.draft_contract(scratch, glob.escape(copy_name), problem, types)
+        absent = [
+            f"{cls!r} in {split}"
+            for split, counts in drafted.label_counts.items()
+            for cls, count in zip(contract.class_names(problem), counts[1:], strict=True)
+            if count == 0
+        ]
+        if absent:
+            raise ScaffoldError(
+                f"class(es) {', '.join(absent)} have no rows in that split as CsvExampleGen splits the data "
+                "(AnomalyGate would stop the run): add rows of those classes, or merge them into another class."
+            )
+        os.makedirs(folder, exist_ok=True)
+        if not inside:
+            shutil.copyfile(source, os.path.join(folder, copy_name))
+        with open(os.path.join(folder, PROBLEM_FILE), "w") as f:
+            f.write(spec_text)
+        with open(os.path.join(folder, CONTRACT_FILE), "w") as f:
+            f.write(contract.to_text(drafted, contract_header(p, copy_name)))
+    return p, folder, drafted
+
+
+def review(p: Plan, folder: str, drafted, chosen: str | None = None) -> str:
+    """What a person should review, then the command to run; ``chosen``: what
+    ``authoring.choose_model`` said of the model families, if it ran."""
+    relative = os.path.relpath(folder)
+    shown = folder if relative.startswith("..") else relative
+    width = max(len(c.shown) for c in p.columns)
+    known_as = {c.name: c.shown for c in p.columns}
+    lines = [
+        f"Problem '{p.name}' drafted in {shown}: {PROBLEM_FILE}, {CONTRACT_FILE} (a DRAFT contract) and the data "
+        f"({p.rows} rows, {len(p.columns)} columns).",
+        "",
+        "Review (each is a guess; edit problem.toml and schema.pbtxt where it is wrong):",
+        f"  Task: {p.task.value}, because {p.task_reason}. Another: --task binary|multiclass|regression.",
+        f"  Label: '{next(c.shown for c in p.columns if c.kind == 'label')}': {p.label_reason}.",
+        "  Columns:",
+    ]
+    lines += [f"    {c.shown:<{width}}  {c.kind:<11}  {c.reason}" for c in p.columns]
+    if p.renamed:
+        lines.append(
+            f"  Column names: {len(p.renamed)} header(s) cannot name a feature, so the spec names them as shown in "
+            "parentheses ([columns] in problem.toml maps each to its header). The CSV files keep their header; "
+            "requests to the served model (serving_raw) use the feature names."
+        )
+    sense = "at least" if p.metric in ("auc", "accuracy") else "at most"
+    lines += [
+        f"  Blessing: {p.metric} {sense} {p.threshold:g} on the eval split: {p.threshold_reason}.",
+        f"  A new model may be at most {p.max_regression:g} worse than the last blessed one: "
+        f"{p.max_regression_reason}.",
+        f"  Slices: {', '.join(known_as[s] for s in p.slices) or 'none (no categorical input with 2-20 values)'}.",
+        f"  Training: {p.budget.reason} (--train-steps N overrides).",
+        f"  Model: {chosen}"
+        if chosen
+        else "  Model: the wide-and-deep network. Gradient-boosted trees win on some data: --choose-model (or "
+        f"`python -m authoring.choose_model --problem {shown}`) runs the pipeline with each and keeps the better "
+        f"{p.metric}.",
+    ]
+    if observed := _observed(drafted.schema):
+        lines.append("  Contract, observed ranges and closed domains (make them the possible ones):")
+        lines += textwrap.wrap("; ".join(observed), 116, initial_indent="    ", subsequent_indent="    ")
+    if drafted.min_label_class_fraction is not None:
+        lines.append(
+            f"  Contract, min_label_class_fraction={drafted.min_label_class_fraction:g}: "
+            f"{' '.join(drafted.annotation_comments)}"
+        )
+    for note in p.notes + drafted.notes:
+        lines.append(f"  Note: {note}")
+    lines += ["", "Then run:", f"  python local_runner.py --problem {shown}"]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--csv", required=True, help="The CSV file: a header line, then one row per example.")
+    parser.add_argument("--label", required=True, help="The column to predict.")
+    parser.add_argument(
+        "--task", choices=[t.value for t in Task], help="The task (default: inferred from the label's values)."
+    )
+    parser.add_argument("--name", help="The problem's name, [a-z0-9][a-z0-9-]* (default: from the CSV's file name).")
+    parser.add_argument("--output", help="The problem's folder (default: data/<name> in this repository).")
+    parser.add_argument("--force", action="store_true", help="Write into an existing folder.")
+    parser.add_argument(
+        "--choose-model",
+        action="store_true",
+        help="Then run the pipeline with the network and with the trees, and keep the better (authoring.choose_model).",
+    )
+    add_verbose_flag(parser)
+    args = parser.parse_args(argv)
+    with Terminal(command_log(DEFAULT_OUTPUT_ROOT, "scaffold"), verbose=args.verbose) as terminal:
+        from components.csv_encoding import CsvFileError
+
+        try:
+            p, folder, drafted = scaffold(args.csv, args.label, args.task, args.name, args.output, args.force)
+        except (ScaffoldError, CsvFileError) as err:
+            say(f"error: {err}", err=True)
+            return 2
+        chosen = None
+        if args.choose_model:
+            from authoring import choose_model
+
+            trial, trials = choose_model.choose(folder)
+            chosen = choose_model.describe(problem_lib.load(folder), trials, trial).replace("\n", " ")
+        terminal.say_log()  # before the review, which ends with the command to run next
+        say(review(p, folder, drafted, chosen))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

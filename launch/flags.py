@@ -1,0 +1,195 @@
+"""Command-line flags both runners share, and their mapping onto ``PipelineConfig``.
+
+Only argparse here: runners add their own flags (local paths and Beam workers for the
+local runner; gs:// roots, image and cloud settings for the Kubeflow runner).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from models import problem as problem_lib
+from models.hparams import HParams
+from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR, PipelineConfig, Tuning
+from pipeline.flag_errors import SettingsError
+
+DEFAULTS = PipelineConfig()
+
+
+def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags that shape the pipeline wherever it runs."""
+    parser.add_argument(
+        "--problem",
+        default=DEFAULT_PROBLEM_DIR,
+        help="The problem's folder: its spec (problem.toml), its data contract (schema.pbtxt) and its CSV "
+        "data (default: the taxi example, data/taxi). python -m authoring.scaffold drafts one from a CSV.",
+    )
+    parser.add_argument(
+        "--pipeline-name",
+        default=None,
+        help="Pipeline name ([a-z0-9][a-z0-9-]*, as Vertex requires); separates runs (default: the problem's name).",
+    )
+    parser.add_argument(
+        "--data-pattern", default=DEFAULTS.data_pattern, help="Glob, relative to --data-root, selecting the data files."
+    )
+    spans = parser.add_argument_group("data that arrives as spans (a {SPAN} or {YYYY}{MM}{DD} spec in --data-pattern)")
+    spans.add_argument(
+        "--span",
+        type=int,
+        default=None,
+        help="Ingest this span (TFX's static range_config) instead of the newest; days since 1970-01-01 for dates.",
+    )
+    spans.add_argument(
+        "--window-spans",
+        type=int,
+        default=DEFAULTS.window_spans,
+        help="The Trainer learns from this many newest spans (a rolling window); the Evaluator judges on the "
+        "newest span.",
+    )
+    spans.add_argument(
+        "--warm-start",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="Start training from the champion's weights where shapes allow (default: on with spans).",
+    )
+    parser.add_argument(
+        "--train-steps",
+        type=int,
+        default=DEFAULTS.train_steps,
+        help="Total training steps, each of one global batch (default: a budget from the training split's size, "
+        "stopping once the validation metric stops improving; models/budget.py).",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=DEFAULTS.hparams.epochs,
+        help="Training steps are split into this many epochs (evaluation after each).",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=DEFAULTS.hparams.per_replica_batch_size,
+        help="Per-replica batch size; the global batch is this times the replica count.",
+    )
+    contract = parser.add_mutually_exclusive_group()
+    contract.add_argument(
+        "--schema-path",
+        default=None,
+        help=f"The data contract (a curated schema.pbtxt) to validate the data against (default: the "
+        f"problem's, {CONTRACT_FILE} in its folder).",
+    )
+    contract.add_argument(
+        "--infer-schema",
+        action="store_true",
+        help="Opt out of the problem's contract: infer the schema from the data itself (catches little; for a "
+        "first look at new data; the summary says so).",
+    )
+    parser.add_argument(
+        "--accept-drift",
+        action="store_true",
+        default=DEFAULTS.accept_drift,
+        help="Train on data that drifted beyond the contract's thresholds from the champion's data "
+        "(the drift is recorded in the run summary).",
+    )
+    parser.add_argument(
+        "--blessing-threshold",
+        type=float,
+        default=None,
+        help="Evaluator gate on the problem's blessing metric (a floor for AUC or accuracy, a ceiling for RMSE "
+        "or MAE): a model on the wrong side of it is not blessed or pushed (default: the problem's).",
+    )
+    parser.add_argument(
+        "--transform-statistics",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULTS.transform_statistics,
+        help="Have Transform compute pre- and post-transform statistics and anomalies (slower; more memory).",
+    )
+    parser.add_argument(
+        "--transform-tf1-graph",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULTS.transform_tf1_graph,
+        help="Have Transform trace preprocessing_fn once as a TF1 graph instead of TF2 functions: same values, "
+        "seconds faster; preprocessing_fn must then avoid TF2-only APIs (docs/pipeline.md).",
+    )
+    parser.add_argument(
+        "--hparam",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="Set one of the Trainer's hyperparameters (models/hparams.py; the value as JSON, else text), "
+        "e.g. --hparam wide_numbers=false --hparam hidden_units=[128,64]; repeatable.",
+    )
+    parser.add_argument(
+        "--tune",
+        action="store_true",
+        help="Search the learning rate, hidden units, dropout and L2 with TFX's Tuner first; the Trainer "
+        "takes the best (models/tuning.py).",
+    )
+    parser.add_argument(
+        "--tuning-trials",
+        type=int,
+        default=Tuning.trials,
+        help="With --tune: models the search trains (each costs about one training).",
+    )
+    parser.add_argument(
+        "--enable-cache",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULTS.enable_cache,
+        help="Reuse results of components whose inputs and code did not change.",
+    )
+
+
+def hparams_from_args(args: argparse.Namespace) -> HParams:
+    """The defaults, with --epochs, --batch-size and every --hparam NAME=VALUE; a name or value
+    ``HParams`` refuses is a ``SettingsError`` naming it."""
+    hparams = dataclasses.replace(DEFAULTS.hparams, epochs=args.epochs, per_replica_batch_size=args.batch_size)
+    if not args.hparam:
+        return hparams
+    values = hparams.to_custom_config()
+    for item in args.hparam:
+        name, given, text = item.partition("=")
+        if not given or not name:
+            raise SettingsError(f"--hparam {item!r}: give NAME=VALUE, e.g. --hparam wide_numbers=false")
+        try:
+            values[name] = json.loads(text)
+        except json.JSONDecodeError:
+            values[name] = text
+    try:
+        return HParams.from_custom_config(values)
+    except (TypeError, ValueError) as err:
+        raise SettingsError(f"--hparam: {err}") from None
+
+
+def add_shared_flags(parser: argparse.ArgumentParser, names: Sequence[str]) -> None:
+    """The runners' own flags of these names, for another command: same defaults and help."""
+    donor = argparse.ArgumentParser(add_help=False)
+    add_pipeline_flags(donor)
+    for action in donor._actions:
+        if action.dest in names:
+            parser._add_action(action)
+
+
+def pipeline_config_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``PipelineConfig`` arguments from the shared flags (paths are the runner's business).
+    Raises ``problem.ProblemError`` for a spec that cannot be used, naming the fix."""
+    return dict(
+        problem=problem_lib.load(args.problem),
+        pipeline_name=args.pipeline_name,
+        data_pattern=args.data_pattern,
+        span=args.span,
+        window_spans=args.window_spans,
+        warm_start=args.warm_start,
+        train_steps=args.train_steps,
+        enable_cache=args.enable_cache,
+        transform_statistics=args.transform_statistics,
+        transform_tf1_graph=args.transform_tf1_graph,
+        blessing_threshold=args.blessing_threshold,
+        infer_schema=args.infer_schema,
+        accept_drift=args.accept_drift,
+        hparams=hparams_from_args(args),
+        tuning=Tuning(args.tuning_trials, getattr(args, "parallel_trials", 1)) if args.tune else None,
+    )

@@ -1,0 +1,100 @@
+"""The flags both runners share, and how they map onto ``PipelineConfig``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+
+from launch.flags import add_pipeline_flags, pipeline_config_kwargs
+from pipeline.config import PipelineConfig
+from pipeline.flag_errors import SettingsError
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_pipeline_flags(parser)
+    return parser.parse_args(argv)
+
+
+def test_no_flags_give_the_configuration_defaults():
+    assert PipelineConfig(**pipeline_config_kwargs(_parse([]))) == PipelineConfig()
+
+
+def test_each_flag_reaches_its_field():
+    argv = [
+        "--pipeline-name",
+        "taxi-dev",
+        "--data-pattern",
+        "2026-*.csv",
+        "--train-steps",
+        "120",
+        "--epochs",
+        "3",
+        "--batch-size",
+        "64",
+        "--blessing-threshold",
+        "0.8",
+        "--transform-statistics",
+        "--transform-tf1-graph",
+        "--enable-cache",
+        "--accept-drift",
+    ]
+    config = PipelineConfig(**pipeline_config_kwargs(_parse(argv)))
+    defaults = PipelineConfig()
+    assert config == dataclasses.replace(
+        defaults,
+        pipeline_name="taxi-dev",
+        data_pattern="2026-*.csv",
+        train_steps=120,
+        blessing_threshold=0.8,
+        transform_statistics=True,
+        transform_tf1_graph=True,
+        enable_cache=True,
+        accept_drift=True,
+        hparams=dataclasses.replace(defaults.hparams, epochs=3, per_replica_batch_size=64),
+    )
+
+
+def test_boolean_flags_can_be_turned_off_explicitly():
+    args = _parse(["--enable-cache", "--no-enable-cache", "--no-transform-statistics"])
+    assert not args.enable_cache and not args.transform_statistics
+
+
+def test_paths_are_left_to_the_runner():
+    """Local paths are made absolute, cloud ones must be gs://: each runner decides."""
+    assert not {"data_root", "output_root", "schema_path"} & set(pipeline_config_kwargs(_parse([])))
+
+
+def test_tune_adds_a_tuner_with_its_trial_budget():
+    from pipeline.config import Tuning
+
+    assert pipeline_config_kwargs(_parse([]))["tuning"] is None
+    assert pipeline_config_kwargs(_parse(["--tune", "--tuning-trials", "4"]))["tuning"] == Tuning(trials=4)
+
+
+def test_hparam_sets_any_hyperparameter_from_json_or_text():
+    args = _parse(["--batch-size", "64", "--hparam", "wide_numbers=false", "--hparam", "hidden_units=[128,64]"])
+    args.hparam.append("strategy=mirrored")
+    hparams = pipeline_config_kwargs(args)["hparams"]
+    assert hparams == dataclasses.replace(
+        PipelineConfig().hparams,
+        per_replica_batch_size=64,
+        wide_numbers=False,
+        hidden_units=(128, 64),
+        strategy="mirrored",
+    )
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        ("dropout", "give NAME=VALUE"),
+        ("hidden=[8]", r"Unknown Trainer custom_config keys \['hidden'\]"),
+        ("dropout=1.5", r"dropout must be in \[0, 1\)"),
+    ],
+)
+def test_a_hparam_that_cannot_work_is_refused_naming_it(given, named):
+    with pytest.raises(SettingsError, match=named):
+        pipeline_config_kwargs(_parse(["--hparam", given]))
