@@ -68,6 +68,11 @@ def _steady_states(figures: dict[str, Any]) -> str:
     return f"{figures['steady_components']:g}/{figures['components']:g}"
 
 
+def _table_head(columns: list[str]) -> list[str]:
+    """A Markdown table's header row and the rule under it."""
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+
 def _tasks_table(sizes: list[dict[str, Any]], components: list[str]) -> list[str]:
     """Each task's run beside the binary one's, per size: the scaffold's seconds and peak
     PSS, the run's wall seconds and peak PSS, seconds per component, and the Evaluator's
@@ -78,7 +83,7 @@ def _tasks_table(sizes: list[dict[str, Any]], components: list[str]) -> list[str
     header = ["rows", "task", "scaffold s", "scaffold PSS MB", "wall s", "peak PSS MB", *components]
     header.append("Evaluator vs binary")
     seconds = ["", "Each task on the same data (`bench/tasks.py`), scaffolded and run once fresh:", ""]
-    seconds += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    seconds += _table_head(header)
     memory = ["", "Peak PSS (MB, process tree) while each component ran, per task:", ""]
     memory += ["| rows | task | " + " | ".join(components) + " |", "|" + "---|" * (len(components) + 2)]
     for r in with_tasks:
@@ -105,61 +110,69 @@ def _tasks_table(sizes: list[dict[str, Any]], components: list[str]) -> list[str
     return seconds + memory
 
 
-def markdown(results: dict[str, Any]) -> str:
-    """The results as Markdown: a summary per size, then seconds per component."""
-    sizes = results["sizes"]
-    components = list(dict.fromkeys(c for s in sizes for c in s["median"]["component_s"]))
+def _heading(results: dict[str, Any]) -> list[str]:
+    """The title, the machine, and how the runs were made."""
     m = results["machine"]
-    repeats = results["settings"]["repeats"]
-    lines = [
+    settings = results["settings"]
+    repeats = settings["repeats"]
+    return [
         f"# Pipeline benchmark ({m['date_utc']})",
         "",
         f"Machine: {m['cpus']} CPUs, {m['ram_gb']} GB RAM, {m['platform']}; Python {m['python']}, "
         f"TensorFlow {m['tensorflow']}, TFX {m['tfx']}, Beam {m['apache_beam']}.",
-        f"Runner args: `{' '.join(results['settings']['runner_args']) or '(defaults)'}`; seed "
-        f"{results['settings']['seed']}; "
+        f"Runner args: `{' '.join(settings['runner_args']) or '(defaults)'}`; seed "
+        f"{settings['seed']}; "
         + (f"figures are medians of {repeats} repeats." if repeats > 1 else "one run per size (no repeats)."),
         "",
     ]
-    header = [
-        "size",
-        "rows",
-        "wall s",
-        "vs template",
-        "ExampleGen rows/s",
-        "vs template",
-        "peak RSS MB",
-        "peak PSS MB",
-        "max proc RSS MB",
-        "2nd run s (ratio)",
-        "3rd run s (ratio, cached)",
-        "input/in-memory",
-        "streamed/in-memory",
-        "load s",
+
+
+SUMMARY_COLUMNS = [
+    "size",
+    "rows",
+    "wall s",
+    "vs template",
+    "ExampleGen rows/s",
+    "vs template",
+    "peak RSS MB",
+    "peak PSS MB",
+    "max proc RSS MB",
+    "2nd run s (ratio)",
+    "3rd run s (ratio, cached)",
+    "input/in-memory",
+    "streamed/in-memory",
+    "load s",
+]
+
+
+def _summary_cells(size: dict[str, Any]) -> list[str]:
+    """One size's row of the summary (``SUMMARY_COLUMNS``)."""
+    r = size["median"]
+    template = template_figures(r)
+    mark = "" if "template" in r else " (quoted)"
+    example_gen_s = r["component_s"].get("CsvExampleGen", 0.0)
+    return [
+        f"x{size['size']:g}",
+        f"{r['rows']:,.0f}",
+        f"{r['wall_s']:.1f}",
+        f"{r['wall_s'] / template['wall_s']:.2f}x{mark}" if template else "-",
+        f"{r['example_gen_rows_per_s']:,.0f}",
+        f"{template['example_gen_s'] / example_gen_s:.1f}x faster{mark}" if template and example_gen_s else "-",
+        f"{r['peak_rss_mb']:.0f}",
+        f"{r['peak_pss_mb']:.0f}",
+        f"{r['max_process_rss_mb']:.0f}",
+        f"{r['cached_wall_s']:.1f} ({r['cached_ratio']:.2f})",
+        f"{r['steady_wall_s']:.1f} ({r['steady_ratio']:.2f}, {_steady_states(r)})",
+        f"{r['input_vs_cached_ratio']:.2f}",
+        f"{r['streamed_vs_cached_ratio']:.2f}",
+        f"{r['in_memory_load_s']:.1f}",
     ]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for s in sizes:
-        r = s["median"]
-        template = template_figures(r)
-        mark = "" if "template" in r else " (quoted)"
-        example_gen_s = r["component_s"].get("CsvExampleGen", 0.0)
-        cells = [
-            f"x{s['size']:g}",
-            f"{r['rows']:,.0f}",
-            f"{r['wall_s']:.1f}",
-            f"{r['wall_s'] / template['wall_s']:.2f}x{mark}" if template else "-",
-            f"{r['example_gen_rows_per_s']:,.0f}",
-            f"{template['example_gen_s'] / example_gen_s:.1f}x faster{mark}" if template and example_gen_s else "-",
-            f"{r['peak_rss_mb']:.0f}",
-            f"{r['peak_pss_mb']:.0f}",
-            f"{r['max_process_rss_mb']:.0f}",
-            f"{r['cached_wall_s']:.1f} ({r['cached_ratio']:.2f})",
-            f"{r['steady_wall_s']:.1f} ({r['steady_ratio']:.2f}, {_steady_states(r)})",
-            f"{r['input_vs_cached_ratio']:.2f}",
-            f"{r['streamed_vs_cached_ratio']:.2f}",
-            f"{r['in_memory_load_s']:.1f}",
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+
+
+def _summary_table(sizes: list[dict[str, Any]]) -> list[str]:
+    """A row per size, then how wall time and peak RSS grew from the smallest to the largest."""
+    lines = _table_head(SUMMARY_COLUMNS)
+    lines += ["| " + " | ".join(_summary_cells(s)) + " |" for s in sizes]
     if len(sizes) > 1:
         first, last = sizes[0]["median"], sizes[-1]["median"]
         lines += [
@@ -168,43 +181,57 @@ def markdown(results: dict[str, Any]) -> str:
             f"wall time {last['wall_s'] / first['wall_s']:.2f}x, peak RSS "
             f"{last['peak_rss_mb'] / first['peak_rss_mb']:.2f}x.",
         ]
-    lines += ["", "Seconds per component (ML Metadata execution create -> last update):", ""]
-    lines += ["| rows | " + " | ".join(components) + " |", "|" + "---|" * (len(components) + 1)]
+    return lines
+
+
+def _per_component_table(sizes: list[dict[str, Any]], components: list[str], key: str, digits: int) -> list[str]:
+    """A row per size: its figures under ``key`` (component -> value), one column per component."""
+    lines = ["| rows | " + " | ".join(components) + " |", "|" + "---|" * (len(components) + 1)]
     for s in sizes:
-        r = s["median"]
+        values = s["median"].get(key, {})
         lines.append(
-            f"| {r['rows']:,.0f} | " + " | ".join(f"{r['component_s'].get(c, 0.0):.1f}" for c in components) + " |"
+            f"| {s['median']['rows']:,.0f} | "
+            + " | ".join(f"{values.get(c, 0.0):.{digits}f}" for c in components)
+            + " |"
         )
+    return lines
+
+
+def _template_table(sizes: list[dict[str, Any]]) -> list[str]:
+    """The template's runs measured in the same session (--template), if any."""
     measured = [s["median"] for s in sizes if "template" in s["median"]]
-    if measured:
-        names = list(dict.fromkeys(c for r in measured for c in r["template"]["component_s"]))
-        lines += [
-            "",
-            "TFX taxi template, same session and data (`tfx template copy --model=taxi`, every component "
-            "enabled, 1000 train steps): wall s, peak RSS and PSS MB, then seconds per component:",
-            "",
-        ]
-        lines += [
-            "| rows | wall s | peak RSS MB | peak PSS MB | " + " | ".join(names) + " |",
-            "|" + "---|" * (len(names) + 4),
-        ]
-        for r in measured:
-            t = r["template"]
-            lines.append(
-                f"| {r['rows']:,.0f} | {t['wall_s']:.1f} | {t['peak_rss_mb']:.0f} | "
-                f"{t['peak_pss_mb']:.0f} | " + " | ".join(f"{t['component_s'].get(c, 0.0):.1f}" for c in names) + " |"
-            )
-    lines += _tasks_table(sizes, components)
+    if not measured:
+        return []
+    names = list(dict.fromkeys(c for r in measured for c in r["template"]["component_s"]))
+    lines = [
+        "",
+        "TFX taxi template, same session and data (`tfx template copy --model=taxi`, every component "
+        "enabled, 1000 train steps): wall s, peak RSS and PSS MB, then seconds per component:",
+        "",
+    ]
+    lines += _table_head(["rows", "wall s", "peak RSS MB", "peak PSS MB", *names])
+    for r in measured:
+        t = r["template"]
+        lines.append(
+            f"| {r['rows']:,.0f} | {t['wall_s']:.1f} | {t['peak_rss_mb']:.0f} | "
+            f"{t['peak_pss_mb']:.0f} | " + " | ".join(f"{t['component_s'].get(c, 0.0):.1f}" for c in names) + " |"
+        )
+    return lines
+
+
+def _peak_memory_tables(sizes: list[dict[str, Any]], components: list[str]) -> list[str]:
+    """Peak RSS, then peak PSS, while each component ran."""
+    lines = []
     for measure in ("rss", "pss"):
         lines += ["", f"Peak {measure.upper()} (MB, process tree) while each component ran:", ""]
-        lines += ["| rows | " + " | ".join(components) + " |", "|" + "---|" * (len(components) + 1)]
-        for s in sizes:
-            peaks = s["median"].get(f"component_peak_{measure}_mb", {})
-            lines.append(
-                f"| {s['median']['rows']:,.0f} | " + " | ".join(f"{peaks.get(c, 0.0):.0f}" for c in components) + " |"
-            )
+        lines += _per_component_table(sizes, components, f"component_peak_{measure}_mb", 0)
+    return lines
+
+
+def _notes() -> list[str]:
+    """What each figure is and how it was measured."""
     quoted = TEMPLATE_REFERENCE
-    lines += [
+    return [
         "",
         "wall s: end-to-end `local_runner.py` in a fresh output directory (process start to exit, imports "
         "included). vs template: against the TFX taxi template on the same data, run in the same session "
@@ -223,4 +250,18 @@ def markdown(results: dict[str, Any]) -> str:
         "load s: parsing the train split into memory. Data: resampled and perturbed from data/taxi/taxi.csv "
         "(see bench/generate.py).",
     ]
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The results as Markdown: a summary per size, then seconds per component."""
+    sizes = results["sizes"]
+    components = list(dict.fromkeys(c for s in sizes for c in s["median"]["component_s"]))
+    lines = _heading(results)
+    lines += _summary_table(sizes)
+    lines += ["", "Seconds per component (ML Metadata execution create -> last update):", ""]
+    lines += _per_component_table(sizes, components, "component_s", 1)
+    lines += _template_table(sizes)
+    lines += _tasks_table(sizes, components)
+    lines += _peak_memory_tables(sizes, components)
+    lines += _notes()
     return "\n".join(lines) + "\n"
