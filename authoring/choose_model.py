@@ -2,18 +2,10 @@
 
     python -m authoring.choose_model --problem DIR [--output-root DIR] [--keep]
 
-Runs the pipeline locally once per family (``models/problem.py``, ``ModelFamily``) on the
-problem's own data, each in a process of its own, and compares the Evaluator's value of the
-metric the problem is blessed on, over the same eval split (ExampleGen splits each row by
-its hash, so both runs judge the same rows). The better family is written into the
-problem's ``problem.toml`` as its ``[model]`` table, with both figures in a comment; a tie
-keeps the network (it warm-starts, trains under every strategy and is tuned by --tune).
-
-Why a run per family and not a rule: which one wins depends on the data (docs/quality.md
-measures both on eleven public data sets), and the pipeline's own Evaluator is the judge
-every later run answers to. The choice is made on the eval split that later runs report on,
-so its figure is slightly optimistic, as early stopping on it already is. It costs two
-runs of the pipeline: a minute or two on a few thousand rows, much more on millions.
+Runs the pipeline locally once per family, each in a process of its own, and writes the
+family whose Evaluator scored the problem's blessing metric better into ``problem.toml`` as
+its ``[model]`` table, both figures in a comment; a tie keeps the network (docs/model.md,
+"Two model families").
 """
 
 from __future__ import annotations

@@ -2,41 +2,11 @@
 
     python -m authoring.contract [--problem DIR] [--data-root DIR] [--data-pattern '*.csv'] [--output FILE]
 
-The pipeline validates every run's data against a curated schema (``data/taxi/schema.pbtxt``
-for the example problem: see its comments). Inferring one at each run would only catch what
-differs from the very data it was inferred from. This drafts one from the data as it is
-now, computed on the rows as CsvExampleGen encodes them: TFDV's inferred types, required
-columns (``shape``) and string domains, plus the observed range of every number, a missing-value
-tolerance for the optional columns and generic drift thresholds. A person
-then turns observed ranges into physical ones, opens string domains that will grow, and
-saves it as ``schema.pbtxt`` in the problem's folder.
-
-With the problem (``--problem``, the taxi example by default; its folder holds the data
-unless ``--data-root`` says otherwise) the draft knows the label, as the curated taxi
-contract does:
-
-- the label's source columns that are not model inputs (``Problem.label_only_columns``,
-  unknown when the model serves) are in the TRAINING environment only: the schema declares
-  ``default_environment`` TRAINING and SERVING, and those columns ``not_in_environment:
-  "SERVING"``, so serving data (DriftGate's ``--serving-data-root``) is checked without them;
-- those columns get no ``drift_comparator``: the label's distribution moving is what
-  retraining is for, not a reason to stop it (its class balance has a check of its own,
-  below), and DriftGate's thresholds are for the model's inputs;
-- the label's source columns are required (``shape`` of one value) when every row has them;
-- a classification label gets the schema-level ``min_label_class_fraction`` tag
-  (AnomalyGate: each class at least that share of every split). Its value is half the
-  smallest share any class has in any split of this data, split as CsvExampleGen splits it
-  (2:1 train:eval by hash), at most 0.05 (the curated taxi contract's). Half, because a
-  split's share of a class wanders around the data's, and a new span's more; but a class
-  that fell to under half its share means the label's column changed (another encoding,
-  a unit, an export that lost a class), which is what the tag is for. Above 0.05 the check
-  would only say "this class got rarer", which is drift, not a broken label. The project's
-  default floor without the tag is 0.01 (``models.problem.MIN_LABEL_CLASS_FRACTION``); a
-  label whose rarest class is under 2% of a split gets a lower value, so that the data the
-  draft was made from passes it, and the draft says so in its header;
-- columns the spec lists as unused (``features.unused``) keep their type, presence and
-  missing-value tolerance only: no range, closed domain or drift threshold for data the
-  model never reads (an id's range grows with every new row).
+Drafted from the rows as CsvExampleGen encodes them (TFDV's types, presence and string
+domains, each number's observed range, missing-value tolerances, generic drift thresholds)
+and from the problem's label: its source columns TRAINING-only and without drift thresholds,
+a classification label's ``min_label_class_fraction`` (docs/problems.md, "The contract
+belongs to the problem"). A person reviews it and saves it as the problem's ``schema.pbtxt``.
 """
 
 from __future__ import annotations

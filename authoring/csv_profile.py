@@ -1,32 +1,10 @@
 """Each column of a CSV summarised in one streaming pass, for the scaffold's rules.
 
-The scaffold decides a problem from a few figures per column: rows with a value, distinct
-values, each value's rows when there are few, the range, median, mean and spread of
-numbers, and for text whether its cells are numbers. Reading the whole file into pandas to
-get them held every cell in memory at once (about 1 KB a row) and took minutes at a million
-rows; these figures need none of that. Here the CSV is read as CsvExampleGen reads it
-(``components.csv_encoding``: the same cells, types and header names), a block at a time,
-and each block folded into a ``ColumnProfile``:
-
-- rows, present cells, the first present cell: exact;
-- distinct cells and each value's rows: exact while a column has at most
-  ``COUNTED_VALUES`` distinct values (a classification label with more is refused anyway).
-  Beyond that the rows per value are dropped, and the count of distinct values stays exact
-  where a rule reads it (64-bit hashes of the values, 8 bytes each: a collision among a
-  million values has odds of about 1 in 30 million): text, the columns asked for (the
-  label), and an integer column without a repeated value so far (it may be an id). A
-  number column's values are then counted as numbers ("1.5" and "1.50" are one). Other
-  number columns keep a lower bound: no rule tells them apart by how many more they have;
-- numbers: minimum, maximum, whether all are whole, mean and standard deviation (merged
-  per block, Chan's formula): exact to rounding;
-- numbers' median: exact up to ``SAMPLE_ROWS`` values, then the median of a random sample
-  of that many (bottom-k by a seeded random key per row, so the same file gives the same
-  sample): its rank is within about 0.3% of the middle;
-- text: how many cells read as numbers (as CsvExampleGen's Python parser reads them), and
-  the rows of the others, kept for up to ``COUNTED_VALUES`` distinct values.
-
-Memory is flat in the file's size: a block, the counted values, the samples, and 8 bytes
-per distinct value of a text column, an id or the label with many.
+The CSV is read as CsvExampleGen reads it (``components.csv_encoding``), a block at a time,
+each block folded into a ``ColumnProfile``: rows, present cells, distinct values, each
+value's rows up to ``COUNTED_VALUES`` values, a number's range, mean and spread, its median
+(exact up to ``SAMPLE_ROWS`` values, then a seeded sample's). Memory stays flat in the
+file's size (docs/problems.md, "A new problem from a CSV").
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Replays a problem's history: its CSV cut into spans by time, the pipeline run span after span.
 
-The problem's ``time_column`` orders its rows in time (seconds since 1970, or an ISO date).
-The rows are cut into one span per period (three months by default: the taxi data's
-2013-2016 make 16), written as ``span-<n>/data.csv`` (``n`` from 1, oldest first). Then, as data
-would arrive, each span is copied into the replay's data root and the local runner runs
-once, as a schedule would start it: ExampleGen ingests the newest span, the Trainer learns
-from the rolling window and starts from the champion, the Evaluator compares with it. The
-history (report/history.py) is printed after every run; its seconds per run are the
-figure to watch as runs accumulate (``--keep-runs`` prunes as it goes).
+The rows are cut by the problem's ``time_column`` into one span per period, written as
+``span-<n>/data.csv`` (oldest first); then each span is copied into the replay's data root
+and the local runner runs once, as a schedule would start it, the history
+(``report/history.py``) printed after every run (docs/pipeline.md, "Replaying history").
 
     python -m authoring.replay --problem data/taxi [--months-per-span 3] [--runs 16] [-- local runner flags]
 """

@@ -3,56 +3,10 @@
     python -m authoring.scaffold --csv FILE --label COLUMN [--task binary|multiclass|regression]
                                 [--name NAME] [--output DIR] [--force] [--choose-model]
 
-It writes a problem folder (``data/<name>`` by default): a copy of the CSV, a
-``problem.toml`` (the spec, ``models/problem.py``) and a draft data contract saved as
-``schema.pbtxt`` (``authoring/contract.py``, label-aware), so that
-``python local_runner.py --problem data/<name>`` runs as it is on an ordinary CSV; then
-it prints what a person should review, each decision with its reason. Why: the spec is
-the product's interface for "any tabular problem" (AutoGluon's one-step start, Ludwig's
-declarative config), and nobody should have to learn its keys before a first run; but
-each guess below is a guess, so each is said out loud and written down where it can be
-changed.
-
-The rules, applied to the cells as CsvExampleGen reads them (``components.csv_encoding``:
-the same type inference, BOMs, CRLF and separator errors), so types match the pipeline's:
-
-- Task, unless ``--task`` is given (AutoGluon's ``infer_problem_type``): a label with 2
-  distinct values is binary; a text label with more is multi-class; a numeric one is
-  multi-class when its values are integers and few relative to the rows (at most 10% of
-  the rows up to 1,000 rows, 5% above, and at most 1,000 classes), else regression.
-- Binary: the positive class is the value that reads as positive (yes, y, true, t, 1,
-  positive, pos; any case; for numbers: 1 against 0) when exactly one does; otherwise
-  the less frequent value (the one a person usually wants found).
-- Multi-class: ``label.classes`` sorted as strings; more than 1,000 classes is refused.
-- Binary and multi-class: a class with fewer than 10 rows is refused, with what to do (the
-  eval split holds a third of the rows: too few to learn or judge it); so is a class
-  that CsvExampleGen's split leaves out of a split (AnomalyGate would stop the run).
-- Regression: the label must be numbers.
-- Columns (the label is never a feature): empty in more than 95% of the rows, constant,
-  or text or integers unique in every row (an identifier), or text with distinct values
-  in more than half of its rows (free text) -> ``features.unused`` with the reason;
-  text -> ``categorical``; integers with at most 20 distinct values (codes, levels,
-  counts) -> ``categorical``; other numbers -> ``numeric``, or ``log_numeric`` when
-  heavy-tailed and never negative (minimum >= 0 and maximum > 10x the median: log1p
-  keeps a few large values from dominating the z-score).
-- Blessing (Evaluator): binary AUC >= 0.6 (0.5 is guessing); multi-class accuracy >= the
-  majority class's share + 0.05 (at most halfway from it to 1); regression RMSE <= the
-  label's standard deviation (what always answering the mean scores). ``max_regression``
-  (how much worse than the champion a new one may be): 0.01 AUC, 0.02
-  accuracy (or two eval rows' worth on small data), 2% of the standard deviation.
-- Slices: up to 2 categorical inputs with 2 to 20 values, in column order.
-- Training: no step count; the Trainer trains until the validation metric stops improving,
-  within a budget its training split's size sets (``models/budget.py``). The scaffold says
-  what that budget is for this CSV (its rows in the train split, the default batch).
-- Column names: a header that cannot name a feature ("Monthly Charges", "Sale Price ($)",
-  "2023 Revenue", "Größe") gets a feature name by ``models.problem.feature_names``
-  (monthly_charges, sale_price, col_2023_revenue, grosse); the spec uses the feature names
-  and maps each to its header (``[columns]``), so the CSV keeps its header. ``--label``
-  takes either name.
-- Large files are read a block at a time, never whole (``authoring/csv_profile.py``). Every
-  figure above is the whole file's but one: past 100,000 numbers, a column's median is a
-  seeded random sample's of that many. The contract's split counts of a common class past
-  100,000 rows are divided, not hashed (``authoring/contract.py``).
+It writes a problem folder (``data/<name>`` by default): a copy of the CSV, a ``problem.toml``
+(the spec, ``models/problem.py``) and a draft data contract (``authoring/contract.py``), so
+that ``python local_runner.py --problem data/<name>`` runs as it is; then it prints each
+decision with its reason for a person to review (docs/problems.md, "A new problem from a CSV").
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The history of a pipeline's runs: span, window, metric, blessed, champion, pushed, drift.
 
-ML Metadata holds every run too, but pruning (``runs/prune.py``) removes old runs'
-artifacts, and with them the evaluations the metrics come from. The history is one JSON
-line per run, appended when the run ends (failed runs included), under
-``<output root>/history/<pipeline>.jsonl``: small, never pruned, and read by the run
-summary (the last few runs), the run report (the metric over runs) and the replay command.
-The champion after a run is the newest blessed model: the one the next run's Evaluator
-compares with, DriftGate measures against and the Trainer starts from.
+One JSON line per run (failed runs included), appended when the run ends under
+``<output root>/history/<pipeline>.jsonl`` and never pruned: what the run summary, the run
+report and the replay command show of earlier runs, once pruning (``runs/prune.py``) has
+removed their artifacts and the evaluations with them.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """What the model looks at: permutation importance of each input column on the eval split,
 and the slices of the columns where the model does worst.
 
-Permutation importance (Breiman's, as scikit-learn's ``permutation_importance``): the
-blessing metric on a sample of the eval split, then again with one column's values
-shuffled across the rows, ``repeats`` times per column; the drop (how much worse the metric
-got) and its spread over the repeats. A column the model ignores drops nothing; one it
-leans on drops much. It asks the run's model through ``serving_raw`` (the columns by name,
-as text), so a shuffle moves a column's raw values, missing ones included, and the labels
-come from the ``label`` signature as the Evaluator's do.
-
-The worst slices: for each input column, the rows grouped by its value (a category; or a
-quarter of a number's range, by quantiles), and the groups of at least ``MIN_SLICE_ROWS``
-rows where the metric is furthest from the whole sample's.
+The model is asked through ``serving_raw``, so a shuffle moves a column's raw values, missing
+ones included; the labels come from its ``label`` signature, as the Evaluator's do
+(docs/release.md, "What the model looks at").
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 needs first (file, line, function), which the exception's own message rarely says and
 TFX's and TensorFlow's frames bury.
 
-The user's code is any module of the project outside its machinery (``components``,
-``pipeline``, ``runtime``, the runners) and outside the installed packages: today
-``models/``, whatever else a user adds.
+The user's code is any module of the project outside its machinery (``MACHINERY``:
+``components``, ``pipeline``, ``launch``, ``report``, ``authoring``, ``runs``, ``runtime``,
+the runners) and outside the installed packages: today ``models/``, whatever else a user adds.
 """
 
 from __future__ import annotations

@@ -1,43 +1,9 @@
 """Bounded growth of local runs: remove what no run will read again.
 
-Every local run writes each artifact under the pipeline root and records it in ML Metadata
-(MLMD), and nothing removes either: disks fill up, and queries that list every artifact
-slow down. Pruning keeps, for one pipeline:
-
-- every artifact of the ``keep_runs`` most recent runs (its ``pipeline_run`` contexts): what
-  their executions read and wrote. An execution answered from the cache is linked by TFX to
-  the earlier execution's outputs (OUTPUT events, ``execution_publish_utils.
-  publish_cached_executions``), so those count as the later run's;
-- the champion: the Model and ModelBlessing the champion record names (``runtime/champion.py``:
-  what the next run's Champion component hands to DriftGate, the Trainer and the Evaluator),
-  and the statistics the blessing was made with (DriftGate reads the copy the Evaluator keeps
-  inside the blessing; the source artifact is kept too);
-- every pushed model: a PushedModel with ``pushed`` = 1, and the Model and ModelBlessing its
-  Pusher read, so every champion the record holds for a rollback stays. The pushed copy
-  under ``serving_model`` is never touched, nor is anything outside the pipeline root.
-
-Everything else of the pipeline's goes: the artifact's directory is deleted and its MLMD
-state set to DELETED. MLMD cannot delete artifacts, so their rows stay. Also deleted, for
-the executions of the older runs: what TFX leaves under ``<pipeline root>/<node>/.system``
-(``executor_execution/<id>``, left after every execution; ``stateful_working_dir/<index>``,
-which TFX removes after a success but a failed or killed execution leaves), the
-``driver_execution/<time>`` directories from before the oldest kept run, and output
-directories ``<node>/<key>/<id>`` an execution never published (a killed one's).
-
-Why nothing still needed goes (TFX 1.16's source):
-- every input channel lists LIVE artifacts only (``orchestration/portable/input_resolution/
-  channel_resolver.py``, lines 106-107, applied at 136): a DELETED artifact is never resolved;
-  the champion is read from the record, whose files are kept;
-- the cache (``orchestration/portable/cache_utils.py``, lines 57-60) takes no execution with
-  an output that is not LIVE and checks that the files exist (line 183): an execution of a
-  pruned run is a cache miss and runs again, never a hit on deleted files;
-- this project's Evaluator reuses an earlier evaluation it finds beside its output
-  (``components/evaluator.py``): each directory is moved aside before it is deleted, so a
-  half-deleted one is never found. The marks are written first: a prune interrupted half-way
-  leaves DELETED artifacts with files, which the next prune removes.
-
-One prune or run at a time: the command takes the run lock (``runs/run_lock.py``);
-``prune_after_run`` is for the runner, which holds it already.
+Keeps, for one pipeline, every artifact of the ``keep_runs`` most recent runs, the champion
+and every pushed model; everything else of the pipeline's is deleted and marked DELETED in
+ML Metadata (docs/pipeline.md, "Bounded growth": what stays, and why that is safe). The
+command takes the run lock; ``prune_after_run`` is for the runner, which holds it already.
 
     python -m runs.prune --keep-runs K [--problem DIR] [--pipeline-name N] [--output-root DIR] [--dry-run]
 """

@@ -4,24 +4,9 @@
     python -m runs.release status|promote|rollback --project P --region R \\
         --output-root gs://... [--endpoint-name E]
 
-On Vertex AI (``--project``) it acts on the pipeline's registry model and endpoint
-(``components/registry.py``): ``promote`` gives the candidate (a ``--canary-percent``
-push) all of the traffic and undeploys the champion; ``rollback`` gives the champion all
-of it back and undeploys the candidate, or, with no canary running, redeploys the previous
-champion. Without an endpoint, only the aliases move.
-
-Locally, and for runs on a Kubeflow cluster (a gs:// ``--output-root`` without
-``--project``), it acts on the serving directory the Pusher writes
-(``<output_root>/serving_model/<pipeline>/<version>``), which TensorFlow Serving started on
-it (``--model_base_path``) serves the newest version of: ``rollback`` moves the newest
-version out, to ``<serving dir>.rolled-back/`` (kept, not deleted), so the one before it
-serves. There is no canary locally (TensorFlow Serving has no traffic split), so nothing
-to promote.
-
-Both move the champion record (``runtime/champion.py``) with what serves: after a rollback
-the next run compares with and warm-starts from the model that serves again.
-
-Each command says what it changed, or refuses with the reason and changes nothing.
+On Vertex AI (``--project``) it acts on the pipeline's registry model and endpoint, otherwise
+on the serving directory the Pusher writes; either moves the champion record with what
+serves (docs/release.md, "Promote, roll back, see what serves").
 """
 
 from __future__ import annotations

@@ -5,23 +5,10 @@ writes its rows with their predictions as CSV.
     python -m runs.score --problem DIR --input gs://.../new.csv --output gs://.../scored/ \\
         --project P --region R --output-root gs://... [--version ALIAS_OR_ID]
 
-Locally the model is the champion the Pusher wrote (the newest version in the serving
-directory, as TensorFlow Serving serves it) or ``--version``; rows are read a block at a time
-and scored through the model's ``serving_raw`` signature (the raw columns by name, as
-text), so memory stays flat in the input's size. The output keeps each row's columns as the
-file had them, then the signature's outputs under their names (one column per class for
-the multi-class probabilities: ``probabilities_<class>``; ``predicted_<name>`` where the
-file has a column of that name already, such as the label's).
-
-On Vertex AI (``--project``) it submits a batch prediction job for the pipeline's registry
-model (the champion, or ``--version``: an id or an alias), with the rows as JSON Lines of
-tf.Examples for ``serving_default`` staged under the output folder, waits for it, and
-writes ``<output>/scored.csv`` from the job's results (``runs/vertex_scoring.py``).
-
-Before any scoring, the input meets the problem's contract in its SERVING environment
-(TFDV, as the pipeline checks training data; the label's columns, or others the model never
-reads, may be there and pass through unread), and a column the model reads but the file
-lacks is named in one line.
+The input first meets the problem's contract in its SERVING environment. Locally the rows go
+through the model's ``serving_raw`` signature a block at a time; on Vertex AI (``--project``)
+through a batch prediction job (``runs/vertex_scoring.py``). docs/release.md, "Score a CSV
+with the pushed model", says what the output holds.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """A rerun with nothing changed, answered without starting TFX.
 
-With caching on, a rerun in which nothing changed reuses every component, yet it still
-costs seconds: importing TensorFlow, Beam, TFMA and TFX's orchestrator only to find each
-component in the cache (docs/performance.md). A make-style check decides it first: after a
-steady run (see ``is_steady``) its summary is recorded with a fingerprint of everything the
-run read: the configuration, the project's code, the data files, the installed packages,
-and the metadata store as the run left it. A later run whose fingerprint is equal, and whose
-outputs all still exist, prints the recorded summary and starts nothing. Any difference, or
-any other write to the store, means TFX runs and decides as usual. No new run is recorded in
-ML Metadata for such a rerun: there was nothing new to record.
+After a steady run its summary is recorded with a fingerprint of everything the run read
+(the configuration, the project's code, the data files, the installed packages, the metadata
+store); a later run with the same fingerprint, whose outputs all still exist, prints that
+summary and starts nothing (docs/pipeline.md, "The run summary").
 """
 
 from __future__ import annotations
@@ -26,8 +21,9 @@ from report.run_summary import ComponentRun, RunSummary
 from runtime import champion
 
 RECORD_FILE = "last_steady_run.json"
-# The code a run executes: the pipeline definition, its components and the user modules.
-CODE_ROOTS = ("components", "models", "pipeline", "runtime", "local_runner.py")
+# The code a local run executes: the pipeline definition, its components, the user modules,
+# and what starts the run and reports on it.
+CODE_ROOTS = ("components", "models", "pipeline", "launch", "runs", "report", "runtime", "local_runner.py")
 PACKAGES = (
     "tfx",
     "tensorflow",

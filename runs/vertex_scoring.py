@@ -1,12 +1,9 @@
 """Scoring a CSV on Vertex AI (``python -m runs.score --project ...``): a batch
 prediction job for the pipeline's registry model, then the scored rows as CSV.
 
-Vertex's batch prediction sends each instance to the model's default signature; ours
-(``serving_default``) takes serialized tf.Examples, so each row becomes one JSON Lines
-instance ``{"examples": {"b64": ...}}`` built with the contract's types (a CSV instance would
-reach the model as a positional list, which named inputs cannot take). The instances are
-staged under ``<output>/instances/``, the job writes under ``<output>/predictions/``, and the
-scored rows (the columns the model read, then its outputs) go to ``<output>/scored.csv``.
+Each row is staged as one JSON Lines instance, a tf.Example for ``serving_default`` (the
+signature Vertex calls), under ``<output>/instances/``; the job writes under
+``<output>/predictions/`` and the scored rows go to ``<output>/scored.csv``.
 """
 
 from __future__ import annotations

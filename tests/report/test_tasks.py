@@ -263,8 +263,8 @@ def test_the_report_code_names_none_of_the_taxi_problems_columns():
     taxi = problem_lib.load(str(REPO_ROOT / "data" / "taxi"))
     names = set(taxi.raw_columns) | {taxi.label.name}
     code = {
-        path: (REPO_ROOT / "pipeline" / "report" / path).read_text(encoding="utf-8")
-        for path in sorted(os.listdir(REPO_ROOT / "pipeline" / "report"))
+        path: (REPO_ROOT / "report" / path).read_text(encoding="utf-8")
+        for path in sorted(os.listdir(REPO_ROOT / "report"))
         if path.endswith(".py")
     }
     assert len(code) >= 5
