@@ -1,21 +1,9 @@
-"""DriftGate: stops a run whose data drifted from the data of the champion (the model that
-serves), or from the data the model is asked about at serving time.
+"""DriftGate, the project's own component: stops a run whose data drifted from the data the
+champion learned from, or from the data the model is asked about at serving time.
 
-Clean data can still be the wrong data: fares in cents, a payment type gone, a month of
-the wrong city. The data contract sets thresholds per column; this component measures each
-split against the same split of the statistics the champion learned from
-(``drift_comparator``) and, given serving data, the training split against it
-(``skew_comparator``, after checking the serving data against the contract's SERVING
-environment), with ``components.drift``. It fails naming every column over its threshold,
-unless the run accepts the drift knowingly (``accept_drift``, recorded on its output).
-
-The baseline is the champion's blessing, which the Champion component hands over (the
-Evaluator keeps the statistics inside each blessing). Transform waits for this gate by an
-ordering edge, not a data dependency: the champion changes whenever a model is pushed, and
-a data dependency would make every run after a push transform again on unchanged data.
-A baseline not under ``pipeline_root`` is another pipeline's and is ignored, logging one
-line (``foreign_baseline``): a second line of defence, as the champion record lives under
-the root.
+Each column is measured against the data contract's thresholds (``components.drift``); the
+baseline is the champion's blessing, handed over by the Champion component. Transform waits
+for this gate by an ordering edge (docs/pipeline.md, "Drift").
 """
 
 # No `from __future__ import annotations`: TFX reads the component's type hints at runtime.
@@ -35,11 +23,11 @@ from runtime import champion
 from runtime.paths import is_under
 
 # On the output: JSON {"baseline": blessing URI or null, "serving": serving statistics URI or
-# null, "accepted": bool, "drift": [...]}, plus "ignored_baseline": the URI of another
-# pipeline's blessing the champion named, when it did.
+# null, "accepted": bool, "drift": [...]}, plus "ignored_baseline": the URI of a baseline
+# outside this pipeline's root, when one was given.
 DRIFT_PROPERTY = "drift_report"
 IGNORED_BASELINE = "ignored_baseline"
-# The parameter naming this pipeline's root, here and on the Evaluator.
+# The parameter naming this pipeline's root, here, on the Evaluator and on the Pushers.
 PIPELINE_ROOT = "pipeline_root"
 TRAINING_SPLIT = "train"
 # With data in spans: the name of the new span's comparison with the champion's training data.
@@ -120,6 +108,80 @@ def raise_on_breaches(measured: list[drift.Drift], baseline_uri: str | None, acc
     )
 
 
+def champion_blessing(
+    baseline: standard_artifacts.ModelBlessing | None, pipeline_root: str | None
+) -> tuple[str | None, str | None, str]:
+    """The champion's blessing directory to compare with (None when there is none), a
+    blessing outside ``pipeline_root`` ignored with one logged line (None when there is
+    none), and why there is no champion ('' when the pointer did not say)."""
+    if not baseline:
+        return None, None, "no champion yet"
+    uri, no_champion = champion.resolve(baseline.uri)
+    if uri and foreign_baseline(uri, pipeline_root):
+        logging.warning(
+            ignored_baseline_line("blessing", uri, pipeline_root, "drift is not checked against its statistics.")
+        )
+        return None, uri, no_champion
+    return uri, None, no_champion
+
+
+def drift_from_champion(
+    current: dict,
+    contract: schema_pb2.Schema,
+    baseline_uri: str | None,
+    ignored: str | None,
+    no_champion: str,
+    new_data_split: str | None,
+) -> tuple[list[drift.Drift], dict, str | None]:
+    """Every drift measurement against the statistics kept with the champion's blessing,
+    TFDV's anomalies per comparison, and the blessing compared with (None, and nothing
+    measured, without comparators in the contract or statistics of this pipeline's champion)."""
+    previous = drift.read_statistics_dir(os.path.join(baseline_uri, drift.STATISTICS_DIR)) if baseline_uri else {}
+    if not drift.has_comparators(contract):
+        logging.info("Drift not checked: the data contract sets no drift_comparator thresholds.")
+        return [], {}, None
+    if ignored:
+        return [], {}, None  # logged when ignored: no baseline of this pipeline's came with the run
+    if not previous:
+        logging.info(
+            "Drift not checked: no champion with kept statistics (%s); this run's data becomes the baseline "
+            "once a model trained on it is blessed and pushed.",
+            no_champion or "its blessing kept none",
+        )
+        return [], {}, None
+    measured, anomalies = measure_drift(current, previous, contract, new_data_split)
+    return measured, anomalies, baseline_uri
+
+
+def skew_from_serving(current: dict, serving: dict, contract: schema_pb2.Schema) -> tuple[list[drift.Drift], dict]:
+    """The serving data checked against the contract (``check_serving_data``), then every skew
+    measurement of the training split against each serving split, TFDV's anomalies per split."""
+    check_serving_data(serving, contract)
+    measured, anomalies = [], {}
+    if drift.has_comparators(contract, "skew_comparator"):
+        for split, stats in sorted(serving.items()):
+            found, anomalies[f"skew-{split}"] = drift.measure_skew(
+                current[TRAINING_SPLIT], stats, contract, f"{TRAINING_SPLIT} vs {split}"
+            )
+            measured += found
+    return measured, anomalies
+
+
+def write_drift_report(
+    drift_report: standard_artifacts.ExampleAnomalies, report: dict, anomalies: dict, measured: list[drift.Drift]
+) -> None:
+    """The gate's output: TFDV's anomalies per comparison as splits, ``report`` as its
+    ``DRIFT_PROPERTY``; every measurement logged."""
+    for split, proto in anomalies.items():
+        io_utils.write_bytes_file(
+            os.path.join(drift_report.uri, f"{drift.SPLIT_PREFIX}{split}", ANOMALIES_FILE), proto.SerializeToString()
+        )
+    drift_report.split_names = artifact_utils.encode_split_names(sorted(anomalies))
+    for d in measured:
+        logging.info("%s%s", "DRIFT ACCEPTED: " if d.breached else "within the contract: ", d.line())
+    drift_report.set_string_custom_property(DRIFT_PROPERTY, json.dumps(report))
+
+
 @component
 def DriftGate(
     statistics: InputArtifact[standard_artifacts.ExampleStatistics],
@@ -134,42 +196,19 @@ def DriftGate(
     """Fails when a column drifted beyond the contract's threshold from the champion's data,
     or from the serving data, unless ``accept_drift``; records every distance. ``baseline``:
     the Champion component's blessing (a pointer, ``runtime.champion``); one outside
-    ``pipeline_root`` is another pipeline's: ignored (module docstring).
+    ``pipeline_root`` is another pipeline's, ignored with one logged line.
     ``new_data_split``: with data in spans, the split holding the new span only (``measure_drift``)."""
     contract = io_utils.parse_pbtxt_file(io_utils.get_only_uri_in_dir(schema.uri), schema_pb2.Schema())
-    ignored, baseline_uri, no_champion = None, None, "no champion yet"
-    if baseline:
-        baseline_uri, no_champion = champion.resolve(baseline.uri)
-    if baseline_uri and foreign_baseline(baseline_uri, pipeline_root):
-        ignored, baseline_uri = baseline_uri, None
-        logging.warning(
-            ignored_baseline_line("blessing", ignored, pipeline_root, "drift is not checked against its statistics.")
-        )
+    baseline_uri, ignored, no_champion = champion_blessing(baseline, pipeline_root)
     current = drift.read_statistics_dir(statistics.uri)
-    previous = drift.read_statistics_dir(os.path.join(baseline_uri, drift.STATISTICS_DIR)) if baseline_uri else {}
     serving = drift.read_statistics_dir(serving_statistics.uri) if serving_statistics else {}
-    measured, anomalies, compared_with = [], {}, None
-    if not drift.has_comparators(contract):
-        logging.info("Drift not checked: the data contract sets no drift_comparator thresholds.")
-    elif ignored:
-        pass  # said above: no baseline of this pipeline's came with the run
-    elif not previous:
-        logging.info(
-            "Drift not checked: no champion with kept statistics (%s); this run's data becomes the baseline "
-            "once a model trained on it is blessed and pushed.",
-            no_champion or "its blessing kept none",
-        )
-    else:
-        measured, anomalies = measure_drift(current, previous, contract, new_data_split)
-        compared_with = baseline_uri
+    measured, anomalies, compared_with = drift_from_champion(
+        current, contract, baseline_uri, ignored, no_champion, new_data_split
+    )
     if serving:
-        check_serving_data(serving, contract)
-        if drift.has_comparators(contract, "skew_comparator"):
-            for split, stats in sorted(serving.items()):
-                found, anomalies[f"skew-{split}"] = drift.measure_skew(
-                    current[TRAINING_SPLIT], stats, contract, f"{TRAINING_SPLIT} vs {split}"
-                )
-                measured += found
+        skew, skew_anomalies = skew_from_serving(current, serving, contract)
+        measured += skew
+        anomalies.update(skew_anomalies)
     raise_on_breaches(measured, compared_with, accept_drift)
     report = {
         "baseline": compared_with,
@@ -179,11 +218,4 @@ def DriftGate(
     }
     if ignored:
         report[IGNORED_BASELINE] = ignored
-    for split, proto in anomalies.items():
-        io_utils.write_bytes_file(
-            os.path.join(drift_report.uri, f"{drift.SPLIT_PREFIX}{split}", ANOMALIES_FILE), proto.SerializeToString()
-        )
-    drift_report.split_names = artifact_utils.encode_split_names(sorted(anomalies))
-    for d in measured:
-        logging.info("%s%s", "DRIFT ACCEPTED: " if d.breached else "within the contract: ", d.line())
-    drift_report.set_string_custom_property(DRIFT_PROPERTY, json.dumps(report))
+    write_drift_report(drift_report, report, anomalies, measured)

@@ -1,18 +1,12 @@
-"""TFX's Vertex AI Pusher, pushing into the pipeline's own registry model
-(``components.registry``): each blessed model becomes the next version, labelled with its
-run, span and blessing metric, its Evaluator metrics attached; then deployed to the
-endpoint (all of its traffic, or a canary share), or only registered.
-
-A model that is not blessed registers nothing. The pushed model is copied under the
-Pusher's output first, as TFX's does (that copy is the version's ``artifact_uri``). The
-outputs say what happened: ``pushed_destination`` is the version's resource name
-(``.../models/ID@VERSION``), with ``registry_version``, ``registry_changes`` (one line per
-change) and ``model_evaluation`` beside it. The push is recorded in the champion record
-(``components.pusher``): as the champion, or as the candidate for a canary.
+"""The Vertex AI Pusher, TFX's with a change: each blessed model becomes the next version of
+the pipeline's own registry model (``components.registry``), labelled with its run, span and
+blessing metric, its Evaluator metrics attached, deployed to the endpoint (in full or as a
+canary) or only registered; then recorded in the champion record (docs/release.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from absl import logging
@@ -31,6 +25,8 @@ from runtime.paths import is_under
 # upload carries an explanation spec (components/explanation.py).
 REGISTRY_KEY = "registry"
 EVALUATION, EXAMPLES = pusher.EVALUATION, pusher.EXAMPLES
+# On the push's output, beside TFX's ``pushed`` and ``pushed_destination``.
+REGISTRY_VERSION, REGISTRY_CHANGES, MODEL_EVALUATION = "registry_version", "registry_changes", "model_evaluation"
 UNKNOWN_RUN = "unknown"
 
 
@@ -71,11 +67,101 @@ def _single(input_dict: dict, key: str):
     return found[0] if len(found) == 1 else None
 
 
+@dataclasses.dataclass(frozen=True)
+class VersionFacts:
+    """What a version is labelled and described with: the run that trained it, its span, and
+    the Evaluator's overall metrics (with the blessing ``metric`` among them)."""
+
+    run: str
+    span: int | None
+    metric: str
+    metrics: dict[str, float]
+    evaluation_uri: str | None
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return version_labels(self.run, self.span, self.metric, self.metrics.get(self.metric))
+
+    @property
+    def description(self) -> str:
+        value = self.metrics.get(self.metric)
+        shown = f"{self.metric} {value:.4f}" if value is not None else f"{self.metric} not measured"
+        return f"{shown} on the eval split; run {self.run}" + (f", span {self.span}" if self.span is not None else "")
+
+
+def version_facts(input_dict: dict, pushed_uri: str, pipeline_root: str | None, metric: str) -> VersionFacts:
+    """The facts of the pushed model: its run from the Trainer's output (else the push's),
+    its span from the examples, its metrics from the evaluation (none without one)."""
+    trained = _single(input_dict, standard_component_specs.MODEL_KEY)
+    run = run_of(trained.uri if trained else pushed_uri, pipeline_root)
+    examples, evaluation = _single(input_dict, EXAMPLES), _single(input_dict, EVALUATION)
+    span = span_of(examples) if examples is not None else None
+    metrics = _metrics(evaluation.uri) if evaluation is not None else {}
+    return VersionFacts(run, span, metric, metrics, evaluation.uri if evaluation is not None else None)
+
+
+def registry_model(custom_config: dict, pipeline_root: str | None) -> registry.RegistryModel:
+    """The pipeline's registry model, in the project and region of the push."""
+    project = custom_config[constants.SERVING_ARGS_KEY]["project_id"]
+    pipeline_name = custom_config[REGISTRY_KEY]["pipeline_name"]
+    return registry.RegistryModel.of_pipeline(
+        project, custom_config[constants.VERTEX_REGION_KEY], pipeline_name, pipeline_root
+    )
+
+
+def upload(custom_config: dict, pushed_uri: str, facts: VersionFacts) -> registry.Push:
+    """The version to upload from the copy at ``pushed_uri``, with an explanation spec when
+    the settings ask for one (``components.explanation``)."""
+    settings = custom_config[REGISTRY_KEY]
+    explanation = None
+    if settings.get("explanations"):
+        from components.explanation import explanation_spec
+
+        explanation = explanation_spec(pushed_uri, settings["prediction_key"])
+    return registry.Push(
+        artifact_uri=pushed_uri,
+        serving_image=custom_config[constants.VERTEX_CONTAINER_IMAGE_URI_KEY],
+        labels=facts.labels,
+        description=facts.description,
+        explanation=explanation,
+    )
+
+
+def deployment(custom_config: dict) -> registry.Deployment | None:
+    """Where the version is deployed, and with what share of the traffic; None: registered only."""
+    settings, serving = custom_config[REGISTRY_KEY], custom_config[constants.SERVING_ARGS_KEY]
+    if not settings.get("endpoint_name"):
+        return None
+    return registry.Deployment(
+        settings["endpoint_name"], serving.get("machine_type", "n1-standard-2"), settings["canary_percent"]
+    )
+
+
+def attach_metrics(uploaded, model: registry.RegistryModel, task: str, facts: VersionFacts, model_push) -> str:
+    """Imports the Evaluator's metrics into the uploaded version, names the evaluation on the
+    push's output, and says so in one line."""
+    name = registry.import_evaluation(
+        uploaded,
+        task,
+        facts.metrics,
+        display_name=f"{model.display_name} run {facts.run}",
+        metadata={
+            "run": facts.run,
+            "span": facts.span,
+            "blessing_metric": facts.metric,
+            "evaluation_uri": facts.evaluation_uri,
+        },
+    )
+    model_push.set_string_custom_property(MODEL_EVALUATION, name)
+    return f"attached the Evaluator's metrics to version {uploaded.version_id} ({name})"
+
+
 class Executor(tfx_vertex_pusher.Executor):
+    """TFX's Vertex Pusher's checks and copy, then the registry and the champion record."""
+
     def Do(self, input_dict, output_dict, exec_properties) -> None:
         self._log_startup(input_dict, output_dict, exec_properties)
         custom_config = json_utils.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null")
-        settings, serving = custom_config[REGISTRY_KEY], custom_config[constants.SERVING_ARGS_KEY]
         model_push = artifact_utils.get_single_instance(output_dict[standard_component_specs.PUSHED_MODEL_KEY])
         if not self.CheckBlessing(input_dict):
             logging.info("The model is not blessed: nothing is registered or deployed.")
@@ -84,56 +170,17 @@ class Executor(tfx_vertex_pusher.Executor):
         if (champion := pusher.already_serving(input_dict, exec_properties)) is not None:
             pusher.mark_already_serving(model_push, champion, self.GetModelPath(input_dict))
             return
+        # Copied under the output first, as TFX's Pusher does: the copy is the version's artifact_uri.
         io_utils.copy_dir(src=self.GetModelPath(input_dict), dst=model_push.uri)
         pipeline_root = exec_properties.get(PIPELINE_ROOT)
-        model = registry.RegistryModel.of_pipeline(
-            serving["project_id"], custom_config[constants.VERTEX_REGION_KEY], settings["pipeline_name"], pipeline_root
-        )
-        trained = _single(input_dict, standard_component_specs.MODEL_KEY)
-        run = run_of(trained.uri if trained else model_push.uri, pipeline_root)
-        examples, evaluation = _single(input_dict, EXAMPLES), _single(input_dict, EVALUATION)
-        span = span_of(examples) if examples is not None else None
-        metrics = _metrics(evaluation.uri) if evaluation is not None else {}
-        metric = settings["metric"]
-        value = metrics.get(metric)
-        shown = f"{metric} {value:.4f}" if value is not None else f"{metric} not measured"
-        description = f"{shown} on the eval split; run {run}" + (f", span {span}" if span is not None else "")
-        deployment = None
-        if settings.get("endpoint_name"):
-            deployment = registry.Deployment(
-                settings["endpoint_name"], serving.get("machine_type", "n1-standard-2"), settings["canary_percent"]
-            )
-        explanation = None
-        if settings.get("explanations"):
-            from components.explanation import explanation_spec
-
-            explanation = explanation_spec(model_push.uri, settings["prediction_key"])
+        model = registry_model(custom_config, pipeline_root)
+        facts = version_facts(input_dict, model_push.uri, pipeline_root, custom_config[REGISTRY_KEY]["metric"])
         uploaded, changes, role = registry.push(
-            model,
-            registry.Push(
-                artifact_uri=model_push.uri,
-                serving_image=custom_config[constants.VERTEX_CONTAINER_IMAGE_URI_KEY],
-                labels=version_labels(run, span, metric, value),
-                description=description,
-                explanation=explanation,
-            ),
-            deployment,
+            model, upload(custom_config, model_push.uri, facts), deployment(custom_config)
         )
-        if metrics:
-            name = registry.import_evaluation(
-                uploaded,
-                settings["task"],
-                metrics,
-                display_name=f"{model.display_name} run {run}",
-                metadata={"run": run, "span": span, "blessing_metric": metric, "evaluation_uri": evaluation.uri},
-            )
-            model_push.set_string_custom_property("model_evaluation", name)
-            changes.append(f"attached the Evaluator's metrics to version {uploaded.version_id} ({name})")
-        for change in changes:
-            logging.info("Registry: %s", change)
-        self._MarkPushed(model_push, pushed_destination=uploaded.versioned_resource_name)
-        model_push.set_string_custom_property("registry_version", uploaded.version_id)
-        model_push.set_string_custom_property("registry_changes", json.dumps(changes))
+        if facts.metrics:
+            changes.append(attach_metrics(uploaded, model, custom_config[REGISTRY_KEY]["task"], facts, model_push))
+        self._mark_registered(model_push, uploaded, changes)
         pusher.record_push(
             input_dict,
             exec_properties,
@@ -141,6 +188,15 @@ class Executor(tfx_vertex_pusher.Executor):
             str(uploaded.version_id),
             canary=role == registry.CANDIDATE,
         )
+
+    def _mark_registered(self, model_push, uploaded, changes: list[str]) -> None:
+        """The push's output names the version (``pushed_destination``: ``.../models/ID@VERSION``),
+        its id and every change made, one line each (also logged)."""
+        for change in changes:
+            logging.info("Registry: %s", change)
+        self._MarkPushed(model_push, pushed_destination=uploaded.versioned_resource_name)
+        model_push.set_string_custom_property(REGISTRY_VERSION, uploaded.version_id)
+        model_push.set_string_custom_property(REGISTRY_CHANGES, json.dumps(changes))
 
 
 def _metrics(evaluation_uri: str) -> dict[str, float]:
@@ -150,6 +206,6 @@ def _metrics(evaluation_uri: str) -> dict[str, float]:
 
 
 class Pusher(pusher.Pusher):
-    """TFX's Vertex Pusher with the registry and the champion record (module docstring)."""
+    """TFX's Vertex Pusher pushing into the pipeline's registry model and recording the champion."""
 
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
