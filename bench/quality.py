@@ -40,10 +40,15 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench import datasets as datasets_lib
 from bench.datasets import Dataset
+
+if TYPE_CHECKING:
+    from models.problem import Problem
+    from pipeline.config import PipelineConfig
+    from report.run_summary import RunSummary
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT_DIR = REPO_ROOT / "outputs" / "bench" / "quality"
@@ -169,19 +174,9 @@ def _log_tail(log_path: Path) -> str:
     return "\n".join(failed[-3:] or lines[-LOG_TAIL:])
 
 
-def measure(
-    dataset: Dataset,
-    output_dir: Path,
-    repeats: int,
-    keep: bool,
-    timeout: float,
-    family: str = "network",
-    runner_flags: Sequence[str] = (),
-) -> dict[str, Any]:
-    """Everything recorded for one data set (module docstring); a failure is recorded, not raised."""
-    from bench import reference
-
-    result: dict[str, Any] = {
+def _described(dataset: Dataset) -> dict[str, Any]:
+    """The data set as the registry describes it, before anything ran."""
+    return {
         "name": dataset.name,
         "package": dataset.package,
         "source": dataset.source,
@@ -192,6 +187,82 @@ def measure(
         "status": "ok",
         "runs": [],
     }
+
+
+def _run_figures(problem: Problem, summary: RunSummary) -> dict[str, Any]:
+    """What one run's summary says: our metric, the blessing, seconds per component, the
+    failed component if any, and the Trainer's record of its training."""
+    trainer = summary.component("Trainer")
+    return {
+        "ours": summary.metrics.get(problem.blessing.metric),
+        "blessed": summary.blessed,
+        "example_count": summary.metrics.get("example_count"),
+        "trainer_s": trainer.seconds if trainer else None,
+        "component_s": {c.node_id: round(c.seconds, 2) for c in summary.components},
+        "failed_component": next((c.node_id for c in summary.components if c.state == "FAILED"), None),
+        "training": training_figures(summary.outputs.get("Trainer.model_run")),
+    }
+
+
+def _reference_figures(problem: Problem, examples: str) -> dict[str, Any]:
+    """The references fit on the run's train split and scored on its eval split, with the
+    splits' sizes; a failure is recorded (``reference_error``), not raised."""
+    from bench import reference
+
+    try:
+        train, eval_ = reference.read_split(examples, "train"), reference.read_split(examples, "eval")
+        scores = reference.references(problem, train, eval_)
+    except Exception as err:  # noqa: BLE001 - recorded; our figures stand without it
+        return {"reference_error": f"{type(err).__name__}: {err}"}
+    return {
+        "train_rows": len(train),
+        "eval_rows": len(eval_),
+        "boosted_trees": scores[reference.BOOSTED_TREES],
+        "trivial": scores[reference.TRIVIAL],
+        "boosted_trees_fit_s": scores["fit_s"],
+    }
+
+
+def _run_error(returncode: int | None, failed_component: str | None, log_path: Path) -> str:
+    exit_code = "timed out" if returncode is None else f"exit {returncode}"
+    where = f" in {failed_component}" if failed_component else ""
+    return f"run failed ({exit_code}){where}: {_log_tail(log_path)}"
+
+
+def _fresh_run(
+    folder: Path, output_root: Path, log_path: Path, timeout: float, runner_flags: Sequence[str] = ()
+) -> tuple[dict[str, Any], PipelineConfig | None, RunSummary | None]:
+    """One run into a fresh output root (no baseline, no warm start, no cache): what is
+    recorded of it, and its configuration and summary (None, None when ML Metadata has none)."""
+    if output_root.exists():
+        shutil.rmtree(output_root)
+    load_before = os.getloadavg()[0]
+    ran = run_pipeline(folder, output_root, log_path, timeout, runner_flags)
+    run: dict[str, Any] = {"wall_s": ran["wall_s"], "returncode": ran["returncode"], "log": str(log_path)}
+    # Other processes on the machine slow the run: the 1-minute load average before and after it.
+    run["load_average"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    try:
+        config, summary = read_run(folder, output_root, runner_flags)
+    except Exception as err:  # noqa: BLE001 - no run recorded at all
+        config, summary, run["summary_error"] = None, None, f"{type(err).__name__}: {err}"
+    if summary is not None:
+        run.update(_run_figures(config.problem, summary))
+    if ran["returncode"] != 0:
+        run["error"] = _run_error(ran["returncode"], run.get("failed_component"), log_path)
+    return run, config, summary
+
+
+def measure(
+    dataset: Dataset,
+    output_dir: Path,
+    repeats: int,
+    keep: bool,
+    timeout: float,
+    family: str = "network",
+    runner_flags: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Everything recorded for one data set (module docstring); a failure is recorded, not raised."""
+    result = _described(dataset)
     folder = output_dir / "problems" / dataset.name
     try:
         result.update(scaffold(dataset, folder, family))
@@ -200,50 +271,12 @@ def measure(
         return result
     for repeat in range(repeats):
         output_root = output_dir / "runs" / dataset.name / str(repeat)
-        if output_root.exists():
-            shutil.rmtree(output_root)  # a fresh root: no baseline, no warm start, no cache
         log_path = output_dir / "logs" / f"{dataset.name}-{repeat}.log"
-        load_before = os.getloadavg()[0]
-        ran = run_pipeline(folder, output_root, log_path, timeout, runner_flags)
-        run: dict[str, Any] = {"wall_s": ran["wall_s"], "returncode": ran["returncode"], "log": str(log_path)}
-        # Other processes on the machine slow the run: the 1-minute load average before and after it.
-        run["load_average"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
-        try:
-            config, summary = read_run(folder, output_root, runner_flags)
-        except Exception as err:  # noqa: BLE001 - no run recorded at all
-            summary, run["summary_error"] = None, f"{type(err).__name__}: {err}"
-        if summary is not None:
-            problem = config.problem
-            trainer = summary.component("Trainer")
-            run.update(
-                ours=summary.metrics.get(problem.blessing.metric),
-                blessed=summary.blessed,
-                example_count=summary.metrics.get("example_count"),
-                trainer_s=trainer.seconds if trainer else None,
-                component_s={c.node_id: round(c.seconds, 2) for c in summary.components},
-                failed_component=next((c.node_id for c in summary.components if c.state == "FAILED"), None),
-                training=training_figures(summary.outputs.get("Trainer.model_run")),
-            )
-            examples = summary.outputs.get("CsvExampleGen.examples")
-            if "boosted_trees" not in result and "reference_error" not in result and examples:
-                try:
-                    train, eval_ = reference.read_split(examples, "train"), reference.read_split(examples, "eval")
-                    scores = reference.references(problem, train, eval_)
-                except Exception as err:  # noqa: BLE001 - recorded; our figures stand without it
-                    result["reference_error"] = f"{type(err).__name__}: {err}"
-                else:
-                    result.update(
-                        train_rows=len(train),
-                        eval_rows=len(eval_),
-                        boosted_trees=scores[reference.BOOSTED_TREES],
-                        trivial=scores[reference.TRIVIAL],
-                        boosted_trees_fit_s=scores["fit_s"],
-                    )
-                    del train, eval_
-        if ran["returncode"] != 0:
-            exit_code = "timed out" if ran["returncode"] is None else f"exit {ran['returncode']}"
-            where = f" in {run['failed_component']}" if run.get("failed_component") else ""
-            run["error"] = f"run failed ({exit_code}){where}: {_log_tail(log_path)}"
+        run, config, summary = _fresh_run(folder, output_root, log_path, timeout, runner_flags)
+        # The split is the same in every run (by hash of each row): the references are fit once.
+        examples = summary.outputs.get("CsvExampleGen.examples") if summary is not None else None
+        if "boosted_trees" not in result and "reference_error" not in result and examples:
+            result.update(_reference_figures(config.problem, examples))
         result["runs"].append(run)
         if not keep:
             shutil.rmtree(output_root, ignore_errors=True)
@@ -347,12 +380,12 @@ def table(results: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def markdown(results: dict[str, Any]) -> str:
-    """The results as Markdown: the table, the curves, the data sets and any failure."""
+def _heading(results: dict[str, Any]) -> list[str]:
+    """The title, the machine, how the runs were made, and how many data sets met the goal."""
     m, settings, measured = results["machine"], results["settings"], results["datasets"]
     repeats = settings["repeats"]
     passed = [r for r in measured if r.get("goal_met")]
-    lines = [
+    return [
         f"# Quality against boosted trees ({m['date_utc']})",
         "",
         f"Machine: {m['cpus']} CPUs, {m['ram_gb']} GB RAM, {m['platform']}; Python {m['python']}, "
@@ -362,51 +395,81 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"Goal met on {len(passed)} of {len(measured)} data sets.",
         "",
-        table(measured),
-        "",
-        "ours: the Evaluator's value of the problem's blessing metric on the eval split. HGB: scikit-learn's "
-        "default HistGradientBoostingClassifier/Regressor(random_state=0) fit on the run's own train split "
-        "(ExampleGen's) and scored on its eval split, on the spec's model inputs typed as pandas reads the CSV, "
-        "text columns as native categories (bench/reference.py). trivial: the train split's commonest class, "
-        "or mean (a constant score: AUC 0.5). goal: AUC and accuracy at least "
-        f"{GOAL['auc']}x HGB's, RMSE at most {GOAL['rmse']}x. blessed: runs the Evaluator blessed. wall s: "
-        "`local_runner.py` process start to exit; Trainer s: its execution in ML Metadata. training: epochs run "
-        "of the most the budget allowed x steps each (training.json), the best epoch (kept), and whether the "
-        "schedule stopped training early or the budget ran out. HGB fit s: on one core (bench/reference.py).",
-        "",
-        "Validation curve the Trainer's schedule monitored, one value per epoch (first run):",
-        "",
     ]
+
+
+TABLE_NOTES = (
+    "ours: the Evaluator's value of the problem's blessing metric on the eval split. HGB: scikit-learn's "
+    "default HistGradientBoostingClassifier/Regressor(random_state=0) fit on the run's own train split "
+    "(ExampleGen's) and scored on its eval split, on the spec's model inputs typed as pandas reads the CSV, "
+    "text columns as native categories (bench/reference.py). trivial: the train split's commonest class, "
+    "or mean (a constant score: AUC 0.5). goal: AUC and accuracy at least "
+    f"{GOAL['auc']}x HGB's, RMSE at most {GOAL['rmse']}x. blessed: runs the Evaluator blessed. wall s: "
+    "`local_runner.py` process start to exit; Trainer s: its execution in ML Metadata. training: epochs run "
+    "of the most the budget allowed x steps each (training.json), the best epoch (kept), and whether the "
+    "schedule stopped training early or the budget ran out. HGB fit s: on one core (bench/reference.py)."
+)
+
+
+def _curves(measured: Sequence[dict[str, Any]]) -> list[str]:
+    """The validation curve each data set's first successful run monitored."""
+    lines = []
     for r in measured:
         runs = [run for run in r.get("runs", []) if run.get("returncode") == 0]
         training = runs[0].get("training", {}) if runs else {}
         curve = training.get("validation_curve")
         if curve:
             lines.append(f"- {r['name']} ({training.get('monitored')}): " + ", ".join(f"{v:.4g}" for v in curve))
+    return lines
+
+
+def _load(measured: Sequence[dict[str, Any]], cpus: int) -> list[str]:
+    """The range of the load average the runs saw, against the machine's CPUs."""
     loads = [x for r in measured for run in r.get("runs", []) for x in run.get("load_average", [])]
-    if loads:
-        lines += [
-            "",
-            f"1-minute load average before and after the runs: {min(loads):.1f} to {max(loads):.1f} on "
-            f"{m['cpus']} CPUs (above {m['cpus']}, other processes shared the cores and the seconds are inflated).",
-        ]
+    if not loads:
+        return []
+    return [
+        "",
+        f"1-minute load average before and after the runs: {min(loads):.1f} to {max(loads):.1f} on "
+        f"{cpus} CPUs (above {cpus}, other processes shared the cores and the seconds are inflated).",
+    ]
+
+
+def _dataset_line(r: dict[str, Any]) -> str:
+    """Where a data set comes from, its task and label, size, split and cleaning."""
+    size = f"{r['rows']:,} rows, {r['columns']} columns ({r.get('inputs', '?')} model inputs)" if "rows" in r else ""
+    split = f"; split {r['train_rows']:,} train / {r['eval_rows']:,} eval" if "eval_rows" in r else ""
+    return (
+        f"- **{r['name']}** ({r['package']}: `{r['source']}`), {r['task']} on `{r['label']}`: {r['about']}. "
+        f"{size}{split}. Cleaning: {r['cleaning']}"
+    )
+
+
+def _failures(measured: Sequence[dict[str, Any]]) -> list[str]:
+    """Each failed run or reference, if any."""
+    failures = [r for r in measured if r.get("status") != "ok" or r.get("reference_error")]
+    if not failures:
+        return []
+    lines = ["", "Failures:", ""]
+    for r in failures:
+        if r.get("status") != "ok":
+            lines.append(f"- **{r['name']}**: {r['status']}: {r.get('error', '')}".rstrip())
+        if r.get("reference_error"):
+            lines.append(f"- **{r['name']}**: the references failed: {r['reference_error']}")
+    return lines
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The results as Markdown: the table, the curves, the data sets and any failure."""
+    measured = results["datasets"]
+    lines = _heading(results)
+    lines += [table(measured), "", TABLE_NOTES, ""]
+    lines += ["Validation curve the Trainer's schedule monitored, one value per epoch (first run):", ""]
+    lines += _curves(measured)
+    lines += _load(measured, results["machine"]["cpus"])
     lines += ["", "Data sets (each shipped inside its package; nothing downloaded):", ""]
-    for r in measured:
-        size = (
-            f"{r['rows']:,} rows, {r['columns']} columns ({r.get('inputs', '?')} model inputs)" if "rows" in r else ""
-        )
-        split = f"; split {r['train_rows']:,} train / {r['eval_rows']:,} eval" if "eval_rows" in r else ""
-        lines.append(
-            f"- **{r['name']}** ({r['package']}: `{r['source']}`), {r['task']} on `{r['label']}`: {r['about']}. "
-            f"{size}{split}. Cleaning: {r['cleaning']}"
-        )
-    if failures := [r for r in measured if r.get("status") != "ok" or r.get("reference_error")]:
-        lines += ["", "Failures:", ""]
-        for r in failures:
-            if r.get("status") != "ok":
-                lines.append(f"- **{r['name']}**: {r['status']}: {r.get('error', '')}".rstrip())
-            if r.get("reference_error"):
-                lines.append(f"- **{r['name']}**: the references failed: {r['reference_error']}")
+    lines += [_dataset_line(r) for r in measured]
+    lines += _failures(measured)
     return "\n".join(lines) + "\n"
 
 
@@ -434,7 +497,8 @@ def _hparam_flags(hparams: Sequence[str]) -> list[str]:
     return [flag for item in hparams for flag in ("--hparam", item)]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[Dataset]]:
+    """The flags, and the data sets they choose."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--datasets", help=f"Comma-separated subset (default: all of {', '.join(datasets_lib.DATASETS)})."
@@ -463,12 +527,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(err))
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    return args, chosen
+
+
+def _new_results(args: argparse.Namespace) -> dict[str, Any]:
+    """The machine and the settings, before any data set is measured."""
     import sklearn
 
     from bench.report import machine_info
 
-    output_dir = args.output_dir.resolve()
-    results: dict[str, Any] = {
+    return {
         "machine": machine_info(),
         "settings": {
             "repeats": args.repeats,
@@ -480,6 +548,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "datasets": [],
     }
+
+
+def _print_finished(result: dict[str, Any]) -> None:
+    """The data set's row of the table, and what failed, if anything."""
+    print("| " + " | ".join(row(result)) + " |", flush=True)
+    if result.get("status") != "ok":
+        print(f"  {result['name']}: {result['status']}: {result.get('error', '')}", flush=True)
+    if result.get("reference_error"):
+        print(f"  {result['name']}: the references failed: {result['reference_error']}", flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, chosen = _parse_args(argv)
+    output_dir = args.output_dir.resolve()
+    results = _new_results(args)
     print("| " + " | ".join(HEADER) + " |", flush=True)
     for dataset in chosen:
         result = measure(
@@ -493,11 +576,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         results["datasets"].append(result)
         write_results(results, output_dir)
-        print("| " + " | ".join(row(result)) + " |", flush=True)
-        if result.get("status") != "ok":
-            print(f"  {result['name']}: {result['status']}: {result.get('error', '')}", flush=True)
-        if result.get("reference_error"):
-            print(f"  {result['name']}: the references failed: {result['reference_error']}", flush=True)
+        _print_finished(result)
     print()
     print(markdown(results))
     print(f"Written: {output_dir / 'results.json'}, {output_dir / 'results.md'}")
