@@ -39,6 +39,73 @@ DEFAULT_OUTPUT_DIR = Path(DEFAULT_OUTPUT_ROOT) / "bench"
 warnings.filterwarnings("ignore", category=FutureWarning)
 
 
+def _fresh_run(data_dir: Path, rows: int, output_root: Path, args: Sequence[str], run_dir: Path) -> dict[str, Any]:
+    """The first run, into an empty output root: wall time, memory, seconds and peak memory per component."""
+    print(f"  fresh run -> {output_root}", flush=True)
+    first = run_pipeline(data_dir, output_root, args, run_dir / "run1.log")
+    components = latest_components(output_root)
+    print(
+        f"    {first['wall_s']:.1f} s, peak RSS {first['peak_rss_mb']:.0f} MB, PSS {first['peak_pss_mb']:.0f} MB",
+        flush=True,
+    )
+    return {
+        "rows": rows,
+        "wall_s": first["wall_s"],
+        "peak_rss_mb": first["peak_rss_mb"],
+        "peak_pss_mb": first["peak_pss_mb"],
+        "max_process_rss_mb": first["max_process_rss_mb"],
+        "component_s": {c.node_id: c.seconds for c in components},
+        "component_peak_rss_mb": peak_by_component(first["memory_samples"], components, column=1),
+        "component_peak_pss_mb": peak_by_component(first["memory_samples"], components, column=2),
+    }
+
+
+def _reruns(data_dir: Path, output_root: Path, args: Sequence[str], run_dir: Path, fresh_s: float) -> dict[str, Any]:
+    """The second and third runs on the same output root, against the fresh run's
+    ``fresh_s`` seconds, and what TFX found cached in each."""
+    print("  cached rerun", flush=True)
+    second = run_pipeline(data_dir, output_root, args, run_dir / "run2.log")
+    second_run = latest_run(output_root)
+    cached_states = component_states(second_run.components)
+    print(f"    {second['wall_s']:.1f} s", flush=True)
+    # The second run reruns the Evaluator (the first run's blessed model became the baseline;
+    # it reuses its first evaluation of that same model);
+    # from the third on, nothing has changed at all.
+    print("  steady rerun", flush=True)
+    third = run_pipeline(data_dir, output_root, args, run_dir / "run3.log")
+    steady_run = latest_run(output_root)
+    # No new run in ML Metadata: local_runner found nothing changed and started no TFX
+    # (runs/unchanged.py); else TFX ran and recorded each component's state.
+    steady_reused = steady_run.run_id == second_run.run_id
+    steady_states = {} if steady_reused else component_states(steady_run.components)
+    print(f"    {third['wall_s']:.1f} s{' (unchanged: TFX not started)' if steady_reused else ''}", flush=True)
+    return {
+        "cached_wall_s": second["wall_s"],
+        "cached_ratio": second["wall_s"] / fresh_s,
+        "cached_peak_rss_mb": second["peak_rss_mb"],
+        "cached_run_states": cached_states,
+        "cached_components": sum(state == "cached" for state in cached_states.values()),
+        "steady_wall_s": third["wall_s"],
+        "steady_ratio": third["wall_s"] / fresh_s,
+        "steady_reused": steady_reused,
+        "steady_components": sum(state == "cached" for state in steady_states.values()),
+        "steady_run_states": steady_states,
+        "components": len(cached_states),
+    }
+
+
+def _tasks_and_template(
+    data_dir: Path, run_dir: Path, task_args: Sequence[str], template: bool, tasks: Sequence[str]
+) -> dict[str, Any]:
+    """Each of ``tasks`` scaffolded and run fresh, and the template's run if asked for."""
+    extra: dict[str, Any] = {}
+    if tasks:
+        extra["tasks"] = {task: benchmark_task(task, data_dir, run_dir, task_args) for task in tasks}
+    if template:
+        extra["template"] = benchmark_template(data_dir, run_dir)
+    return extra
+
+
 def benchmark_once(
     data_dir: Path,
     rows: int,
@@ -57,59 +124,16 @@ def benchmark_once(
     run_dir.mkdir(parents=True)
     output_root = run_dir / "outputs"
     args = [*runner_args, "--batch-size", str(batch_size), "--enable-cache"]
-    print(f"  fresh run -> {output_root}", flush=True)
-    first = run_pipeline(data_dir, output_root, args, run_dir / "run1.log")
-    components = latest_components(output_root)
-    seconds = {c.node_id: c.seconds for c in components}
-    print(
-        f"    {first['wall_s']:.1f} s, peak RSS {first['peak_rss_mb']:.0f} MB, PSS {first['peak_pss_mb']:.0f} MB",
-        flush=True,
-    )
-    print("  cached rerun", flush=True)
-    second = run_pipeline(data_dir, output_root, args, run_dir / "run2.log")
-    second_run = latest_run(output_root)
-    cached_states = component_states(second_run.components)
-    print(f"    {second['wall_s']:.1f} s", flush=True)
-    # The second run reruns the Evaluator (the first run's blessed model became the baseline;
-    # it reuses its first evaluation of that same model);
-    # from the third on, nothing has changed at all.
-    print("  steady rerun", flush=True)
-    third = run_pipeline(data_dir, output_root, args, run_dir / "run3.log")
-    steady_run = latest_run(output_root)
-    # No new run in ML Metadata: local_runner found nothing changed and started no TFX
-    # (runs/unchanged.py); else TFX ran and recorded each component's state.
-    steady_reused = steady_run.run_id == second_run.run_id
-    steady_states = {} if steady_reused else component_states(steady_run.components)
-    print(f"    {third['wall_s']:.1f} s{' (unchanged: TFX not started)' if steady_reused else ''}", flush=True)
+    fresh = _fresh_run(data_dir, rows, output_root, args, run_dir)
+    reruns = _reruns(data_dir, output_root, args, run_dir, fresh["wall_s"])
     print(f"  trainer input benchmark ({input_steps} steps)", flush=True)
     trainer_input = trainer_input_benchmark(output_root, batch_size, input_steps)
-    example_gen = seconds.get("CsvExampleGen", 0.0)
     task_args = [*runner_args, "--batch-size", str(batch_size)]
-    extra: dict[str, Any] = {}
-    if tasks:
-        extra["tasks"] = {task: benchmark_task(task, data_dir, run_dir, task_args) for task in tasks}
-    if template:
-        extra["template"] = benchmark_template(data_dir, run_dir)
+    extra = _tasks_and_template(data_dir, run_dir, task_args, template, tasks)
+    example_gen = fresh["component_s"].get("CsvExampleGen", 0.0)
     return {
-        "rows": rows,
-        "wall_s": first["wall_s"],
-        "peak_rss_mb": first["peak_rss_mb"],
-        "peak_pss_mb": first["peak_pss_mb"],
-        "max_process_rss_mb": first["max_process_rss_mb"],
-        "component_s": seconds,
-        "component_peak_rss_mb": peak_by_component(first["memory_samples"], components, column=1),
-        "component_peak_pss_mb": peak_by_component(first["memory_samples"], components, column=2),
-        "cached_wall_s": second["wall_s"],
-        "cached_ratio": second["wall_s"] / first["wall_s"],
-        "cached_peak_rss_mb": second["peak_rss_mb"],
-        "cached_run_states": cached_states,
-        "cached_components": sum(state == "cached" for state in cached_states.values()),
-        "steady_wall_s": third["wall_s"],
-        "steady_ratio": third["wall_s"] / first["wall_s"],
-        "steady_reused": steady_reused,
-        "steady_components": sum(state == "cached" for state in steady_states.values()),
-        "steady_run_states": steady_states,
-        "components": len(cached_states),
+        **fresh,
+        **reruns,
         **trainer_input,
         "example_gen_rows_per_s": rows / example_gen if example_gen > 0 else 0.0,
         "output_root": str(output_root),
@@ -117,8 +141,8 @@ def benchmark_once(
     }
 
 
-def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
-    """The benchmark's own flags, and the rest (passed on to ``local_runner.py``)."""
+def _parser() -> argparse.ArgumentParser:
+    """The benchmark's own flags, with their defaults in --help."""
     parser = argparse.ArgumentParser(
         prog="python -m bench",
         description="Benchmark the pipeline at several data sizes. Arguments not listed here (e.g. "
@@ -164,7 +188,12 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, l
         default=200,
         help="Timed training steps of the Trainer input benchmark (after warm-up).",
     )
-    args, runner_args = parser.parse_known_args(argv)
+    return parser
+
+
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace, runner_args: list[str]) -> None:
+    """Stops with a usage error on flags the benchmark sets itself or values it cannot use;
+    sets ``args.size_list`` and ``args.task_list``."""
     if "--enable-cache" in runner_args or any(a.startswith(("--data-root", "--output-root")) for a in runner_args):
         parser.error("--enable-cache, --data-root and --output-root are set by the benchmark")
     try:
@@ -179,6 +208,13 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, l
         parser.error(f"--tasks: {err}")
     if args.repeats < 1 or args.input_steps < 1:
         parser.error("--repeats and --input-steps must be at least 1")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
+    """The benchmark's own flags, and the rest (passed on to ``local_runner.py``)."""
+    parser = _parser()
+    args, runner_args = parser.parse_known_args(argv)
+    _check(parser, args, runner_args)
     return args, runner_args
 
 
