@@ -238,17 +238,20 @@ def _table(title: str, headers: Sequence[str], rows: dict[str, list[str]], note:
     print(f"\n{note}")
 
 
-def print_sizes(
-    sampled: dict[tuple[str, int, int], Distances], by_quarter: dict[str, Distances], limits: dict[str, float]
+def _print_summary(
+    sampled: dict[tuple[str, int, int], Distances],
+    by_quarter: dict[str, Distances],
+    limits: dict[str, float],
+    label: dict[str, str],
+    pairs: list[tuple[int, int]],
+    repeats: int,
 ) -> None:
-    """The tables of ``--sizes``: the summary (docs/pipeline.md), then noise, quarter to
-    quarter and the planted faults in detail."""
-    label = {column: f"{column} ({threshold:g})" for column, threshold in sorted(limits.items())}
-    pairs = [(n, m) for case, n, m in sampled if case == NOISE]
+    """Per column: the noise's 99th percentile at each new size (the worse of the baselines),
+    the largest quarter to quarter, the smallest of each planted fault; then the share of
+    runs each would stop."""
     sizes = sorted({n for n, _ in pairs})
     faults = {name: [d for (case, _, _), d in sampled.items() if case == name] for name in FAULTS}
     faults = {name: measured for name, measured in faults.items() if measured}
-    repeats = len(next(iter(sampled[(NOISE, *pairs[0])].values())))
     rows = {}
     for column, threshold in sorted(limits.items()):
         cells = [
@@ -275,6 +278,16 @@ def print_sizes(
         rows,
         "* above the contract's threshold: the run stops. The faults must stop every run.",
     )
+
+
+def _print_noise(
+    sampled: dict[tuple[str, int, int], Distances],
+    limits: dict[str, float],
+    label: dict[str, str],
+    pairs: list[tuple[int, int]],
+    repeats: int,
+) -> None:
+    """The noise at each pair of sizes: median, 99th percentile and largest distance."""
     _table(
         f"Noise: n new rows against m rows, disjoint random samples ({repeats} times), median / p99 / max",
         [f"{n} vs {m}" for n, m in pairs],
@@ -284,17 +297,26 @@ def print_sizes(
         },
         "* the largest above the contract's threshold: ordinary data would stop a run.",
     )
-    if by_quarter:
-        _table(
-            "Quarter to quarter: an eval-sized share of each quarter (n) against a train-sized share of the four "
-            "before (m), median / max",
-            list(by_quarter),
-            {
-                label[c]: [_figures(d[c], t, ("median", "max")) for d in by_quarter.values()]
-                for c, t in sorted(limits.items())
-            },
-            "* the largest above the contract's threshold.",
-        )
+
+
+def _print_quarters(by_quarter: dict[str, Distances], limits: dict[str, float], label: dict[str, str]) -> None:
+    """Each quarter against the ones before it: median and largest distance."""
+    _table(
+        "Quarter to quarter: an eval-sized share of each quarter (n) against a train-sized share of the four "
+        "before (m), median / max",
+        list(by_quarter),
+        {
+            label[c]: [_figures(d[c], t, ("median", "max")) for d in by_quarter.values()]
+            for c, t in sorted(limits.items())
+        },
+        "* the largest above the contract's threshold.",
+    )
+
+
+def _print_faults(
+    sampled: dict[tuple[str, int, int], Distances], limits: dict[str, float], label: dict[str, str]
+) -> None:
+    """Each planted fault that was measured: median and smallest distance at each pair of sizes."""
     for name, (_, column) in FAULTS.items():
         planted = [(n, m) for case, n, m in sampled if case == name]
         if not planted:
@@ -308,6 +330,21 @@ def print_sizes(
             },
             f"* the smallest above the contract's threshold; {column} must be starred everywhere.",
         )
+
+
+def print_sizes(
+    sampled: dict[tuple[str, int, int], Distances], by_quarter: dict[str, Distances], limits: dict[str, float]
+) -> None:
+    """The tables of ``--sizes``: the summary (docs/pipeline.md), then noise, quarter to
+    quarter and the planted faults in detail."""
+    label = {column: f"{column} ({threshold:g})" for column, threshold in sorted(limits.items())}
+    pairs = [(n, m) for case, n, m in sampled if case == NOISE]
+    repeats = len(next(iter(sampled[(NOISE, *pairs[0])].values())))
+    _print_summary(sampled, by_quarter, limits, label, pairs, repeats)
+    _print_noise(sampled, limits, label, pairs, repeats)
+    if by_quarter:
+        _print_quarters(by_quarter, limits, label)
+    _print_faults(sampled, limits, label)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
