@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Sequence
 
 from launch.dataflow import add_dataflow_flags, check_dataflow_flags, dataflow_args
-from launch.flags import add_pipeline_flags, pipeline_config_kwargs
+from launch.flags import add_pipeline_flags, configured, pipeline_config_kwargs
 from launch.schedule import Schedule, how_runs_find_data, schedule_from_args, schedule_summary
 from launch.submission import (
     add_submission_flags,
@@ -56,7 +56,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     other group comes from the module that owns it."""
     parser = argparse.ArgumentParser(
         description="Compile the pipeline for Kubeflow Pipelines v2 / Vertex AI, and optionally submit it.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     where = parser.add_argument_group("where things live (gs:// paths)")
     where.add_argument(
@@ -111,7 +110,6 @@ def validate(args: argparse.Namespace) -> None:
         (args.submit, "with --submit"),
         (args.schedule_cron is not None, "with --schedule-cron"),
         (args.dataflow, "with --dataflow"),
-        (pushes_to_vertex(args), "with --endpoint-name or --register-model"),
         (args.vertex_training, "with --vertex-training"),
     ):
         if needed:
@@ -131,10 +129,8 @@ def for_open_source_kubeflow(args: argparse.Namespace) -> bool:
 
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     """The flags as the one typed configuration; a value it refuses names its flag."""
-    training = training_from_args(args)
-    tfjob = tfjob_from_args(args)
-    try:
-        return PipelineConfig(
+    return configured(
+        lambda: PipelineConfig(
             data_root=args.data_root,
             serving_data_root=args.serving_data_root,
             output_root=args.output_root,
@@ -143,14 +139,12 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
             else args.schema_path or f"{args.data_root.rstrip('/')}/{CONTRACT_FILE}",
             extra_beam_args=dataflow_args(args),
             vertex_endpoint=push_from_args(args),
-            vertex_training=training,
-            tfjob=tfjob,
+            vertex_training=training_from_args(args),
+            tfjob=tfjob_from_args(args),
             example_gen_driver=not for_open_source_kubeflow(args),
             **pipeline_config_kwargs(args),
         )
-    except ValueError as err:
-        flag = "--pipeline-name" if "pipeline_name" in str(err) else "a pipeline flag"
-        raise SettingsError(f"{flag}: {err}") from err
+    )
 
 
 def send_to_vertex(args: argparse.Namespace, config: PipelineConfig, job_file: str) -> None:

@@ -13,9 +13,10 @@ import time
 import warnings
 from collections.abc import Sequence
 
-from launch.flags import DEFAULTS, add_pipeline_flags, pipeline_config_kwargs
+from launch.flags import add_pipeline_flags, configured, default, pipeline_config_kwargs
 from launch.local import metadata_config
 from pipeline.config import PipelineConfig
+from pipeline.flag_errors import SettingsError
 from runs.local_run import LOG_DIR, AfterRun, after_run, say_problem, say_reused
 from runs.run_lock import LockedError, hold_run_lock
 from runtime import speedups, start
@@ -26,7 +27,6 @@ from runtime.terminal import Terminal, say
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Run the TFX pipeline locally (LocalDagRunner) and print a summary.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument(
         "--data-root",
@@ -41,26 +41,26 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--output-root",
-        default=DEFAULTS.output_root,
-        help="Where pipeline artifacts, ML Metadata and pushed models are written.",
+        default=default("output_root"),
+        help="Where pipeline artifacts, ML Metadata and pushed models are written. (default: %(default)s)",
     )
-    parser.add_argument(
+    rarely = add_pipeline_flags(parser)
+    rarely.add_argument(
         "--beam-workers",
         type=int,
         default=0,
         help="Beam DirectRunner workers: 1 runs in-process, N>1 uses N processes, 0 chooses by "
         f"data size (one per core from {MULTI_PROCESS_MIN_MB} MB of CSV, else 1).",
     )
-    add_pipeline_flags(parser)
-    parser.add_argument(
+    rarely.add_argument(
         "--speedups",
         action=argparse.BooleanOptionalAction,
         default=speedups.enabled(),
         help="Run with the speedups that replace library internals (runtime/speedups; listed with "
         f"--list-speedups). --no-speedups runs every library as shipped (also: {speedups.ENV_VAR}=0), "
-        "to rule them out when a library misbehaves; outputs are the same.",
+        "to rule them out when a library misbehaves; outputs are the same. (default: %(default)s)",
     )
-    parser.add_argument(
+    rarely.add_argument(
         "--list-speedups",
         action="store_true",
         help="Print every speedup (what it replaces, the library version it was written against) and exit.",
@@ -82,7 +82,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--report",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="Write the run report (outputs/report/<pipeline>/<run>/index.html) after the summary.",
+        help="Write the run report (outputs/report/<pipeline>/<run>/index.html) after the summary. "
+        "(default: %(default)s)",
     )
     return parser.parse_args(argv)
 
@@ -91,17 +92,22 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     """The configuration the flags ask for; raises ``ValueError`` naming a wrong flag, spec or
     a missing contract."""
     if args.beam_workers < 0:
-        raise ValueError(f"--beam-workers must be 0 (choose by data size) or more, got {args.beam_workers}")
+        raise SettingsError(f"--beam-workers must be 0 (choose by data size) or more, got {args.beam_workers}")
+    if args.keep_runs is not None and args.keep_runs < 1:
+        raise SettingsError(f"--keep-runs must be at least 1 (the run just made), got {args.keep_runs}")
     kwargs = pipeline_config_kwargs(args)
     data_root = os.path.abspath(args.data_root or kwargs["problem"].data_root)
-    return PipelineConfig(
-        data_root=data_root,
-        output_root=os.path.abspath(args.output_root),
-        schema_path=os.path.abspath(args.schema_path) if args.schema_path else None,
-        serving_data_root=os.path.abspath(args.serving_data_root) if args.serving_data_root else None,
-        beam_workers=args.beam_workers or workers_for_data(data_root, args.data_pattern),
-        beam_pool=args.speedups,
-        **kwargs,
+    return configured(
+        lambda: PipelineConfig(
+            data_root=data_root,
+            output_root=os.path.abspath(args.output_root),
+            schema_path=os.path.abspath(args.schema_path) if args.schema_path else None,
+            serving_data_root=os.path.abspath(args.serving_data_root) if args.serving_data_root else None,
+            beam_workers=args.beam_workers or workers_for_data(data_root, args.data_pattern),
+            beam_pool=args.speedups,
+            speedups=args.speedups,
+            **kwargs,
+        )
     )
 
 
@@ -135,8 +141,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             speedups.switch_off()
             say(f"Speedups off ({speedups.ENV_VAR}=0): every library runs as shipped.")
         try:
-            if args.keep_runs is not None and args.keep_runs < 1:
-                raise ValueError(f"--keep-runs must be at least 1 (the run just made), got {args.keep_runs}")
             config = config_from_args(args)
         except ValueError as err:
             say(f"error: {err}", err=True)

@@ -21,7 +21,9 @@ def add_dataflow_flags(parser: argparse.ArgumentParser) -> None:
         "and Evaluator on Dataflow instead of in the component's container.",
     )
     dataflow.add_argument("--dataflow-temp-location", help="gs:// temp/staging location for Dataflow.")
-    dataflow.add_argument("--dataflow-max-workers", type=int, default=4, help="Dataflow worker count ceiling.")
+    dataflow.add_argument(
+        "--dataflow-max-workers", type=int, default=4, help="Dataflow worker count ceiling. (default: %(default)s)"
+    )
     dataflow.add_argument(
         "--dataflow-sdk-image", default=None, help="SDK container image for Dataflow workers (default: --image)."
     )

@@ -62,7 +62,7 @@ def add_submission_flags(parser: argparse.ArgumentParser) -> None:
         help="Label for the Vertex pipeline job (repeatable).",
     )
     submit.add_argument("--kfp-host", help="Submit to this Kubeflow Pipelines v2 endpoint instead of Vertex.")
-    submit.add_argument("--kfp-experiment", default="Default", help="KFP experiment to run in.")
+    submit.add_argument("--kfp-experiment", default="Default", help="KFP experiment to run in. (default: %(default)s)")
     submit.add_argument(
         "--kfp-namespace",
         default=None,

@@ -35,8 +35,12 @@ def add_push_flags(parser: argparse.ArgumentParser) -> None:
         help="Upload each version with an explanation spec (sampled Shapley over the raw input columns) for "
         "Vertex Explainable AI, which Google deprecated (docs/release.md says what it can and cannot do).",
     )
-    serving.add_argument("--serving-machine-type", default="n1-standard-2", help="Endpoint machine type.")
-    serving.add_argument("--serving-image", default=DEFAULT_SERVING_IMAGE, help="Prebuilt serving container.")
+    serving.add_argument(
+        "--serving-machine-type", default="n1-standard-2", help="Endpoint machine type. (default: %(default)s)"
+    )
+    serving.add_argument(
+        "--serving-image", default=DEFAULT_SERVING_IMAGE, help="Prebuilt serving container. (default: %(default)s)"
+    )
 
 
 def pushes_to_vertex(args: argparse.Namespace) -> bool:
@@ -44,19 +48,14 @@ def pushes_to_vertex(args: argparse.Namespace) -> bool:
 
 
 def check_push_flags(args: argparse.Namespace) -> None:
-    if args.canary_percent and not args.endpoint_name:
-        raise SettingsError(
-            "--canary-percent needs --endpoint-name: a traffic split exists on an endpoint only (a local serving "
-            "directory serves its newest version; see docs/release.md)"
-        )
     if args.explanations and not pushes_to_vertex(args):
         raise SettingsError("--explanations needs --endpoint-name or --register-model: the spec goes with an upload")
-    if not 0 <= args.canary_percent < 100:
-        raise SettingsError(f"--canary-percent must be between 1 and 99 (0: no canary), not {args.canary_percent}")
 
 
 def push_from_args(args: argparse.Namespace) -> VertexEndpoint | None:
-    if not pushes_to_vertex(args):
+    """Where the Pusher puts models on Vertex AI (None: the serving directory); a canary share
+    without an endpoint is refused by ``VertexEndpoint``."""
+    if not (pushes_to_vertex(args) or args.canary_percent):
         return None
     return VertexEndpoint(
         project=args.project,

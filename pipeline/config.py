@@ -15,6 +15,7 @@ from components import spans
 from models import problem as problem_lib
 from models.hparams import HParams
 from models.problem import Blessing, ModelFamily, Problem
+from pipeline.flag_errors import FieldError
 from pipeline.kubeflow_training import TfJob
 from pipeline.vertex_training import VertexTraining
 from runtime import beam_args
@@ -56,13 +57,17 @@ class VertexEndpoint:
     explanations: bool = False
 
     def __post_init__(self) -> None:
+        if not 0 <= self.canary_percent < 100:
+            raise FieldError("canary_percent", f"must be between 1 and 99 (0: no canary), got {self.canary_percent}")
+        if self.canary_percent and not self.endpoint_name:
+            raise FieldError(
+                "canary_percent",
+                "needs an endpoint (--endpoint-name): a traffic split exists on an endpoint only (a local serving "
+                "directory serves its newest version; see docs/release.md)",
+            )
         for name in ("project", "region"):
             if not getattr(self, name):
-                raise ValueError(f"VertexEndpoint.{name} is required")
-        if not 0 <= self.canary_percent < 100:
-            raise ValueError(f"canary_percent must be between 1 and 99 (0: no canary), got {self.canary_percent}")
-        if self.canary_percent and not self.endpoint_name:
-            raise ValueError("canary_percent needs an endpoint_name: a traffic split exists on an endpoint only")
+                raise FieldError(name, "is required for a Vertex AI endpoint or registry model")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,10 +80,10 @@ class Tuning:
 
     def __post_init__(self) -> None:
         if self.trials < 1:
-            raise ValueError(f"Tuning needs a budget of at least 1 trial, got {self.trials}")
+            raise FieldError("trials", f"must be at least 1 (the tuning budget), got {self.trials}")
         if not 1 <= self.parallel_trials <= self.trials:
-            raise ValueError(
-                f"parallel_trials must be between 1 and the {self.trials} trial(s), got {self.parallel_trials}"
+            raise FieldError(
+                "parallel_trials", f"must be between 1 and the {self.trials} trial(s), got {self.parallel_trials}"
             )
 
 
@@ -140,6 +145,10 @@ class PipelineConfig:
     # Beam component (runtime/beam_pool.py); False: Beam's own, started by each component
     # (what switching the speedups off chooses, runtime/speedups).
     beam_pool: bool = True
+    # The project's speedups in its components (runtime/speedups): each gets it as its
+    # ``speedups`` parameter, so the compiled job and the cache key record it. False: every
+    # library as shipped (TFX's CSV executor, StatisticsGen, Transform; TFMA's metrics).
+    speedups: bool = True
     # Transform's own statistics (TFX's default): pre-transform statistics of the train
     # split (StatisticsGen's already cover it) and post-transform statistics and anomalies.
     # For the latter TFX holds every transformed row in memory until all are written, so
@@ -181,7 +190,7 @@ class PipelineConfig:
             object.__setattr__(self, "pipeline_name", self.problem.name)
         if self.data_root is None:
             if self.problem.data_root is None:
-                raise ValueError("data_root is required for a problem not read from a folder")
+                raise FieldError("data_root", "is required for a problem not read from a folder")
             object.__setattr__(self, "data_root", self.problem.data_root)
         if self.schema_path is None and not self.infer_schema:
             contract = self.problem.contract_path
@@ -197,29 +206,41 @@ class PipelineConfig:
         if self.infer_schema:
             object.__setattr__(self, "schema_path", None)
         if not PIPELINE_NAME_PATTERN.fullmatch(self.pipeline_name):
-            raise ValueError(
-                f"pipeline_name {self.pipeline_name!r} must match [a-z0-9][a-z0-9-]{{0,127}} "
-                "(lower-case letters, digits, dashes), as Vertex AI Pipelines requires."
+            raise FieldError(
+                "pipeline_name",
+                f"{self.pipeline_name!r} must match [a-z0-9][a-z0-9-]{{0,127}} "
+                "(lower-case letters, digits, dashes), as Vertex AI Pipelines requires.",
             )
         if self.warm_start is None:
             object.__setattr__(self, "warm_start", self.has_spans)
         if self.span is not None and not self.has_spans:
-            raise ValueError(
-                f"A span ({self.span}) was given but the data pattern {self.data_pattern!r} names no spans: "
-                "use a pattern with {SPAN} or {YYYY}{MM}{DD}, e.g. 'span-{SPAN}/*.csv'."
+            raise FieldError(
+                "span",
+                f"{self.span} was given but the data pattern {self.data_pattern!r} names no spans: "
+                "use a pattern with {SPAN} or {YYYY}{MM}{DD}, e.g. 'span-{SPAN}/*.csv'.",
+            )
+        runner = beam_args.runner(self.extra_beam_args)
+        if self.has_spans and self.window_spans > 1 and not beam_args.runs_locally(self.extra_beam_args):
+            raise FieldError(
+                "window_spans",
+                f"{self.window_spans}: a window of several spans is read by the fast CSV path only, which runs where "
+                f"Beam runs on the task's own machine, not on {runner}: train on one span (--window-spans 1).",
             )
         for name in ("train_buckets", "eval_buckets", "beam_workers", "window_spans"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+                raise FieldError(name, f"must be at least 1, got {getattr(self, name)}")
         if self.train_steps is not None and self.train_steps < 1:
-            raise ValueError(f"train_steps must be at least 1 or None (a budget from the data), got {self.train_steps}")
+            raise FieldError(
+                "train_steps", f"must be at least 1 or None (a budget from the data), got {self.train_steps}"
+            )
         if self.eval_steps is not None and self.eval_steps < 1:
-            raise ValueError(f"eval_steps must be at least 1 or None, got {self.eval_steps}")
+            raise FieldError("eval_steps", f"must be at least 1 or None, got {self.eval_steps}")
         if self.tuning is not None and self.problem.model == ModelFamily.TREES:
-            raise ValueError(
-                f"--tune searches the network's hyperparameters, and problem '{self.problem.name}' trains trees "
+            raise FieldError(
+                "tuning",
+                f"searches the network's hyperparameters, and problem '{self.problem.name}' trains trees "
                 '([model] family = "trees" in its problem.toml), grown with TF-DF\'s defaults: drop --tune, or '
-                "remove the [model] table to train and tune the network."
+                "remove the [model] table to train and tune the network.",
             )
         # The problem's own checks apply to the blessing with the overrides.
         dataclasses.replace(self.problem, blessing=self.blessing)

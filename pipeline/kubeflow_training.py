@@ -14,7 +14,7 @@ import dataclasses
 import re
 from typing import Any
 
-from pipeline.flag_errors import SettingsError
+from pipeline.flag_errors import FieldError, SettingsError
 
 _KUBERNETES_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$")
@@ -35,21 +35,20 @@ class TfJob:
 
     def __post_init__(self) -> None:
         if not self.image:
-            raise ValueError("the TFJob needs the pipeline's image")
+            raise FieldError("image", "is needed: the TFJob's replicas run the pipeline's image")
         if self.workers < 0 or self.parameter_servers < 0:
-            raise ValueError(
-                f"workers and parameter servers cannot be negative ({self.workers}, {self.parameter_servers})"
-            )
+            name = "workers" if self.workers < 0 else "parameter_servers"
+            raise FieldError(name, f"cannot be negative, got {getattr(self, name)}")
         if self.parameter_servers and not self.workers:
-            raise ValueError("parameter-server training needs at least one worker beside the chief")
+            raise FieldError("parameter_servers", "need at least one worker beside the chief")
         for name in ("namespace", "service_account"):
             value = getattr(self, name)
             if value is not None and not _KUBERNETES_NAME.match(value):
-                raise ValueError(f"{name} {value!r} is not a Kubernetes name (lower-case letters, digits, dashes)")
+                raise FieldError(name, f"{value!r} is not a Kubernetes name (lower-case letters, digits, dashes)")
         for name in ("cpu", "memory"):
             value = getattr(self, name)
             if value is not None and not _QUANTITY.match(value):
-                raise ValueError(f"{name} {value!r} is not a Kubernetes quantity (e.g. 4, 500m, 16Gi)")
+                raise FieldError(name, f"{value!r} is not a Kubernetes quantity (e.g. 4, 500m, 16Gi)")
 
     def custom_config(self, name_prefix: str) -> dict[str, Any]:
         """The TFJob keys of the Trainer's custom_config (hyperparameters go beside them)."""
@@ -99,7 +98,7 @@ def check_kubeflow_flags(args: argparse.Namespace, on_kubeflow: bool, pushes_to_
 
 
 def tfjob_from_args(args: argparse.Namespace) -> TfJob | None:
-    """The Trainer's TFJob from the --tfjob flags; a wrong value names its flag."""
+    """The Trainer's TFJob from the --tfjob flags (a value it refuses is a ``FieldError``)."""
     given = [flag for flag in ("workers", "parameter_servers", "namespace", "service_account", "cpu", "memory")
              if getattr(args, f"tfjob_{flag}") not in (None, 0)]  # fmt: skip
     if not args.tfjob:
@@ -108,15 +107,12 @@ def tfjob_from_args(args: argparse.Namespace) -> TfJob | None:
         return None
     if args.vertex_training:
         raise SettingsError("--tfjob and --vertex-training each choose where the Trainer trains: choose one")
-    try:
-        return TfJob(
-            image=args.image,
-            workers=args.tfjob_workers,
-            parameter_servers=args.tfjob_parameter_servers,
-            namespace=args.tfjob_namespace,
-            service_account=args.tfjob_service_account,
-            cpu=args.tfjob_cpu,
-            memory=args.tfjob_memory,
-        )
-    except ValueError as err:
-        raise SettingsError(f"--tfjob: {err}") from err
+    return TfJob(
+        image=args.image,
+        workers=args.tfjob_workers,
+        parameter_servers=args.tfjob_parameter_servers,
+        namespace=args.tfjob_namespace,
+        service_account=args.tfjob_service_account,
+        cpu=args.tfjob_cpu,
+        memory=args.tfjob_memory,
+    )

@@ -260,19 +260,21 @@ def add_training_flags(parser: argparse.ArgumentParser) -> None:
         "--training-replicas",
         type=int,
         default=3,
-        help="Machines for --vertex-training multi-worker or parameter-server (a chief plus N-1 workers).",
+        help="Machines for --vertex-training multi-worker or parameter-server (a chief plus N-1 workers). "
+        "(default: %(default)s)",
     )
     training.add_argument(
         "--parameter-servers",
         type=int,
         default=1,
-        help="Parameter-server machines for --vertex-training parameter-server.",
+        help="Parameter-server machines for --vertex-training parameter-server. (default: %(default)s)",
     )
     training.add_argument(
         "--parallel-trials",
         type=int,
         default=1,
-        help="With --tune and --vertex-training: tuning trials run at once, one Vertex AI machine each.",
+        help="With --tune and --vertex-training: tuning trials run at once, one Vertex AI machine each. "
+        "(default: %(default)s)",
     )
     training.add_argument(
         "--ps-machine-type", help="Parameter-server machine type (default: n1-highmem-4; they hold the variables)."

@@ -274,7 +274,7 @@ def test_tuning_on_vertex_compiles_the_cloud_tuner_with_parallel_trials(tmp_path
     [
         (["--parallel-trials", "2"], "--parallel-trials"),
         (["--tune", "--vertex-training", "tpu"], "--vertex-training tpu"),
-        (["--tune", "--tuning-trials", "0"], "at least 1 trial"),
+        (["--tune", "--tuning-trials", "0"], "--tuning-trials must be at least 1"),
     ],
 )
 def test_tuning_settings_that_cannot_work_name_the_flag(capsys, flags, named):

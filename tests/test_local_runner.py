@@ -76,7 +76,7 @@ def test_a_local_run_does_not_import_the_vertex_client(tmp_path):
 
 def test_bad_settings_fail_before_running(capsys):
     assert local_runner.main(["--pipeline-name", "My_Pipeline"]) == 2
-    assert "pipeline_name 'My_Pipeline'" in capsys.readouterr().err
+    assert "--pipeline-name 'My_Pipeline'" in capsys.readouterr().err
 
 
 def test_beam_workers_follow_the_data_size_unless_given():
@@ -467,8 +467,10 @@ def test_the_speedups_flag_lists_and_switches(monkeypatch, capsys):
     assert local_runner.main(["--list-speedups"]) == 0
     listed = capsys.readouterr().out
     assert all(f"- {speedup.name} " in listed for speedup in speedups.SPEEDUPS)
-    assert local_runner.config_from_args(local_runner.parse_args([])).beam_pool
-    assert not local_runner.config_from_args(local_runner.parse_args(["--no-speedups"])).beam_pool
+    sped_up = local_runner.config_from_args(local_runner.parse_args([]))
+    assert sped_up.beam_pool and sped_up.speedups
+    plain = local_runner.config_from_args(local_runner.parse_args(["--no-speedups"]))
+    assert not plain.beam_pool and not plain.speedups
     monkeypatch.setenv(speedups.ENV_VAR, "0")
     assert not local_runner.parse_args([]).speedups
 

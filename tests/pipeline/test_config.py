@@ -114,5 +114,5 @@ def test_tuning_trees_is_refused_saying_what_the_tuner_searches():
 
     trees = dataclasses.replace(PipelineConfig().problem, model=ModelFamily.TREES)
     PipelineConfig(problem=trees)
-    with pytest.raises(ValueError, match=r"--tune searches the network's hyperparameters.*drop --tune"):
+    with pytest.raises(ValueError, match=r"tuning searches the network's hyperparameters.*drop --tune"):
         PipelineConfig(problem=trees, tuning=Tuning(trials=2))
