@@ -23,8 +23,6 @@ RUN_FLAGS = ["--train-steps", "100", "--no-report"]
 # Thresholds any model passes: the scoring, not the model, is tested.
 EASY = {"taxi": "0", "penguins": "0", "penguin-body-mass": "100000"}
 
-pytestmark = pytest.mark.slow
-
 
 def _pushed_run(name: str, output_root, *extra: str):
     """``local_runner`` on a shipped problem: (problem, config, its CSV)."""
@@ -98,6 +96,7 @@ def _input_rows(path: str) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_binary_rows_get_the_probability_and_class_serving_default_gives(taxi, tmp_path):
     problem, _, data, _ = taxi
     code, scored, _ = _score(taxi, tmp_path, data)
@@ -110,6 +109,7 @@ def test_binary_rows_get_the_probability_and_class_serving_default_gives(taxi, t
     assert [int(r[problem.label.name]) for r in scored[:50]] == list(expected[problem.label.name][:, 0])
 
 
+@pytest.mark.slow
 def test_multi_class_rows_get_a_probability_per_class_and_the_class(species, tmp_path):
     problem, _, data, _ = species
     code, scored, _ = _score(species, tmp_path, data)
@@ -129,6 +129,7 @@ def test_multi_class_rows_get_a_probability_per_class_and_the_class(species, tmp
     )
 
 
+@pytest.mark.slow
 def test_regression_rows_get_the_predicted_value_beside_their_own(body_mass, tmp_path):
     problem, _, data, _ = body_mass
     code, scored, _ = _score(body_mass, tmp_path, data)
@@ -138,6 +139,7 @@ def test_regression_rows_get_the_predicted_value_beside_their_own(body_mass, tmp
     assert got == pytest.approx(expected[problem.label.name][:, 0], rel=1e-5)
 
 
+@pytest.mark.slow
 def test_a_folder_of_files_is_scored_whole_and_a_version_can_be_chosen(species, tmp_path, capsys):
     _, config, data, _ = species
     folder = tmp_path / "in"
@@ -163,6 +165,7 @@ def test_a_folder_of_files_is_scored_whole_and_a_version_can_be_chosen(species, 
     assert not os.path.exists(output) and not os.path.exists(output + ".partial")
 
 
+@pytest.mark.slow
 def test_a_column_the_model_reads_missing_from_the_file_is_named(species, tmp_path, capsys):
     problem, _, data, _ = species
     needed = problem.features.inputs[0]
@@ -179,6 +182,7 @@ def test_a_column_the_model_reads_missing_from_the_file_is_named(species, tmp_pa
     assert not os.path.exists(output)
 
 
+@pytest.mark.slow
 def test_rows_that_break_the_contract_are_refused_before_scoring(species, tmp_path, capsys):
     problem, _, data, _ = species
     rows = _input_rows(data)

@@ -213,11 +213,10 @@ def test_the_chief_finishing_stops_parameter_servers_that_never_exit(client, ser
     pools = training.worker_pool_specs()
     for pool, script in zip(pools, ("import time; time.sleep(0.2)", SLEEP, SLEEP), strict=True):
         pool["container_spec"].update(command=[sys.executable, "-c"], args=[script])
-    started = time.monotonic()
     created = _submit(client, pools)
     _wait(client, created.name, JobState.JOB_STATE_SUCCEEDED)
-    assert time.monotonic() - started < jobs.STOP_GRACE_SECONDS
     record = _record(service, created.name)
+    # -15: stopped by SIGTERM while still running, not waited for nor killed (-9) after the grace.
     assert [(r.name, r.exit_code, r.stopped) for r in record.replicas] == [
         ("workerpool0-replica-0", 0, False),
         ("workerpool1-replica-0", -15, True),

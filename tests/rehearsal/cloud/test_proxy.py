@@ -125,6 +125,10 @@ def test_other_hosts_and_plain_http_are_refused_and_recorded(proxied):
 
 
 def test_every_connection_is_recorded_with_where_it_went(proxied):
-    proxy, _ = proxied
-    for connection in proxy.connections():
+    proxy, env = proxied
+    for url in ("https://www.googleapis.com/", "https://example.com/"):  # one forwarded, one refused
+        subprocess.run(["curl", "-sS", url], env=env, capture_output=True, timeout=60)
+    connections = proxy.connections()
+    assert {c.host for c in connections} >= {"www.googleapis.com", "example.com"}
+    for connection in connections:
         assert connection.outcome.startswith(("forwarded to 127.0.0.1:", "refused: "))
