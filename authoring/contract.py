@@ -252,8 +252,9 @@ def class_names(problem: Problem) -> list[str]:
 
 
 def label_class_fraction(counts: dict[str, list[int]], names: Sequence[str]) -> tuple[float, str]:
-    """The ``min_label_class_fraction`` for a label with these rows per class and split (see
-    the module's docstring), and why, in words."""
+    """The ``min_label_class_fraction`` for a label with these rows per class and split, and
+    why, in words: half the smallest share any class has in any split, at most
+    ``MAX_LABEL_CLASS_FRACTION``."""
     smallest, where = 1.0, ""
     for split, per_split in sorted(counts.items()):
         rows = sum(per_split)
@@ -280,99 +281,145 @@ def _loosen(schema, feature) -> None:
 
 
 def _apply_problem(found: Draft, statistics, problem: Problem, counter: _SplitCounter | None) -> None:
-    """The label-aware parts of the draft (see the module's docstring)."""
-    import tensorflow_data_validation as tfdv
-
-    from components.anomaly_gate import LABEL_BALANCE_TAG, MISSING_TAG, missing_share
-    from components.drift import SERVING, TRAINING
-
+    """The label-aware parts of the draft: the CSV's header names said, the unused columns
+    loosened, the label's source columns marked and, for a classification label
+    (``counter``), the class balance every split must keep."""
     schema, dataset = found.schema, statistics.datasets[0]
     by_name = {".".join(f.path.step): f for f in dataset.features}
+    _note_header_names(found, problem, by_name)
+    _loosen_unused(found, problem, by_name)
     label_only = set(problem.label_only_columns)
+    for key in problem.label.sources:
+        comment = _mark_label_source(schema, key, by_name[key], dataset.num_examples, problem, key in label_only)
+        found.feature_comments.setdefault(key, []).extend(comment)
+    if label_only:
+        from components.drift import SERVING, TRAINING
+
+        del schema.default_environment[:]
+        schema.default_environment.extend([TRAINING, SERVING])
+    if counter is not None:
+        _set_class_balance(found, problem, counter)
+
+
+def _note_header_names(found: Draft, problem: Problem, by_name: Mapping) -> None:
+    """A comment on each column the CSV header names otherwise (``[columns]``)."""
     for key, header in problem.columns.items():
         if key in by_name:
             found.feature_comments.setdefault(key, []).append(
                 f"Named {header!r} in the CSV header (problem.toml [columns])."
             )
+
+
+def _loosen_unused(found: Draft, problem: Problem, by_name: Mapping) -> None:
+    """Only type and presence for the columns the model never reads (``features.unused``)."""
+    import tensorflow_data_validation as tfdv
+
     for key in problem.features.unused:
         if key in by_name and key not in problem.label.sources:
-            _loosen(schema, tfdv.get_feature(schema, key))
+            _loosen(found.schema, tfdv.get_feature(found.schema, key))
             found.feature_comments.setdefault(key, []).append(
                 f"Not a model input (features.unused: {problem.features.unused[key]}): only its type and presence."
             )
-    for key in problem.label.sources:
-        feature = tfdv.get_feature(schema, key)
-        missing = missing_share(by_name[key], dataset.num_examples)
-        comment = [f"The label's source ({problem.label.describe()})."]
-        if missing == 0:
-            # Required: a value in every row, as in every row of this data.
-            if not feature.HasField("shape"):
-                feature.shape.dim.add(size=1)
-            kept = [t for t in feature.annotation.tag if not t.startswith(MISSING_TAG)]
-            del feature.annotation.tag[:]
-            feature.annotation.tag.extend(kept)
-            if not feature.annotation.tag:
-                feature.ClearField("annotation")
-        else:
-            comment.append(
-                f"Empty in {missing:.1%} of this data's rows, so not required; an empty cell counts as "
-                + ("0." if problem.label.expression is not None or problem.task == Task.REGRESSION else "no class.")
-            )
-        if key in label_only:
-            feature.not_in_environment.append(SERVING)
-            feature.ClearField("drift_comparator")
-            feature.ClearField("skew_comparator")
-            comment.append(
-                "Not a model input: unknown when the model serves, so not in the SERVING environment. No "
-                "drift_comparator: the label moving is what retraining is for (its class balance is "
-                "min_label_class_fraction's check)."
-            )
-        found.feature_comments.setdefault(key, []).extend(comment)
+
+
+def _mark_label_source(schema, key: str, statistics, rows: int, problem: Problem, label_only: bool) -> list[str]:
+    """Marks the label's source column ``key``: required when every row has a value; when the
+    model does not read it (``label_only``), TRAINING-only and without drift thresholds.
+    Returns the comment lines saying so."""
+    import tensorflow_data_validation as tfdv
+
+    from components.anomaly_gate import missing_share
+    from components.drift import SERVING
+
+    feature = tfdv.get_feature(schema, key)
+    missing = missing_share(statistics, rows)
+    comment = [f"The label's source ({problem.label.describe()})."]
+    if missing == 0:
+        _require(feature)
+    else:
+        comment.append(
+            f"Empty in {missing:.1%} of this data's rows, so not required; an empty cell counts as "
+            + ("0." if problem.label.expression is not None or problem.task == Task.REGRESSION else "no class.")
+        )
     if label_only:
-        del schema.default_environment[:]
-        schema.default_environment.extend([TRAINING, SERVING])
-    if counter is not None:
-        counts = counter.counts()
-        names = class_names(problem)
-        fraction, why = label_class_fraction(counts, names)
-        unknown = sum(c[0] for c in counts.values())
-        if unknown:
-            found.notes.append(
-                f"WARNING: {unknown} rows hold a label value that is none of label.classes: AnomalyGate stops a "
-                "run on them. Add the value(s) to label.classes in problem.toml, or fix those rows."
-            )
-        if fraction <= 0:
-            fraction = problem_lib.MIN_LABEL_CLASS_FRACTION
-            found.notes.append(
-                f"WARNING: {why}: a split without a class stops the run (AnomalyGate). More rows of that class, "
-                "or fewer classes."
-            )
-        elif fraction < problem_lib.MIN_LABEL_CLASS_FRACTION:
-            found.notes.append(
-                f"WARNING: a rare class ({why}): min_label_class_fraction={fraction:g} is below the project's "
-                f"default {problem_lib.MIN_LABEL_CLASS_FRACTION:g}, so this very data passes; a split with that "
-                "few rows of a class says little about it."
-            )
-        schema.annotation.tag.append(f"{LABEL_BALANCE_TAG}{fraction:g}")
-        found.annotation_comments = [
-            f"Each class of {problem.label.describe()} at least this share of every split (AnomalyGate): {why}."
-        ]
-        if estimated := [(["none of the classes"] + names)[c] for c in counter.estimated]:
-            found.annotation_comments.append(
-                f"Rows per split counted for the first {EXACT_SPLIT_ROWS:,} rows and every row of a class under "
-                f"{RARE_CLASS_ROWS:,} rows; the other rows of {', '.join(map(repr, estimated))} are divided "
-                "between the splits as all counted rows were (a row's split does not depend on its label)."
-            )
-        found.label_counts, found.min_label_class_fraction = counts, fraction
+        feature.not_in_environment.append(SERVING)
+        feature.ClearField("drift_comparator")
+        feature.ClearField("skew_comparator")
+        comment.append(
+            "Not a model input: unknown when the model serves, so not in the SERVING environment. No "
+            "drift_comparator: the label moving is what retraining is for (its class balance is "
+            "min_label_class_fraction's check)."
+        )
+    return comment
+
+
+def _require(feature) -> None:
+    """Required: a value in every row, as in every row of this data (no missing-value tolerance)."""
+    from components.anomaly_gate import MISSING_TAG
+
+    if not feature.HasField("shape"):
+        feature.shape.dim.add(size=1)
+    kept = [t for t in feature.annotation.tag if not t.startswith(MISSING_TAG)]
+    del feature.annotation.tag[:]
+    feature.annotation.tag.extend(kept)
+    if not feature.annotation.tag:
+        feature.ClearField("annotation")
+
+
+def _set_class_balance(found: Draft, problem: Problem, counter: _SplitCounter) -> None:
+    """The schema's ``min_label_class_fraction`` tag with its comment, and warnings on what
+    in this data AnomalyGate would stop."""
+    from components.anomaly_gate import LABEL_BALANCE_TAG
+
+    counts, names = counter.counts(), class_names(problem)
+    fraction, why = label_class_fraction(counts, names)
+    found.notes.extend(_class_balance_warnings(counts, fraction, why))
+    if fraction <= 0:
+        fraction = problem_lib.MIN_LABEL_CLASS_FRACTION
+    found.schema.annotation.tag.append(f"{LABEL_BALANCE_TAG}{fraction:g}")
+    found.annotation_comments = [
+        f"Each class of {problem.label.describe()} at least this share of every split (AnomalyGate): {why}."
+    ]
+    if estimated := [(["none of the classes"] + names)[c] for c in counter.estimated]:
+        found.annotation_comments.append(
+            f"Rows per split counted for the first {EXACT_SPLIT_ROWS:,} rows and every row of a class under "
+            f"{RARE_CLASS_ROWS:,} rows; the other rows of {', '.join(map(repr, estimated))} are divided "
+            "between the splits as all counted rows were (a row's split does not depend on its label)."
+        )
+    found.label_counts, found.min_label_class_fraction = counts, fraction
+
+
+def _class_balance_warnings(counts: dict[str, list[int]], fraction: float, why: str) -> list[str]:
+    """The draft's warnings on the label: values that are none of the classes, a class
+    missing from a split, a class rarer than the project's default floor."""
+    warnings = []
+    if unknown := sum(c[0] for c in counts.values()):
+        warnings.append(
+            f"WARNING: {unknown} rows hold a label value that is none of label.classes: AnomalyGate stops a "
+            "run on them. Add the value(s) to label.classes in problem.toml, or fix those rows."
+        )
+    if fraction <= 0:
+        warnings.append(
+            f"WARNING: {why}: a split without a class stops the run (AnomalyGate). More rows of that class, "
+            "or fewer classes."
+        )
+    elif fraction < problem_lib.MIN_LABEL_CLASS_FRACTION:
+        warnings.append(
+            f"WARNING: a rare class ({why}): min_label_class_fraction={fraction:g} is below the project's "
+            f"default {problem_lib.MIN_LABEL_CLASS_FRACTION:g}, so this very data passes; a split with that "
+            "few rows of a class says little about it."
+        )
+    return warnings
 
 
 def draft_contract(
     data_root: str, data_pattern: str = "*.csv", problem: Problem | None = None, types: Mapping | None = None
 ) -> Draft:
-    """The contract drafted from the CSV files (see the module's docstring); label-aware with
-    a ``problem``; ``types``: the columns' ``csv_encoding.ColumnType`` by feature name, where
-    the caller already inferred them from these files. Raises ``FileNotFoundError``
-    without files, ``DraftError`` when the data lacks a column the problem names."""
+    """The contract drafted from the CSV files (TFDV's schema, each number's observed range,
+    missing-value tolerances, drift thresholds), label-aware with a ``problem``; ``types``:
+    the columns' ``csv_encoding.ColumnType`` by feature name, where the caller already
+    inferred them from these files. Raises ``FileNotFoundError`` without files,
+    ``DraftError`` when the data lacks a column the problem names."""
     import tensorflow_data_validation as tfdv
     from tensorflow_metadata.proto.v0 import schema_pb2
 

@@ -226,6 +226,26 @@ def plan_label(
     """The task and its reason, the spec's [label] table and the label's description
     (``headers``: the header names by feature name, for messages)."""
     headers = headers or {}
+    cells = _label_cells(profiles, label, headers)
+    named = headers.get(label, label)
+    if task is None:
+        task, task_reason = infer_task(cells)
+    else:
+        task_reason = "given (--task)"
+    spec: dict = {"column": label}
+    if task == Task.BINARY:
+        spec["positive"], description = _binary_label(named, cells)
+    elif task == Task.MULTICLASS:
+        spec["classes"], description = _multiclass_label(named, cells)
+    else:
+        description = _regression_label(named, cells)
+    return task, task_reason, spec, description
+
+
+def _label_cells(
+    profiles: dict[str, csv_profile.ColumnProfile], label: str, headers: dict[str, str]
+) -> csv_profile.ColumnProfile:
+    """The label column's profile; refused when it is no column, has empty cells or one value."""
     if label not in profiles:
         raise ScaffoldError(
             f"--label {label!r} is not a column of the CSV; its columns: "
@@ -233,60 +253,61 @@ def plan_label(
         )
     named = headers.get(label, label)
     cells = profiles[label]
-    rows = cells.rows
-    if empty := rows - cells.present:
+    if empty := cells.rows - cells.present:
         raise ScaffoldError(
-            f"the label '{named}' is empty in {_share(empty, rows)}: a row without a label teaches nothing (and "
-            "counts as 0 or 'no class' in the pipeline). Remove those rows from the CSV and scaffold again."
+            f"the label '{named}' is empty in {_share(empty, cells.rows)}: a row without a label teaches nothing "
+            "(and counts as 0 or 'no class' in the pipeline). Remove those rows from the CSV and scaffold again."
         )
-    distinct = cells.distinct
-    if distinct < 2:
+    if cells.distinct < 2:
         raise ScaffoldError(f"the label '{named}' has one value only ({cells.first!r}): there is nothing to learn.")
-    if task is None:
-        task, task_reason = infer_task(cells)
-    else:
-        task_reason = "given (--task)"
-    spec: dict = {"column": label}
-    if task == Task.BINARY:
-        if distinct != 2:
-            raise ScaffoldError(
-                f"the label '{named}' has {distinct} distinct values; a binary label has 2. Use --task multiclass "
-                "(or regression for a quantity), or reduce the column to two values."
-            )
-        _too_rare(named, cells.counts, "collect more rows of it.")
-        spec["positive"], reason = choose_positive(cells)
-        return task, task_reason, spec, f"positive class {spec['positive']!r}: {reason}"
-    if task == Task.MULTICLASS:
-        if distinct == 2:
-            raise ScaffoldError(f"the label '{named}' has 2 distinct values: use --task binary.")
-        if distinct > MAX_CLASSES:
-            raise ScaffoldError(
-                f"the label '{named}' has {distinct} distinct values, more than the {MAX_CLASSES} classes a "
-                "classifier here takes: if it is a quantity use --task regression, else group the values."
-            )
-        counts = _class_counts(cells)
-        spec["classes"] = sorted(counts)
-        _too_rare(
-            named,
-            counts,
-            "remove those rows or merge them into another class (say 'other'); if the label is a quantity, use "
-            "--task regression.",
+    return cells
+
+
+def _binary_label(named: str, cells: csv_profile.ColumnProfile) -> tuple[str, str]:
+    """A binary label's positive class and its description."""
+    if cells.distinct != 2:
+        raise ScaffoldError(
+            f"the label '{named}' has {cells.distinct} distinct values; a binary label has 2. Use --task multiclass "
+            "(or regression for a quantity), or reduce the column to two values."
         )
-        majority = next(iter(counts))
-        return (
-            task,
-            task_reason,
-            spec,
-            f"{len(spec['classes'])} classes, sorted as text; the commonest is {majority!r} "
-            f"({_share(counts[majority], rows)})",
+    _too_rare(named, cells.counts, "collect more rows of it.")
+    positive, reason = choose_positive(cells)
+    return positive, f"positive class {positive!r}: {reason}"
+
+
+def _multiclass_label(named: str, cells: csv_profile.ColumnProfile) -> tuple[list[str], str]:
+    """A multi-class label's classes (sorted as text) and its description."""
+    if cells.distinct == 2:
+        raise ScaffoldError(f"the label '{named}' has 2 distinct values: use --task binary.")
+    if cells.distinct > MAX_CLASSES:
+        raise ScaffoldError(
+            f"the label '{named}' has {cells.distinct} distinct values, more than the {MAX_CLASSES} classes a "
+            "classifier here takes: if it is a quantity use --task regression, else group the values."
         )
+    counts = _class_counts(cells)
+    classes = sorted(counts)
+    _too_rare(
+        named,
+        counts,
+        "remove those rows or merge them into another class (say 'other'); if the label is a quantity, use "
+        "--task regression.",
+    )
+    majority = next(iter(counts))
+    return classes, (
+        f"{len(classes)} classes, sorted as text; the commonest is {majority!r} "
+        f"({_share(counts[majority], cells.rows)})"
+    )
+
+
+def _regression_label(named: str, cells: csv_profile.ColumnProfile) -> str:
+    """A regression label's description; refused when it holds text."""
     if cells.type == "STRING":
         texts = list(cells.tokens)[:3]
         raise ScaffoldError(
             f"the label '{named}' holds text (such as {', '.join(repr(v) for v in texts)}): regression needs "
             "numbers. Fix those cells, or use --task binary or multiclass for a label of categories."
         )
-    return task, task_reason, spec, f"numbers from {cells.low:g} to {cells.high:g}, mean {cells.mean:g}"
+    return f"numbers from {cells.low:g} to {cells.high:g}, mean {cells.mean:g}"
 
 
 # ---------------------------------------------------------------- the columns
@@ -559,22 +580,43 @@ def scaffold(
 ) -> tuple[Plan, str, object]:
     """Writes the problem folder for ``csv_path``; returns the plan, the folder and the
     drafted contract (``authoring.contract.Draft``). Raises ``ScaffoldError``."""
-    from components.csv_encoding import ColumnType
-
     if not os.path.isfile(csv_path):
         raise ScaffoldError(f"--csv {csv_path}: no such file.")
-    # The contract needs TensorFlow Data Validation, whose import (TensorFlow, Beam) takes
-    # seconds of mostly one core: it runs while the plan reads the CSV, mostly in Arrow.
-    importing = threading.Thread(target=importlib.import_module, args=("tensorflow_data_validation",), daemon=True)
-    importing.start()
-    p = plan(csv_path, label, task, name)
-    importing.join()
+    p = _plan_while_tfdv_imports(csv_path, label, task, name)
     from authoring import contract
 
     folder = os.path.abspath(output or os.path.join(REPO_ROOT, "data", p.name))
     source = os.path.abspath(csv_path)
     inside = os.path.dirname(source) == folder
     copy_name = os.path.basename(source) if inside else f"{p.name}.csv"
+    _refuse_folder(folder, copy_name, force)
+    spec_text = problem_toml(p, source)
+    with tempfile.TemporaryDirectory(prefix="scaffold-") as scratch:
+        drafted = _draft_from_copy(scratch, p, source, copy_name, spec_text)
+        os.makedirs(folder, exist_ok=True)
+        if not inside:
+            shutil.copyfile(source, os.path.join(folder, copy_name))
+        with open(os.path.join(folder, PROBLEM_FILE), "w") as f:
+            f.write(spec_text)
+        with open(os.path.join(folder, CONTRACT_FILE), "w") as f:
+            f.write(contract.to_text(drafted, contract_header(p, copy_name)))
+    return p, folder, drafted
+
+
+def _plan_while_tfdv_imports(csv_path: str, label: str, task: Task | str | None, name: str | None) -> Plan:
+    """``plan``, while TensorFlow Data Validation is imported for the contract: its import
+    (TensorFlow, Beam) takes seconds of mostly one core, and the plan reads the CSV mostly
+    in Arrow."""
+    importing = threading.Thread(target=importlib.import_module, args=("tensorflow_data_validation",), daemon=True)
+    importing.start()
+    p = plan(csv_path, label, task, name)
+    importing.join()
+    return p
+
+
+def _refuse_folder(folder: str, copy_name: str, force: bool) -> None:
+    """Refuses a folder the problem cannot be written into: one not empty (without
+    ``force``), a file, or one holding other CSV files the pipeline would read as data."""
     if os.path.isdir(folder) and os.listdir(folder) and not force:
         raise ScaffoldError(
             f"{folder} exists and is not empty: pass --force to write {PROBLEM_FILE}, {CONTRACT_FILE} and "
@@ -592,37 +634,35 @@ def scaffold(
             f"{folder} holds other CSV file(s) ({', '.join(sorted(others))}), which the pipeline would read as "
             "data too: move them away, or choose another --output."
         )
-    spec_text = problem_toml(p, source)
-    with tempfile.TemporaryDirectory(prefix="scaffold-") as scratch:
-        # The spec must load as the runners load it, and the contract is drafted from the copy.
-        shutil.copyfile(source, os.path.join(scratch, copy_name))
-        with open(os.path.join(scratch, PROBLEM_FILE), "w") as f:
-            f.write(spec_text)
-        try:
-            problem = problem_lib.load(scratch)
-        except problem_lib.ProblemError as err:
-            raise ScaffoldError(f"the drafted spec does not load ({err}); please report this") from err
-        types = {c.name: ColumnType[c.type] for c in p.columns}
-        drafted = contract.draft_contract(scratch, glob.escape(copy_name), problem, types)
-        absent = [
-            f"{cls!r} in {split}"
-            for split, counts in drafted.label_counts.items()
-            for cls, count in zip(contract.class_names(problem), counts[1:], strict=True)
-            if count == 0
-        ]
-        if absent:
-            raise ScaffoldError(
-                f"class(es) {', '.join(absent)} have no rows in that split as CsvExampleGen splits the data "
-                "(AnomalyGate would stop the run): add rows of those classes, or merge them into another class."
-            )
-        os.makedirs(folder, exist_ok=True)
-        if not inside:
-            shutil.copyfile(source, os.path.join(folder, copy_name))
-        with open(os.path.join(folder, PROBLEM_FILE), "w") as f:
-            f.write(spec_text)
-        with open(os.path.join(folder, CONTRACT_FILE), "w") as f:
-            f.write(contract.to_text(drafted, contract_header(p, copy_name)))
-    return p, folder, drafted
+
+
+def _draft_from_copy(scratch: str, p: Plan, source: str, copy_name: str, spec_text: str):
+    """The contract drafted in ``scratch`` from a copy of the CSV beside the spec, loaded as
+    the runners load it; refuses a class that a split would hold no row of."""
+    from authoring import contract
+    from components.csv_encoding import ColumnType
+
+    shutil.copyfile(source, os.path.join(scratch, copy_name))
+    with open(os.path.join(scratch, PROBLEM_FILE), "w") as f:
+        f.write(spec_text)
+    try:
+        problem = problem_lib.load(scratch)
+    except problem_lib.ProblemError as err:
+        raise ScaffoldError(f"the drafted spec does not load ({err}); please report this") from err
+    types = {c.name: ColumnType[c.type] for c in p.columns}
+    drafted = contract.draft_contract(scratch, glob.escape(copy_name), problem, types)
+    absent = [
+        f"{cls!r} in {split}"
+        for split, counts in drafted.label_counts.items()
+        for cls, count in zip(contract.class_names(problem), counts[1:], strict=True)
+        if count == 0
+    ]
+    if absent:
+        raise ScaffoldError(
+            f"class(es) {', '.join(absent)} have no rows in that split as CsvExampleGen splits the data "
+            "(AnomalyGate would stop the run): add rows of those classes, or merge them into another class."
+        )
+    return drafted
 
 
 def review(p: Plan, folder: str, drafted, chosen: str | None = None) -> str:

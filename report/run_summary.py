@@ -260,11 +260,7 @@ def format_summary(summary: RunSummary, blessing=None, contract: str | None = No
     """A plain-text table and verdict for the terminal; ``blessing`` (``problem.Blessing``)
     names the metric and threshold a blessed model cleared; ``contract``, the data contract
     the data was checked against (``NO_CONTRACT`` when none was)."""
-    width = max([len(c.node_id) for c in summary.components] + [9])
-    lines = [f"Run {summary.run_id}", f"  {'component':<{width}}  {'status':<9}  {'seconds':>8}"]
-    for c in summary.components:
-        lines.append(f"  {c.node_id:<{width}}  {c.state:<9}  {c.seconds:>8.1f}")
-    lines.append(f"  {'total':<{width}}  {'':<9}  {sum(c.seconds for c in summary.components):>8.1f}")
+    lines = _components_table(summary)
     if summary.metrics:
         shown = ", ".join(
             f"{k} {v:.4f}" if k != "example_count" else f"{k} {int(v)}" for k, v in sorted(summary.metrics.items())
@@ -280,35 +276,7 @@ def format_summary(summary: RunSummary, blessing=None, contract: str | None = No
         lines.append(f"Data seen: {summary.data_seen}")
     if summary.drift is not None:
         lines.append(format_drift(summary.drift))
-    if summary.blessed is None:
-        lines.append("Model: not evaluated in this run")
-    elif summary.blessed:
-        metric = blessing.metric if blessing is not None else "auc"
-        if blessing is None:
-            floor = ""
-        elif metric in ("rmse", "mae"):
-            floor = f" <= ceiling {blessing.threshold:g}"
-        else:
-            floor = f" >= floor {blessing.threshold:g}"
-        if summary.baseline_is_candidate:
-            baseline = "(the champion itself, reused from the cache: evaluated once)"
-            if summary.evaluation_reused_from:
-                baseline = (
-                    "(the champion itself, reused from the cache: its evaluation too, "
-                    f"from {summary.evaluation_reused_from})"
-                )
-        elif summary.had_baseline:
-            baseline = "and no worse than the champion"
-        elif summary.ignored_baseline:
-            baseline = (
-                f"(no baseline of this pipeline: another pipeline's model was ignored, {summary.ignored_baseline})"
-            )
-        else:
-            baseline = "(first blessed model: no baseline to compare against)"
-        value = summary.metrics.get(metric, float("nan"))
-        lines.append(f"Model: BLESSED: {metric.upper() if len(metric) <= 4 else metric} {value:.4f}{floor} {baseline}")
-    else:
-        lines.append("Model: NOT blessed: " + ("; ".join(summary.validation_failures) or "thresholds not met"))
+    lines.append(_model_verdict(summary, blessing))
     if summary.pushed_to:
         lines.append(f"Pushed to: {summary.pushed_to}")
     elif summary.blessed is not None:
@@ -316,3 +284,47 @@ def format_summary(summary: RunSummary, blessing=None, contract: str | None = No
     if summary.tensorboard_dir:
         lines.append(f"TensorBoard: tensorboard --logdir {summary.tensorboard_dir}")
     return "\n".join(lines)
+
+
+def _components_table(summary: RunSummary) -> list[str]:
+    """The run's heading, then each component's status and seconds, and the total."""
+    width = max([len(c.node_id) for c in summary.components] + [9])
+    lines = [f"Run {summary.run_id}", f"  {'component':<{width}}  {'status':<9}  {'seconds':>8}"]
+    for c in summary.components:
+        lines.append(f"  {c.node_id:<{width}}  {c.state:<9}  {c.seconds:>8.1f}")
+    lines.append(f"  {'total':<{width}}  {'':<9}  {sum(c.seconds for c in summary.components):>8.1f}")
+    return lines
+
+
+def _model_verdict(summary: RunSummary, blessing) -> str:
+    """The ``Model:`` line: not evaluated, NOT blessed and why, or BLESSED with the metric,
+    the threshold it cleared and what it was compared with."""
+    if summary.blessed is None:
+        return "Model: not evaluated in this run"
+    if not summary.blessed:
+        return "Model: NOT blessed: " + ("; ".join(summary.validation_failures) or "thresholds not met")
+    metric = blessing.metric if blessing is not None else "auc"
+    if blessing is None:
+        floor = ""
+    elif metric in ("rmse", "mae"):
+        floor = f" <= ceiling {blessing.threshold:g}"
+    else:
+        floor = f" >= floor {blessing.threshold:g}"
+    value = summary.metrics.get(metric, float("nan"))
+    return f"Model: BLESSED: {metric.upper() if len(metric) <= 4 else metric} {value:.4f}{floor} {_baseline(summary)}"
+
+
+def _baseline(summary: RunSummary) -> str:
+    """What a blessed model was compared with."""
+    if summary.baseline_is_candidate:
+        if summary.evaluation_reused_from:
+            return (
+                "(the champion itself, reused from the cache: its evaluation too, "
+                f"from {summary.evaluation_reused_from})"
+            )
+        return "(the champion itself, reused from the cache: evaluated once)"
+    if summary.had_baseline:
+        return "and no worse than the champion"
+    if summary.ignored_baseline:
+        return f"(no baseline of this pipeline: another pipeline's model was ignored, {summary.ignored_baseline})"
+    return "(first blessed model: no baseline to compare against)"
