@@ -97,7 +97,8 @@ def _add_data_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pipeline-name",
         default=None,
-        help="Pipeline name ([a-z0-9][a-z0-9-]*, as Vertex requires); separates runs (default: the problem's name).",
+        help="Pipeline name ([a-z0-9][a-z0-9-]{0,127}, as Vertex requires); separates runs (default: the problem's "
+        "name).",
     )
     parser.add_argument(
         "--data-pattern",
@@ -182,7 +183,7 @@ def _add_check_flags(parser: argparse.ArgumentParser) -> None:
         "--schema-path",
         default=None,
         help=f"The data contract (a curated schema.pbtxt) to validate the data against (default: the "
-        f"problem's, {CONTRACT_FILE} in its folder).",
+        f"problem's: {CONTRACT_FILE} in its folder for a local run, in --data-root for the compiled job).",
     )
     contract.add_argument(
         "--infer-schema",
