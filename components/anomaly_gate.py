@@ -1,13 +1,8 @@
-"""AnomalyGate: stops the pipeline when the data breaks its contract.
+"""AnomalyGate, the project's own component: stops the run when the data breaks its contract.
 
-TFX's ExampleValidator records anomalies but never stops a run, so bad data would flow
-into Transform and training. This component passes the schema through only when the
-anomalies are empty, no column misses more values than the contract tolerates
-(``MISSING_TAG``), and the label can be learned from (its source columns present, each
-class at least the contract's ``min_label_class_fraction`` of every split: a label with one class trains
-a model that only looks fine). Transform and Trainer read the schema from it, so on every
-orchestrator they run only after the data was found clean (a data dependency, which
-keeps the lineage in ML Metadata, rather than a bare ordering edge).
+It passes the schema on only when ExampleValidator found no anomalies, no column misses more
+values than the contract tolerates (``MISSING_TAG``) and the label can be learned from
+(``LABEL_BALANCE_TAG``); Transform and the Trainer read the schema from it (docs/pipeline.md).
 """
 
 # No `from __future__ import annotations`: TFX reads the component's type hints at runtime.

@@ -1,12 +1,7 @@
-"""Champion: the project's component handing this pipeline's champion (the model that
-serves, and its blessing) to DriftGate, the Trainer's warm start and the Evaluator.
-
-It reads the champion record under the pipeline's root (``runtime.champion``), so it
-needs no metadata query, runs the same on every orchestrator, and follows a rollback. Its
-two outputs point at the champion's directories, or are marked empty with the reason (the
-first run, a champion whose files are gone). It must run on every run: ``run_id`` is the
-run's own id on Kubeflow and Vertex (a placeholder their drivers fill in), so no cache
-answers for it there; the local runner switches its cache off.
+"""Champion, the project's own component: hands this pipeline's champion (its Model and
+ModelBlessing, as the champion record under the pipeline's root names them:
+``runtime.champion``) to DriftGate, the Trainer's warm start and the Evaluator, or marks both
+outputs empty with the reason. It runs on every run (docs/operating.md, "The champion record").
 """
 
 # No `from __future__ import annotations`: TFX reads the component's type hints at runtime.

@@ -1,17 +1,7 @@
-"""Drift between this run's data and the data the champion learned from, and
-skew between the training data and the data the model is asked about at serving time.
-
-TFDV does the comparing, with the comparators the data contract sets per column
-(``drift_comparator`` in schema.pbtxt): L-infinity distance between the value shares of a
-text column, Jensen-Shannon divergence between the histograms of a numeric one. One step is
-ours: TFDV's own numeric histograms have ten equal-width buckets from each dataset's minimum
-to its maximum, so a single extreme trip (1,710 miles in one half of the embedded data, 191 in
-the other) moves every boundary, and two random halves of the same file differ by a
-divergence of 0.70. Before TFDV compares them, both numeric histograms are laid on the same
-buckets: the baseline's interior quantile boundaries, open-ended at both sides, each
-dataset's quantile histogram spread onto them. Extremes then fall in the outer buckets,
-where they belong, and the divergence measures the distribution (docs/pipeline.md has the
-figures).
+"""DriftGate's measures: drift between this run's data and the data the champion learned
+from, and skew between the training data and the data the model is asked about at serving
+time, each by TFDV with the data contract's comparators, numeric histograms first laid on
+the baseline's quantile buckets (``on_common_buckets``; docs/drift.md says why).
 """
 
 from __future__ import annotations

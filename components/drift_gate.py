@@ -1,9 +1,9 @@
 """DriftGate, the project's own component: stops a run whose data drifted from the data the
 champion learned from, or from the data the model is asked about at serving time.
 
-Each column is measured against the data contract's thresholds (``components.drift``); the
-baseline is the champion's blessing, handed over by the Champion component. Transform waits
-for this gate by an ordering edge (docs/pipeline.md, "Drift").
+Each column is measured against the data contract's thresholds (``components.drift``,
+docs/drift.md); the baseline is the champion's blessing, handed over by the Champion
+component. Transform waits for this gate by an ordering edge (docs/pipeline.md says why).
 """
 
 # No `from __future__ import annotations`: TFX reads the component's type hints at runtime.

@@ -1,13 +1,7 @@
-"""The explanation spec a model version is uploaded with, for Vertex Explainable AI:
-sampled Shapley attributions over the raw input columns of ``serving_raw`` (the columns by
-name, as text), explaining the output the Evaluator judges.
-
-Two facts bound what it is worth, and docs/release.md says both: Vertex explains a
-TensorFlow model through its default signature, which here takes serialized tf.Examples
-(attributions need the named columns), and Google deprecated Vertex Explainable AI on
-2026-03-16 (access ends 2027-03-16). So the spec is opt-in (``--explanations``), built from
-the exported signature itself so that it cannot name a column the model does not read; the
-report's permutation importance is what answers "which columns matter" today.
+"""The explanation spec the Vertex AI Pusher uploads a version with when ``--explanations``
+asks for one (Vertex Explainable AI): sampled Shapley attributions over the inputs of
+``serving_raw``, read off the exported signature, explaining the output the Evaluator judges.
+docs/release.md says what it is worth.
 """
 
 from __future__ import annotations

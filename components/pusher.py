@@ -1,12 +1,7 @@
-"""TFX's Pusher, which also records what it pushed as the pipeline's champion.
-
-The same push as TFX's (a blessed model copied into a versioned serving directory); once
-it is there, the champion record under the pipeline's root (``runtime.champion``) names
-its Model and ModelBlessing, so the next run compares with and warm-starts from it. A
-model that is the champion already (a rerun whose Trainer came from the cache) is not
-copied again: the output names the version that serves it (``already_serving``). The
-spec adds the pipeline's root and, for the Vertex AI Pusher (``components.vertex_pusher``),
-the evaluation and examples a registry version is labelled from.
+"""Pusher, TFX's with a change: after TFX's push (a blessed model copied into a versioned
+serving directory) it records the model as the champion (``runtime.champion``), and it does
+not push the champion again (``already_serving``). Its spec adds the pipeline's root and, for
+the Vertex AI Pusher (``components.vertex_pusher``), the evaluation and examples.
 """
 
 from __future__ import annotations
@@ -24,7 +19,7 @@ from runtime import champion
 
 EVALUATION = "evaluation"
 EXAMPLES = "examples"
-# On the pushed model: 1 when the model was the champion already and nothing was copied.
+# On the pushed model: 1 when the model was the champion already and was not pushed again.
 ALREADY_SERVING = "already_serving"
 
 

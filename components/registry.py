@@ -1,24 +1,8 @@
-"""The pipeline's own model in the Vertex AI Model Registry: one registry model per
-pipeline, a version per blessed push, aliases that follow the champion, the Evaluator's
-metrics on each version, and canary, promote and rollback on an endpoint.
-
-TFX's Vertex Pusher uploads every push as a new, unrelated model and deploys it to all of
-an endpoint's traffic. Here (``components.vertex_pusher`` calls ``push``; the release
-command calls ``promote``, ``rollback`` and ``describe``):
-
-- the registry model is found by a label holding a digest of the pipeline's root (the
-  identity of the pipeline its champion record has), and shown under the pipeline's name;
-  the first push creates it, each later one uploads the next version (``parent_model``);
-- aliases: ``champion`` (also ``default``, so a plain reference to the model is the
-  champion) on the version that serves, ``candidate`` on a canary, ``previous`` on the
-  champion a promotion replaced, which a rollback restores;
-- a push without a canary deploys the new version to all of the endpoint's traffic and
-  undeploys the others (they would otherwise idle at 0% and still be billed); with
-  ``canary_percent`` N it deploys beside the champion with N% (an earlier candidate still on
-  the endpoint is withdrawn first).
-
-The ``aiplatform`` client is imported when called, never at import; every call goes to
-``<region>-aiplatform.googleapis.com`` (the rehearsal's stand-ins answer it here).
+"""The pipeline's own model in the Vertex AI Model Registry: a version per blessed push
+(``push``, which the Vertex AI Pusher calls), aliases that follow the champion, the
+Evaluator's metrics on each version, and on an endpoint a canary, ``promote``, ``rollback``
+and ``describe`` (the release command's). docs/release.md says how each moves what serves.
+The ``aiplatform`` client is imported when called, never at import.
 """
 
 from __future__ import annotations
@@ -200,8 +184,28 @@ def push(model: RegistryModel, pushed: Push, deployment: Deployment | None = Non
     if canary and not serving.get(champion or ""):
         changes.append(f"no champion of {model.display_name} serves on {deployment.endpoint_name}: deployed in full")
         canary = False
+    uploaded = _upload(aiplatform, model, pushed, parent, canary)
+    role = CANDIDATE if canary else CHAMPION
+    changes.append(
+        f"registered {model.display_name} version {uploaded.version_id} ({uploaded.resource_name}) as {role}"
+    )
+    if not canary:
+        changes += _aliases_to_new_champion(aiplatform, uploaded, champion, _holder(before, CANDIDATE))
+    if endpoint is None:
+        return uploaded, changes, role
+    if canary:
+        changes += _withdraw_earlier_candidates(endpoint, serving, champion, deployment.endpoint_name)
+    changes += _deploy(endpoint, model, uploaded, deployment, canary)
+    if not canary:
+        changes += _undeploy_replaced(endpoint, serving, deployment.endpoint_name)
+    return uploaded, changes, role
+
+
+def _upload(aiplatform, model: RegistryModel, pushed: Push, parent, canary: bool):
+    """The next version of ``parent`` (a new registry model without one): a canary holds the
+    ``CANDIDATE`` alias, any other version the ``CHAMPION`` alias and the default."""
     explanation = pushed.explanation or (None, None)
-    uploaded = aiplatform.Model.upload(
+    return aiplatform.Model.upload(
         display_name=model.display_name,
         artifact_uri=pushed.artifact_uri,
         serving_container_image_uri=pushed.serving_image,
@@ -213,26 +217,38 @@ def push(model: RegistryModel, pushed: Push, deployment: Deployment | None = Non
         explanation_metadata=explanation[0],
         explanation_parameters=explanation[1],
     )
-    role = CANDIDATE if canary else CHAMPION
-    changes.append(
-        f"registered {model.display_name} version {uploaded.version_id} ({uploaded.resource_name}) as {role}"
-    )
-    if not canary:
-        registry = aiplatform.models.ModelRegistry(uploaded.resource_name)
-        if champion is not None:
-            registry.add_version_aliases([PREVIOUS], version=champion)
-            changes.append(f"version {champion} is now {PREVIOUS}")
-        if (candidate := _holder(before, CANDIDATE)) is not None:  # a canary this push replaces
-            registry.remove_version_aliases([CANDIDATE], version=candidate)
-            changes.append(f"version {candidate} is no longer the {CANDIDATE}")
-    if endpoint is None:
-        return uploaded, changes, role
-    if canary:
-        for version_id, deployed_ids in serving.items():
-            if version_id != champion:  # an earlier candidate: its traffic goes back to the champion
-                _set_traffic(endpoint, serving[champion])
-                _undeploy(endpoint, deployed_ids)
-                changes.append(f"withdrew version {version_id} from {deployment.endpoint_name}")
+
+
+def _aliases_to_new_champion(aiplatform, uploaded, champion: str | None, candidate: str | None) -> list[str]:
+    """The champion the new version replaces becomes ``PREVIOUS``; a canary it replaces loses
+    the ``CANDIDATE`` alias."""
+    registry = aiplatform.models.ModelRegistry(uploaded.resource_name)
+    changes = []
+    if champion is not None:
+        registry.add_version_aliases([PREVIOUS], version=champion)
+        changes.append(f"version {champion} is now {PREVIOUS}")
+    if candidate is not None:
+        registry.remove_version_aliases([CANDIDATE], version=candidate)
+        changes.append(f"version {candidate} is no longer the {CANDIDATE}")
+    return changes
+
+
+def _withdraw_earlier_candidates(
+    endpoint, serving: dict[str, list[str]], champion: str | None, endpoint_name: str
+) -> list[str]:
+    """Every version on the endpoint but the champion (an earlier candidate) undeployed, its
+    traffic back to the champion."""
+    changes = []
+    for version_id, deployed_ids in serving.items():
+        if version_id != champion:
+            _set_traffic(endpoint, serving[champion])
+            _undeploy(endpoint, deployed_ids)
+            changes.append(f"withdrew version {version_id} from {endpoint_name}")
+    return changes
+
+
+def _deploy(endpoint, model: RegistryModel, uploaded, deployment: Deployment, canary: bool) -> list[str]:
+    """The uploaded version deployed with the canary's share of the traffic, or all of it."""
     percent = deployment.canary_percent if canary else 100
     uploaded.deploy(
         endpoint=endpoint,
@@ -240,14 +256,16 @@ def push(model: RegistryModel, pushed: Push, deployment: Deployment | None = Non
         machine_type=deployment.machine_type,
         deployed_model_display_name=f"{model.display_name}-v{uploaded.version_id}",
     )
-    changes.append(
-        f"deployed version {uploaded.version_id} to {deployment.endpoint_name} with {percent}% of its traffic"
-    )
-    if not canary:
-        for version_id, deployed_ids in serving.items():
-            _undeploy(endpoint, deployed_ids)
-            changes.append(f"undeployed version {version_id} from {deployment.endpoint_name}")
-    return uploaded, changes, role
+    return [f"deployed version {uploaded.version_id} to {deployment.endpoint_name} with {percent}% of its traffic"]
+
+
+def _undeploy_replaced(endpoint, serving: dict[str, list[str]], endpoint_name: str) -> list[str]:
+    """Every version that served before the push undeployed (at 0% it would still be billed)."""
+    changes = []
+    for version_id, deployed_ids in serving.items():
+        _undeploy(endpoint, deployed_ids)
+        changes.append(f"undeployed version {version_id} from {endpoint_name}")
+    return changes
 
 
 def promote(model: RegistryModel, endpoint_name: str | None) -> list[str]:

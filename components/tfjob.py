@@ -1,19 +1,7 @@
-"""The Trainer on a Kubeflow cluster's training operator: ``run_fn`` in the replicas of a
-TFJob (``kubeflow.org/v1``), created through the Kubernetes API.
-
-TFX's Trainer executor runs in the pipeline's task as usual, but instead of training it
-creates a TFJob whose every replica runs that same executor (``tfx.scripts.run_executor``,
-as TFX's Vertex Trainer has each Vertex replica do) with the task's inputs and outputs: a
-chief, ``workers`` workers and ``parameter_servers`` parameter servers, each a container
-named ``tensorflow`` (the operator sets ``TF_CONFIG`` on that one) of the pipeline's image.
-``models/strategy.py`` then picks the strategy from the operator's ``TF_CONFIG``; a chief
-alone gets none, and trains with MirroredStrategy. The task waits for the job, raises
-naming the failed replica and its last log lines, and deletes the job in every case.
-
-The Kubernetes client is configured as kubectl's users have it (``kubernetes.config.
-load_config``): ``KUBECONFIG`` or ``~/.kube/config`` when present, else the task pod's own
-service account, which then needs permission for ``tfjobs`` and ``pods/log`` in the
-namespace (docs/kubeflow.md).
+"""The Trainer with --tfjob, TFX's with a change: its executor runs ``run_fn`` in the replicas
+of a TFJob of Kubeflow's training operator (``kubeflow.org/v1``) instead, each running TFX's
+Trainer executor on the task's inputs and outputs, created, waited for and deleted through
+the Kubernetes API as kubectl's users have it configured (docs/kubeflow.md).
 """
 
 from __future__ import annotations
