@@ -1,39 +1,16 @@
-"""CsvExampleGen with a fast local executor: same inputs, same splits, same output files.
+"""The project's CsvExampleGen: TFX's, plus a rolling window of spans and headers renamed to
+the problem's feature names; with its ``speedups`` parameter on (PipelineConfig.speedups),
+a faster local executor that also keeps statistics and decoded columns for StatisticsGen
+and Transform. Off, or on Dataflow, TFX's own CSV executor writes the examples.
 
-TFX's CsvExampleGen parses every CSV line in Python inside Beam, one row at a time
-(docs/performance.md has the figures). When Beam would run on this machine anyway (DirectRunner: ``LocalDagRunner``,
-or a Vertex/KFP container without Dataflow), this executor converts the CSV with
-``components.csv_encoding`` instead: pyarrow reading, tf.Examples built a column at a time, one worker
-process per core. With ``--runner=DataflowRunner`` (or any non-local runner) it hands over
-to TFX's own Beam executor, so the data still scales out; so it does for what the fast
-path does not cover (``partition_feature_name``, Parquet or non-tf.Example payloads).
-
-Kept from CsvExampleGen, and compared record by record in the tests: column types, empty
-cells, the split of every row (same hash of the same bytes), file names
-(``Split-<name>/data_tfrecord-<shard>-of-<shards>.gz``) and the artifact's
-``split_names``, ``payload_format`` and ``file_format``. Deliberately not kept: where
-CsvExampleGen writes empty splits (a header-only file, rows that all hash into one split)
-or fails with a bare decode error, this one stops with a line naming the file and the fix,
-so no data never reaches Transform.
-
-Data in spans: TFX's driver resolves the span to ingest (the newest, or ``range_config``'s),
-or, where no orchestrator runs it, this executor with TFX's driver code (``resolve_span``);
-with ``window_spans`` > 1 this executor also reads the spans before it (``components.spans``)
-into the training split, the other splits keeping the newest span only (docs/pipeline.md,
-"Data in spans"). TFX's own executor reads one span, so a window is refused there.
-
-For the components after it, beside the examples (both off with ``--no-speedups``):
-each split's statistics, for StatisticsGen to copy (``components.statistics_gen``), and
-each record file's decoded columns, for Transform to read (``runtime.decoded_columns``).
-
-Headers as people write them: with ``column_names`` (the problem's feature name -> header
-name, ``Problem.header_names``), a header such as "Monthly Charges" becomes its feature's
-name (``monthly_charges``) in the tf.Examples, on either path, before a row's split is
-chosen (docs/problems.md, "Column names").
+The fast path (``components.csv_encoding``) writes the same rows in the same splits and
+files as TFX's executor; docs/performance.md and docs/pipeline.md ("Data in spans") say how.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import os
 import pickle
@@ -309,14 +286,13 @@ def _add_older_spans(
     buckets: Sequence[int],
     types: dict[str, csv_encoding.ColumnType],
     counts: list[int],
-    statistics: Sequence[csv_statistics.SplitStatistics] | None,
+    statistics: Sequence[csv_statistics.SplitStatistics],
 ) -> list[int]:
     """Writes the older spans' rows of the window splits (training) beside the newest span's,
     hashed into splits as always, so a row is in the same split whichever run reads it: the
     other splits (evaluation) keep the newest span only, on which the candidate and the
     champion are judged, neither having learnt from it."""
-    window_splits = set((exec_properties.get(WINDOW_SPLITS_KEY) or "").split(",")) - {""} or {split_names[0]}
-    kept = [name in window_splits for name in split_names]
+    kept = _window_splits(exec_properties, split_names)
     for span in older:
         dirs = [uri if keep else None for uri, keep in zip(split_uris, kept, strict=True)]
         span_counts = convert(
@@ -327,8 +303,8 @@ def _add_older_spans(
             types=types,
             prefix=f"span-{span.number}-data_tfrecord",
             headers=_headers(exec_properties),
-            statistics=statistics and [split if keep else None for split, keep in zip(statistics, kept, strict=True)],
-            keep_columns=speedups.enabled(),
+            statistics=[split if keep else None for split, keep in zip(statistics, kept, strict=True)],
+            keep_columns=True,
         )
         check_rows(
             span.paths,
@@ -337,15 +313,6 @@ def _add_older_spans(
         )
         counts = [c + (s if keep else 0) for c, s, keep in zip(counts, span_counts, kept, strict=True)]
     return counts
-
-
-def _split_statistics(split_names: Sequence[str]) -> list[csv_statistics.SplitStatistics] | None:
-    """Each split's statistics, computed beside the encoding for StatisticsGen to take
-    (``components.statistics_gen``); None with the speedups off, where StatisticsGen
-    computes them as TFX ships it."""
-    if not speedups.enabled():
-        return None
-    return [csv_statistics.SplitStatistics() for _ in split_names]
 
 
 def renamed(example: tf.train.Example, renames: Mapping[str, str]) -> tf.train.Example:
@@ -361,12 +328,13 @@ def renamed(example: tf.train.Example, renames: Mapping[str, str]) -> tf.train.E
 @beam.typehints.with_input_types(beam.Pipeline)
 @beam.typehints.with_output_types(tf.train.Example)
 class _RenamedCsvToExample(beam.PTransform):
-    """TFX's CSV reading, then each header the problem maps renamed to its feature's name
-    (TFX splits the examples afterwards, so a row lands where the fast path puts it)."""
+    """TFX's CSV reading (``read``, the transform TFX's executor gives), then each header the
+    problem maps renamed to its feature's name (TFX splits the examples afterwards, so a row
+    lands where the fast path puts it)."""
 
-    def __init__(self, exec_properties: dict[str, Any], split_pattern: str) -> None:
+    def __init__(self, read: Any, exec_properties: dict[str, Any], split_pattern: str) -> None:
         super().__init__()
-        self._read = tfx_csv_executor._CsvToExample(exec_properties, split_pattern)
+        self._read = read(exec_properties, split_pattern)
         self._pattern = os.path.join(exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern)
         self._headers = _headers(exec_properties) or {}
 
@@ -378,49 +346,145 @@ class _RenamedCsvToExample(beam.PTransform):
         return pipeline | "Read" >> self._read | "RenameColumns" >> beam.Map(renamed, renames)
 
 
-class Executor(tfx_csv_executor.Executor):
-    """TFX's CSV executor, with the local case done without Beam (see the module doc)."""
+class _GeneratedExamples(beam.PTransform):
+    """TFX's examples by split (``generate``: its ``GenerateExamplesByBeam``) for other
+    exec properties, under a label of their own."""
 
-    # Whether TFX's Beam path renames headers (the problem maps some; set by ``Do``).
-    _renaming = False
+    def __init__(self, generate: Any, exec_properties: dict[str, Any]) -> None:
+        super().__init__()
+        self._generate, self._exec_properties = generate, exec_properties
 
-    def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
-        """TFX's CSV reading, with the problem's headers renamed when it maps any."""
-        if self._renaming:
-            return _RenamedCsvToExample
-        return super().GetInputSourceToExamplePTransform()
+    def expand(self, begin: beam.pvalue.PBegin) -> dict[str, beam.pvalue.PCollection]:
+        return self._generate(begin, self._exec_properties)
 
-    def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
-        if example_gen_utils.SPAN_PROPERTY_NAME not in exec_properties:
-            exec_properties = resolve_span(exec_properties, output_dict)
+
+def _window_splits(exec_properties: dict[str, Any], split_names: Sequence[str]) -> list[bool]:
+    """For each split, whether it takes the older spans' rows (the first split by default)."""
+    window_splits = set((exec_properties.get(WINDOW_SPLITS_KEY) or "").split(",")) - {""} or {split_names[0]}
+    return [name in window_splits for name in split_names]
+
+
+def _with_pattern(exec_properties: dict[str, Any], pattern: str) -> dict[str, Any]:
+    """``exec_properties`` whose one input split reads ``pattern`` (under the input base)."""
+    input_config = example_gen_pb2.Input()
+    proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
+    input_config.splits[0].pattern = pattern
+    return {**exec_properties, standard_component_specs.INPUT_CONFIG_KEY: proto_utils.proto_to_json(input_config)}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Request:
+    """What one execution is asked for, read from its exec properties."""
+
+    input_config: example_gen_pb2.Input
+    output_config: example_gen_pb2.Output
+    payload: int
+    file_format: int
+    input_base: str
+    headers: dict[str, str] | None
+
+    @classmethod
+    def of(cls, exec_properties: dict[str, Any]) -> _Request:
         input_config = example_gen_pb2.Input()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
         output_config = example_gen_pb2.Output()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config)
-        payload = exec_properties.get(
-            standard_component_specs.OUTPUT_DATA_FORMAT_KEY, example_gen_pb2.FORMAT_TF_EXAMPLE
+        return cls(
+            input_config=input_config,
+            output_config=output_config,
+            payload=exec_properties.get(
+                standard_component_specs.OUTPUT_DATA_FORMAT_KEY, example_gen_pb2.FORMAT_TF_EXAMPLE
+            ),
+            file_format=exec_properties.get(
+                standard_component_specs.OUTPUT_FILE_FORMAT_KEY, example_gen_pb2.FILE_FORMAT_UNSPECIFIED
+            ),
+            input_base=exec_properties[standard_component_specs.INPUT_BASE_KEY],
+            headers=_headers(exec_properties),
         )
-        file_format = exec_properties.get(
-            standard_component_specs.OUTPUT_FILE_FORMAT_KEY, example_gen_pb2.FILE_FORMAT_UNSPECIFIED
-        )
-        covered = (
-            beam_args.runs_locally(self._beam_pipeline_args or [])
-            and payload == example_gen_pb2.FORMAT_TF_EXAMPLE
-            and write_split.to_file_format_str(file_format) == "tfrecords_gzip"
-            and not output_config.split_config.HasField("partition_feature_name")
-        )
-        if not covered:
-            if (exec_properties.get(WINDOW_SPANS_KEY) or 1) > 1:
-                raise ValueError(
-                    "A window of several spans is read by the fast CSV path only, not by TFX's Beam executor "
-                    "(Dataflow, or an output option the fast path lacks): train on one span (--window-spans 1)."
-                )
-            logging.info("Using TFX's Beam executor (non-local runner or an option the fast path lacks).")
-            self._renaming = bool(_headers(exec_properties))
-            super().Do(input_dict, output_dict, exec_properties)
-            return
 
-        self._log_startup(input_dict, output_dict, exec_properties)
+    @property
+    def split_names(self) -> list[str]:
+        return example_gen_utils.generate_output_split_names(self.input_config, self.output_config)
+
+    def fast_path_covers(self) -> bool:
+        """What the fast path writes: tf.Examples in gzipped TFRecords, split by hash or as input."""
+        return (
+            self.payload == example_gen_pb2.FORMAT_TF_EXAMPLE
+            and write_split.to_file_format_str(self.file_format) == "tfrecords_gzip"
+            and not self.output_config.split_config.HasField("partition_feature_name")
+        )
+
+
+def _set_window_property(artifact: Any, exec_properties: dict[str, Any], older: list[spans.Span]) -> None:
+    """Records the spans the examples hold (``WINDOW_PROPERTY``) when the data is in spans."""
+    if spans.has_spans(exec_properties.get(SPAN_PATTERN_KEY) or ""):
+        newest = spans.Span(span_of(exec_properties), None, ())
+        artifact.set_string_custom_property(WINDOW_PROPERTY, spans.describe([*older, newest]))
+
+
+class Executor(tfx_csv_executor.Executor):
+    """TFX's CSV executor with the rolling window and renamed headers; with the speedups on
+    and Beam on this machine, the fast path (see the module doc)."""
+
+    # Whether TFX's Beam path renames headers, and the older spans of its window (set by ``Do``).
+    _renaming = False
+    _older: list[spans.Span] = []
+
+    def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
+        """TFX's CSV reading, with the problem's headers renamed when it maps any."""
+        read = super().GetInputSourceToExamplePTransform()
+        return functools.partial(_RenamedCsvToExample, read) if self._renaming else read
+
+    def GenerateExamplesByBeam(
+        self, pipeline: beam.Pipeline, exec_properties: dict[str, Any]
+    ) -> dict[str, beam.pvalue.PCollection]:
+        """TFX's examples by split, the window splits with the older spans' rows added (each
+        span read and split by TFX's own code)."""
+        splits = super().GenerateExamplesByBeam(pipeline, exec_properties)
+        names = list(splits)
+        for span in self._older:
+            older = pipeline | f"Span[{span.number}]" >> _GeneratedExamples(
+                super().GenerateExamplesByBeam, _with_pattern(exec_properties, span.pattern)
+            )
+            for name, keep in zip(names, _window_splits(exec_properties, names), strict=True):
+                if keep:
+                    splits[name] = (splits[name], older[name]) | f"Window[{span.number}][{name}]" >> beam.Flatten()
+        return splits
+
+    def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
+        if example_gen_utils.SPAN_PROPERTY_NAME not in exec_properties:
+            exec_properties = resolve_span(exec_properties, output_dict)
+        request = _Request.of(exec_properties)
+        fast = request.fast_path_covers() and speedups.checked_component(
+            exec_properties, "fast-csv-example-gen", "statistics-with-the-examples"
+        )
+        if fast and beam_args.runs_locally(self._beam_pipeline_args or []):
+            self._fast_path(request, output_dict, exec_properties)
+        else:
+            self._tfx_path(request, input_dict, output_dict, exec_properties)
+
+    def _tfx_path(
+        self,
+        request: _Request,
+        input_dict: dict[str, list],
+        output_dict: dict[str, list],
+        exec_properties: dict[str, Any],
+    ) -> None:
+        """TFX's own executor (Beam, tfx_bsl's CSV decoder), with the window's older spans."""
+        logging.info("Using TFX's Beam executor (speedups off, a non-local runner or an option the fast path lacks).")
+        self._renaming = bool(request.headers)
+        self._older = _older_spans(exec_properties, request.input_base)
+        if self._older:
+            pattern = os.path.join(request.input_base, request.input_config.splits[0].pattern)
+            newest = _glob_csv(pattern, request.headers)
+            _check_headers([newest[0], *(span.paths[0] for span in self._older)], request.headers)
+        super().Do(input_dict, output_dict, exec_properties)
+        examples = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
+        _set_window_property(examples, exec_properties, self._older)
+
+    def _fast_path(self, request: _Request, output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
+        """The examples written by ``convert``, each split's statistics and decoded columns beside them."""
+        self._log_startup({}, output_dict, exec_properties)
         pool_size = beam_args.pool_size(self._beam_pipeline_args or [])
         if pool_size:
             # The run's Beam pool, for the components after this one: started now, its
@@ -429,62 +493,73 @@ class Executor(tfx_csv_executor.Executor):
             beam_pool.start_in_background(pool_size)
         examples = output_dict[standard_component_specs.EXAMPLES_KEY]
         artifact = artifact_utils.get_single_instance(examples)
-        split_names = example_gen_utils.generate_output_split_names(input_config, output_config)
+        split_names = request.split_names
         artifact.split_names = artifact_utils.encode_split_names(split_names)
-        input_base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
-        workers = default_workers()
-        headers = _headers(exec_properties)
-        if output_config.split_config.splits:
-            buckets = list(np.cumsum([s.hash_buckets for s in output_config.split_config.splits]))
-            paths = _glob_csv(os.path.join(input_base, input_config.splits[0].pattern), headers)
-            split_uris = [artifact_utils.get_split_uri(examples, n) for n in split_names]
-            older = _older_spans(exec_properties, input_base)
-            if older:
-                _check_headers([paths[0], *(span.paths[0] for span in older)], headers)
-            types = csv_encoding.infer_column_types([*paths, *(p for span in older for p in span.paths)], headers)
-            logging.info("Column types: %s", {n: t.name for n, t in types.items()})
-            statistics = _split_statistics(split_names)
-            counts = convert(
-                paths,
-                split_uris,
-                buckets,
-                workers,
-                types=types,
-                headers=headers,
-                statistics=statistics,
-                keep_columns=speedups.enabled(),
-            )
-            check_rows(paths, split_names, counts)
-            if older:
-                counts = _add_older_spans(
-                    older, exec_properties, split_names, split_uris, buckets, types, counts, statistics
-                )
-            if spans.has_spans(exec_properties.get(SPAN_PATTERN_KEY) or ""):
-                newest = spans.Span(span_of(exec_properties), None, tuple(paths))
-                artifact.set_string_custom_property(WINDOW_PROPERTY, spans.describe([*older, newest]))
+        statistics = [csv_statistics.SplitStatistics() for _ in split_names]
+        if request.output_config.split_config.splits:
+            counts = _convert_hash_splits(request, examples, exec_properties, statistics)
         else:
-            counts = []
-            statistics = _split_statistics(split_names)
-            for i, (split, name) in enumerate(zip(input_config.splits, split_names, strict=True)):
-                paths = _glob_csv(os.path.join(input_base, split.pattern), headers)
-                counts += convert(
-                    paths,
-                    [artifact_utils.get_split_uri(examples, name)],
-                    None,
-                    workers,
-                    headers=headers,
-                    statistics=statistics and statistics[i : i + 1],
-                    keep_columns=speedups.enabled(),
-                )
-                check_rows(paths, [name], counts[-1:])
+            counts = _convert_input_splits(request, examples, statistics)
         logging.info("Examples per split: %s", dict(zip(split_names, counts, strict=True)))
-        if statistics:
-            statistics_gen.keep_statistics(artifact, dict(zip(split_names, statistics, strict=True)))
+        statistics_gen.keep_statistics(artifact, dict(zip(split_names, statistics, strict=True)))
         # As TFX's executor records them (file format only when one was asked for).
         if standard_component_specs.OUTPUT_DATA_FORMAT_KEY in exec_properties:
-            examples_utils.set_payload_format(artifact, payload)
-        if file_format:
-            examples_utils.set_file_format(artifact, write_split.to_file_format_str(file_format))
+            examples_utils.set_payload_format(artifact, request.payload)
+        if request.file_format:
+            examples_utils.set_file_format(artifact, write_split.to_file_format_str(request.file_format))
+
+
+def _convert_hash_splits(
+    request: _Request,
+    examples: list,
+    exec_properties: dict[str, Any],
+    statistics: list[csv_statistics.SplitStatistics],
+) -> list[int]:
+    """One input split hashed into the output splits, the window's older spans added; rows per split."""
+    split_names, headers = request.split_names, request.headers
+    buckets = list(np.cumsum([s.hash_buckets for s in request.output_config.split_config.splits]))
+    paths = _glob_csv(os.path.join(request.input_base, request.input_config.splits[0].pattern), headers)
+    split_uris = [artifact_utils.get_split_uri(examples, n) for n in split_names]
+    older = _older_spans(exec_properties, request.input_base)
+    if older:
+        _check_headers([paths[0], *(span.paths[0] for span in older)], headers)
+    types = csv_encoding.infer_column_types([*paths, *(p for span in older for p in span.paths)], headers)
+    logging.info("Column types: %s", {n: t.name for n, t in types.items()})
+    counts = convert(
+        paths,
+        split_uris,
+        buckets,
+        default_workers(),
+        types=types,
+        headers=headers,
+        statistics=statistics,
+        keep_columns=True,
+    )
+    check_rows(paths, split_names, counts)
+    if older:
+        counts = _add_older_spans(older, exec_properties, split_names, split_uris, buckets, types, counts, statistics)
+    _set_window_property(artifact_utils.get_single_instance(examples), exec_properties, older)
+    return counts
+
+
+def _convert_input_splits(
+    request: _Request, examples: list, statistics: list[csv_statistics.SplitStatistics]
+) -> list[int]:
+    """Each input split into the output split of its name; rows per split."""
+    counts: list[int] = []
+    for i, (split, name) in enumerate(zip(request.input_config.splits, request.split_names, strict=True)):
+        paths = _glob_csv(os.path.join(request.input_base, split.pattern), request.headers)
+        counts += convert(
+            paths,
+            [artifact_utils.get_split_uri(examples, name)],
+            None,
+            default_workers(),
+            headers=request.headers,
+            statistics=statistics[i : i + 1],
+            keep_columns=True,
+        )
+        check_rows(paths, [name], counts[-1:])
+    return counts
 
 
 def resolve_span(exec_properties: dict[str, Any], output_dict: dict[str, list]) -> dict[str, Any]:
@@ -515,6 +590,9 @@ class CsvExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
         WINDOW_SPLITS_KEY: ExecutionParameter(type=str, optional=True),
         COLUMN_NAMES_KEY: ExecutionParameter(type=str, optional=True),
         RUN_ID_KEY: ExecutionParameter(type=str, optional=True),
+        # 1: the fast path where it covers the request, keeping statistics and decoded
+        # columns for StatisticsGen and Transform; 0: TFX's executor (runtime/speedups).
+        speedups.PARAMETER: ExecutionParameter(type=int, optional=True),
     }
 
 
@@ -527,6 +605,7 @@ def _spec(
     window_splits: Sequence[str] = (),
     column_names: Mapping[str, str] | None = None,
     run_id: str | None = None,
+    with_speedups: bool = True,
 ) -> CsvExampleGenSpec:
     if window_spans < 1:
         raise ValueError(f"window_spans must be at least 1, got {window_spans}")
@@ -545,6 +624,7 @@ def _spec(
         column_names=json.dumps(dict(column_names), sort_keys=True) if column_names else None,
         run_id=run_id,
         examples=Channel(type=standard_artifacts.Examples),
+        **{speedups.PARAMETER: int(with_speedups)},
     )
 
 
@@ -553,7 +633,9 @@ class CsvExampleGen(FileBasedExampleGen):
     which can also read a rolling window of spans: with ``window_spans`` > 1 and a span
     pattern, the ``window_splits`` also hold the rows of the spans before the one ingested.
     ``column_names``: the problem's header names by feature name (``Problem.header_names``),
-    for the headers CsvExampleGen renames; none when every header is its feature's name."""
+    for the headers CsvExampleGen renames; none when every header is its feature's name.
+    ``with_speedups``: the fast local path and what it keeps for the components after it
+    (``PipelineConfig.speedups``); False: TFX's executor."""
 
     SPEC_CLASS = CsvExampleGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
@@ -567,8 +649,18 @@ class CsvExampleGen(FileBasedExampleGen):
         window_spans: int = 1,
         window_splits: Sequence[str] = (),
         column_names: Mapping[str, str] | None = None,
+        with_speedups: bool = True,
     ) -> None:
-        spec = _spec(input_base, input_config, output_config, range_config, window_spans, window_splits, column_names)
+        spec = _spec(
+            input_base,
+            input_config,
+            output_config,
+            range_config,
+            window_spans,
+            window_splits,
+            column_names,
+            with_speedups=with_speedups,
+        )
         # FileBasedExampleGen's own __init__ builds TFX's spec, without the window.
         base_component.BaseComponent.__init__(self, spec=spec)
 

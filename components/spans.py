@@ -28,6 +28,8 @@ class Span:
     number: int
     version: int | None
     paths: tuple[str, ...]
+    # Its files' pattern under the input base, as TFX's driver fills in the span.
+    pattern: str = ""
 
 
 def has_spans(pattern: str) -> bool:
@@ -47,11 +49,15 @@ def list_spans(input_base: str, pattern: str) -> list[Span]:
     from tfx.dsl.io import fileio
     from tfx.proto import example_gen_pb2
 
+    from runtime import speedups
+
+    speedups.check(speedups.by_name("rolling-window-spans"))
     split = example_gen_pb2.Input.Split(name="any", pattern=pattern)
     is_span, is_date, is_version = example_gen_utils.verify_split_pattern_specs(split)
     if not (is_span or is_date):
         raise ValueError(f"{pattern} has no {{SPAN}} or {{YYYY}}{{MM}}{{DD}} spec: it names no spans")
-    # TFX's own glob and regex for the pattern (private in TFX 1.16; the driver uses them).
+    # TFX's own glob and regex for the pattern (private in TFX 1.16; the driver uses them;
+    # checked with runtime/speedups' "rolling-window-spans").
     glob, regex = example_gen_utils._create_matching_glob_and_regex(  # noqa: SLF001
         input_base, split, is_span, is_date, is_version, None
     )
@@ -67,7 +73,8 @@ def list_spans(input_base: str, pattern: str) -> list[Span]:
         concrete = example_gen_utils.get_pattern_for_span_version(
             pattern, is_span, is_date, is_version, number, versions[number]
         )
-        spans.append(Span(number, versions[number], tuple(sorted(fileio.glob(os.path.join(input_base, concrete))))))
+        paths = tuple(sorted(fileio.glob(os.path.join(input_base, concrete))))
+        spans.append(Span(number, versions[number], paths, concrete))
     return spans
 
 

@@ -1,13 +1,7 @@
-"""StatisticsGen that takes the statistics the fast CSV ExampleGen computed beside its encoding.
-
-TFX's StatisticsGen decodes every tf.Example it reads back before TFDV's generators run, and
-that decoding is most of its time at scale (docs/performance.md). Where the fast CSV path
-wrote the examples (``components.csv_example_gen``, speedups on), its workers have already
-fed each split's columns to the same generators (``components.csv_statistics``) and kept
-the result beside the examples; this executor writes those files where TFX's would write
-its own, with the same artifact properties. Anything else (examples from TFX's own
-executor or Dataflow, a schema or statistics options given, splits excluded, sampling,
-sharded output) runs TFX's executor unchanged.
+"""The project's StatisticsGen: TFX's, which with its ``speedups`` parameter on copies the
+statistics the fast CSV ExampleGen computed beside the examples (``components.csv_statistics``)
+instead of decoding every example again; off, or for any other examples or options, TFX's
+executor as shipped.
 """
 
 from __future__ import annotations
@@ -24,9 +18,11 @@ from tfx.components.util import examples_utils
 from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
 from tfx.types import artifact, artifact_utils, standard_component_specs
+from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import json_utils, stats_utils
 
 from components import csv_statistics
+from runtime import speedups
 
 # On the Examples artifact: the directory (under its URI) holding Split-<name>/FeatureStats.pb.
 STATISTICS_PROPERTY = "precomputed_statistics"
@@ -75,12 +71,22 @@ class Executor(tfx_statistics_executor.Executor):
         examples = artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY])
         split_names = artifact_utils.decode_split_names(examples.split_names)
         files = None
-        if not input_dict.get(standard_component_specs.SCHEMA_KEY) and _defaults_only(exec_properties):
+        if (
+            not input_dict.get(standard_component_specs.SCHEMA_KEY)
+            and _defaults_only(exec_properties)
+            and speedups.checked_component(exec_properties, "statistics-with-the-examples")
+        ):
             files = precomputed(examples, split_names)
         if files is None:
             super().Do(input_dict, output_dict, exec_properties)
             return
         self._log_startup(input_dict, output_dict, exec_properties)
+        self._copy(examples, split_names, files, output_dict)
+
+    def _copy(
+        self, examples: artifact.Artifact, split_names: list[str], files: dict[str, str], output_dict: dict
+    ) -> None:
+        """Writes the kept statistics files, and the properties, where TFX's executor would."""
         statistics = artifact_utils.get_single_instance(output_dict[standard_component_specs.STATISTICS_KEY])
         # The properties TFX's executor sets on its output.
         statistics.split_names = artifact_utils.encode_split_names(split_names)
@@ -102,8 +108,21 @@ class Executor(tfx_statistics_executor.Executor):
             logging.info("Statistics for split %s: computed with the examples, copied to %s.", split, output)
 
 
+class StatisticsGenSpec(standard_component_specs.StatisticsGenSpec):
+    """TFX's StatisticsGen spec, and whether to take the statistics ExampleGen kept."""
+
+    PARAMETERS = {
+        **standard_component_specs.StatisticsGenSpec.PARAMETERS,
+        speedups.PARAMETER: ExecutionParameter(type=int, optional=True),
+    }
+
+
 class StatisticsGen(TfxStatisticsGen):
-    """Drop-in for ``tfx.components.StatisticsGen``: same spec and outputs, its executor
-    taking the statistics the fast CSV ExampleGen kept."""
+    """Drop-in for ``tfx.components.StatisticsGen`` (same inputs and outputs), its executor
+    taking the statistics the fast CSV ExampleGen kept unless ``with_speedups`` is False."""
 
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
+
+    def __init__(self, *, with_speedups: bool = True, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.spec = speedups.with_parameter(self.spec, StatisticsGenSpec, with_speedups)

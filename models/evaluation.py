@@ -29,6 +29,7 @@ from tensorflow_model_analysis.slicer import slicer_lib
 from tensorflow_model_analysis.utils import util
 
 from models import batched_combiners, batched_metrics
+from runtime import speedups
 
 # TFMA's metrics evaluator runs after the stage of this name (TFMA's slicing), so the
 # batched slicing that replaces it takes its name.
@@ -242,8 +243,11 @@ def custom_extractors(eval_shared_model, eval_config: tfma.EvalConfig, tensor_ad
     """TFMA's default extractors with its unbatching and per-example slicing replaced by
     ``slice_batch``, and the models' signatures called by keyword (``KeywordSignature``).
 
-    Called by TFX's Evaluator with the models, EvalConfig and tensor adapter it built.
+    Called by TFX's Evaluator with the models, EvalConfig and tensor adapter it built
+    (with the speedups on: PipelineConfig.speedups names this module). What the batched
+    path reads of TFMA is checked first (runtime/speedups, "batched-tfma-metrics").
     """
+    speedups.check(speedups.by_name("batched-tfma-metrics"))
     check_batched_config(eval_config)
     extractors = tfma.default_extractors(
         eval_shared_model=with_keyword_signatures(eval_shared_model),

@@ -8,7 +8,9 @@ record under the pipeline's root: no metadata query, the same on every orchestra
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from typing import Any
 
 import tensorflow_model_analysis as tfma
 from google.protobuf.wrappers_pb2 import BoolValue
@@ -67,6 +69,13 @@ def _blessing_threshold(config: PipelineConfig) -> tfma.MetricThreshold:
 
 
 def _metric_configs(config: PipelineConfig) -> list[tfma.MetricConfig]:
+    """The Evaluator's metrics: batched with the speedups (``models.batched_metrics``),
+    TFMA's own without them (same names, thresholds and results)."""
+    metrics = _batched_metric_configs(config)
+    return metrics if config.speedups else [batched_metrics.tfma_metric_config(metric) for metric in metrics]
+
+
+def _batched_metric_configs(config: PipelineConfig) -> list[tfma.MetricConfig]:
     """The Evaluator's metrics for the problem's task; the blessing metric carries the gate
     on the overall slice only: a threshold set on the metric itself applies to every slice,
     and a slice with a few dozen rows must not decide the blessing."""
@@ -249,6 +258,7 @@ def _csv_example_gen(
             )
         ),
         column_names=problem.header_names,
+        with_speedups=config.speedups,
         **window,
     ).with_id("CsvExampleGen")
 
@@ -274,46 +284,74 @@ def _serving_statistics(config: PipelineConfig) -> tuple[list, dict]:
     serving_example_gen = _csv_example_gen(config, config.serving_data_root, {SERVING_SPLIT: 1}).with_id(
         "ServingExampleGen"
     )
-    serving_statistics_gen = StatisticsGen(examples=serving_example_gen.outputs["examples"]).with_id(
-        "ServingStatisticsGen"
-    )
+    serving_statistics_gen = StatisticsGen(
+        examples=serving_example_gen.outputs["examples"], with_speedups=config.speedups
+    ).with_id("ServingStatisticsGen")
     return [serving_example_gen, serving_statistics_gen], {
         "serving_statistics": serving_statistics_gen.outputs["statistics"]
     }
 
 
-def create_pipeline(
-    config: PipelineConfig,
-    metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
-) -> Pipeline:
-    """Builds the complete DAG from ``config``; runners only add where metadata lives."""
+@dataclasses.dataclass(frozen=True)
+class _Data:
+    """The data's components: its examples, their statistics and the schema."""
+
+    example_gen: Any
+    statistics_gen: Any
+    schema_gen: Any
+
+    @property
+    def examples(self) -> Any:
+        return self.example_gen.outputs["examples"]
+
+    @property
+    def statistics(self) -> Any:
+        return self.statistics_gen.outputs["statistics"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Checks:
+    """The checks between the data and training: the contract's (``contract``: its
+    components), then drift's, with serving data's ExampleGen and StatisticsGen when given."""
+
+    contract: list
+    validated_schema: Any
+    serving: list
+    drift_gate: Any
+
+
+def _data(config: PipelineConfig) -> _Data:
+    """ExampleGen (the span and its window), StatisticsGen, and the schema: the contract's,
+    or one SchemaGen infers."""
     example_gen = _csv_example_gen(
         config,
         config.data_root,
         {TRAIN_SPLIT: config.train_buckets, EVAL_SPLIT: config.eval_buckets},
         **_span_window(config),
     )
-    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
+    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"], with_speedups=config.speedups)
     if config.schema_path:
         schema_gen = ImportSchemaGen(schema_file=config.schema_path)
     else:
         schema_gen = SchemaGen(statistics=statistics_gen.outputs["statistics"])
-    example_validator = ExampleValidator(
-        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
-    )
+    return _Data(example_gen, statistics_gen, schema_gen)
+
+
+def _checks(config: PipelineConfig, data: _Data, champion: Champion) -> _Checks:
+    """ExampleValidator and AnomalyGate (the contract), and DriftGate against the champion's
+    data (and serving data's skew, when given)."""
+    example_validator = ExampleValidator(statistics=data.statistics, schema=data.schema_gen.outputs["schema"])
     anomaly_gate = AnomalyGate(
         anomalies=example_validator.outputs["anomalies"],
-        schema=schema_gen.outputs["schema"],
-        examples=example_gen.outputs["examples"],
-        statistics=statistics_gen.outputs["statistics"],
+        schema=data.schema_gen.outputs["schema"],
+        examples=data.examples,
+        statistics=data.statistics,
         problem=config.problem.to_json(),
     )
     validated_schema = anomaly_gate.outputs["validated_schema"]
-    # Runs on every run: ``run_id`` is the run's own id on Kubeflow and Vertex (no cache hit).
-    champion = Champion(pipeline_root=config.pipeline_root, run_id=RUN_ID_PLACEHOLDER).with_id(CHAMPION_ID)
     serving_components, serving_inputs = _serving_statistics(config)
     drift_gate = DriftGate(
-        statistics=statistics_gen.outputs["statistics"],
+        statistics=data.statistics,
         schema=validated_schema,
         baseline=champion.outputs["model_blessing"],
         accept_drift=config.accept_drift,
@@ -322,9 +360,21 @@ def create_pipeline(
         new_data_split=EVAL_SPLIT if config.has_spans else None,
         **serving_inputs,
     )
+    return _Checks([example_validator, anomaly_gate], validated_schema, serving_components, drift_gate)
+
+
+def _champion(config: PipelineConfig) -> Champion:
+    """The champion record under the pipeline's root; runs on every run: ``run_id`` is the
+    run's own id on Kubeflow and Vertex (no cache hit)."""
+    return Champion(pipeline_root=config.pipeline_root, run_id=RUN_ID_PLACEHOLDER).with_id(CHAMPION_ID)
+
+
+def _transform(config: PipelineConfig, data: _Data, checks: _Checks) -> Transform:
+    """Transform, after DriftGate (an ordering edge: components/drift_gate.py says why not a
+    data dependency)."""
     transform = Transform(
-        examples=example_gen.outputs["examples"],
-        schema=validated_schema,
+        examples=data.examples,
+        schema=checks.validated_schema,
         preprocessing_fn=PREPROCESSING_FN,
         custom_config={PROBLEM_KEY: config.problem.to_json()},
         disable_statistics=not config.transform_statistics,
@@ -336,13 +386,19 @@ def create_pipeline(
         # Writing transformed rows was most of its time: the Trainer transforms what it reads.
         materialize=False,
         force_tf_compat_v1=config.transform_tf1_graph,
+        with_speedups=config.speedups,
     )
-    # An ordering edge: components/drift_gate.py says why not a data dependency.
-    transform.add_upstream_node(drift_gate)
+    transform.add_upstream_node(checks.drift_gate)
+    return transform
+
+
+def _training(config: PipelineConfig, data: _Data, checks: _Checks, champion: Champion) -> list:
+    """Transform, the Tuner when asked, and the Trainer (last)."""
+    transform = _transform(config, data, checks)
     training_inputs = dict(
-        examples=example_gen.outputs["examples"],
+        examples=data.examples,
         transform_graph=transform.outputs["transform_graph"],
-        schema=validated_schema,
+        schema=checks.validated_schema,
         train_args=trainer_pb2.TrainArgs(splits=[TRAIN_SPLIT], num_steps=config.train_steps),
         eval_args=trainer_pb2.EvalArgs(splits=[EVAL_SPLIT], num_steps=config.eval_steps),
     )
@@ -354,38 +410,52 @@ def create_pipeline(
         # The champion's weights to start from (models/warm_start.py).
         training_inputs["base_model"] = champion.outputs["model"]
     trainer = _trainer(config, run_fn=RUN_FN, **training_inputs)
-    # TFX's Evaluator, minus evaluating a model against itself on cached reruns.
-    evaluator = Evaluator(
-        examples=example_gen.outputs["examples"],
+    return [transform, *([tuner] if tuner is not None else []), trainer]
+
+
+def _evaluator(config: PipelineConfig, data: _Data, trainer: Any, champion: Champion) -> Evaluator:
+    """TFX's Evaluator, minus evaluating a model against itself on cached reruns; with the
+    speedups, TFMA's extractors slicing whole batches for the batched metrics (same results)."""
+    return Evaluator(
+        examples=data.examples,
         model=trainer.outputs["model"],
         baseline_model=champion.outputs["model"],
         pipeline_root=config.pipeline_root,
         example_splits=[EVAL_SPLIT],
         # Kept with the blessing: the next run's DriftGate baseline.
-        statistics=statistics_gen.outputs["statistics"],
+        statistics=data.statistics,
         eval_config=eval_config(config),
-        # TFMA's extractors, slicing whole batches for the batched metrics (same results).
-        module_path=EVALUATOR_MODULE,
+        module_path=EVALUATOR_MODULE if config.speedups else None,
     )
+
+
+def create_pipeline(
+    config: PipelineConfig,
+    metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
+) -> Pipeline:
+    """Builds the complete DAG from ``config``; runners only add where metadata lives."""
+    data = _data(config)
+    champion = _champion(config)
+    checks = _checks(config, data, champion)
+    training = _training(config, data, checks, champion)
+    trainer = training[-1]
+    evaluator = _evaluator(config, data, trainer, champion)
     pusher = _pusher(
         config,
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
         evaluation=evaluator.outputs["evaluation"],
-        examples=example_gen.outputs["examples"],
+        examples=data.examples,
     )
     components = [
-        example_gen,
-        statistics_gen,
-        schema_gen,
-        example_validator,
-        anomaly_gate,
+        data.example_gen,
+        data.statistics_gen,
+        data.schema_gen,
+        *checks.contract,
         champion,
-        *serving_components,
-        drift_gate,
-        transform,
-        *([tuner] if tuner is not None else []),
-        trainer,
+        *checks.serving,
+        checks.drift_gate,
+        *training,
         evaluator,
         pusher,
     ]

@@ -1,26 +1,12 @@
-"""Every replacement of a third-party library's internals this project makes: one list,
-one way in, one switch.
+"""Every place this project replaces or reaches into a third-party library's internals: one
+list, one switch, each entry checked against the installed library.
 
-Each speedup takes away a cost a library pays for nothing in this project's runs (each
-module says which, why, and what it measured). None changes what a run computes: with
-all of them off, every library runs as shipped and a run's outputs are the same (tested).
-So when a library misbehaves, turning them off rules them out at once:
-
-    python local_runner.py --no-speedups        # or: PIPELINE_SPEEDUPS=0 in the environment
-
-The switch is the environment variable ``PIPELINE_SPEEDUPS``, so the processes a run
-starts (the Beam pool's workers, the CSV encoders) inherit it. Off, it also turns off what
-the local runner does around the libraries without replacing anything of theirs: the Beam
-worker pool (Beam's own multi-process DirectRunner runs instead), freezing the imports'
-objects out of garbage collections, and what the fast ExampleGen keeps beside the examples
-for the components after it: its statistics (TFX's StatisticsGen decodes the examples and
-computes them itself) and decoded columns (Transform decodes the examples).
-
-Every entry names what it replaces, the version of the library it was written against, and
-the shape of each replaced object as written (a function's parameters, a value's type).
-:func:`install` checks that shape before replacing anything and stops, naming the speedup,
-if an upgrade changed it: a replacement written for another shape would misbehave quietly.
-A test holds every entry to the installed versions, so an upgrade reviews each of them.
+The switch is ``PipelineConfig.speedups``, which reaches each of the project's components
+as its ``speedups`` execution parameter (so the compiled job and the cache key record it),
+and, for what a process installs in itself, the environment variable ``PIPELINE_SPEEDUPS``
+(``local_runner.py --no-speedups`` sets both). Off, every library runs as shipped.
+:func:`install`, :func:`active` and :func:`check` stop, naming the entry, when an upgrade
+changed the shape of what an entry replaces or reads.
 """
 
 from __future__ import annotations
@@ -39,6 +25,9 @@ from typing import Any
 
 ENV_VAR = "PIPELINE_SPEEDUPS"
 OFF_VALUES = frozenset({"0", "off", "false", "no"})
+# The execution parameter of the project's components that says whether they run with
+# their speedups (1, the default) or as the library ships them (0).
+PARAMETER = "speedups"
 
 
 class Stage(enum.Enum):
@@ -56,6 +45,9 @@ class Stage(enum.Enum):
     TRANSFORM = "transform"
     # Chosen as the local Beam runner (``runtime.beam_args``) rather than installed.
     BEAM_RUNNER = "beam-runner"
+    # Chosen by a component's ``speedups`` execution parameter (``PipelineConfig.speedups``),
+    # checked by the component when it takes the path; nothing is replaced.
+    COMPONENT = "component"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +77,15 @@ class Speedup:
     @property
     def module_path(self) -> str:
         return self.module if "." in self.module else f"{__name__}.{self.module}"
+
+
+# The inputs TFMA's combiners keep for ``metric_util.to_label_prediction_example_weight``.
+_INPUTS = ("_eval_config", "_aggregation_type", "_class_weights", "_example_weighted")
+
+
+def _members(combiner: str, shape: str, members: tuple[str, ...]) -> tuple[Target, ...]:
+    """A library class (its constructor's shape) and the members of its instances read."""
+    return (Target(combiner, shape), *(Target(f"{combiner}.{member}", "member") for member in members))
 
 
 SPEEDUPS: tuple[Speedup, ...] = (
@@ -186,6 +187,10 @@ SPEEDUPS: tuple[Speedup, ...] = (
                 "tensorflow_transform.schema_inference:get_traced_metadata_fn",
                 "(preprocessing_fn, structured_inputs, tf_graph_context, evaluate_schema_overrides)",
             ),
+            # Read, not replaced: how tf.Transform's metadata_fn finds the schema overrides.
+            Target("tensorflow_transform.schema_inference:_TF_METADATA_TENSOR_COLLECTION", "str"),
+            Target("tensorflow_transform.schema_inference:_get_tensor_value_to_key_map", "(features_dict)"),
+            Target("tensorflow_transform.graph_context:TFGraphContext._evaluated_replacements", "member"),
         ),
         buys="preprocessing_fn traced once for TFX's four inspections, and not again for the preliminary schema",
     ),
@@ -217,6 +222,187 @@ SPEEDUPS: tuple[Speedup, ...] = (
         ),
         buys="AutoGraph leaves Keras 2's own code alone, as TensorFlow does for the keras package",
     ),
+    Speedup(
+        name="fast-csv-example-gen",
+        module="components.csv_example_gen",
+        function="Executor",
+        stage=Stage.COMPONENT,
+        library="tfx",
+        written_against="1.16.0",
+        # What the project's CSV encoder (components/csv_encoding.py) does as these do, and
+        # what its executor reads of TFX's base executor.
+        replaces=(
+            Target(
+                "tfx.components.example_gen.base_example_gen_executor:_PartitionFn",
+                "(record, num_partitions, buckets, split_config)",
+            ),
+            Target("tfx_bsl.coders.csv_decoder:_InferValueType", "(value)"),
+            Target("tfx.components.example_gen.write_split:DEFAULT_FILE_NAME", "str"),
+            Target(
+                "tfx.dsl.components.base.base_executor:BaseExecutor._log_startup",
+                "(self, inputs, outputs, exec_properties)",
+            ),
+            Target("tfx.dsl.components.base.base_beam_executor:BaseBeamExecutor._beam_pipeline_args", "member"),
+        ),
+        buys="CSV encoded with Arrow and numpy in worker processes instead of row by row in Beam",
+    ),
+    Speedup(
+        name="statistics-with-the-examples",
+        module="components.statistics_gen",
+        function="Executor",
+        stage=Stage.COMPONENT,
+        library="tensorflow-data-validation",
+        written_against="1.16.1",
+        # TFDV's generators and proto makers fed by ExampleGen's workers
+        # (components/csv_statistics.py); TFX's names StatisticsGen's copy writes.
+        replaces=(
+            Target("tensorflow_data_validation.statistics.stats_impl:get_generators", "(options, in_memory=)"),
+            Target(
+                "tensorflow_data_validation.statistics.generators.top_k_uniques_sketch_stats_generator:"
+                "TopKUniquesSketchStatsGenerator",
+                "(name=, schema=, example_weight_map=, num_top_values=, num_rank_histogram_buckets=, "
+                "frequency_threshold=, weighted_frequency_threshold=, num_misragries_buckets=, num_kmv_buckets=, "
+                "store_output_in_custom_stats=, length_counter_sampling_rate=)",
+            ),
+            Target(
+                "tensorflow_data_validation.utils.top_k_uniques_stats_util:make_dataset_feature_stats_proto_topk_single",
+                "(feature_path_tuple, value_count_list, is_weighted_stats, num_top_values, frequency_threshold, "
+                "num_rank_histogram_buckets)",
+            ),
+            Target(
+                "tensorflow_data_validation.utils.top_k_uniques_stats_util:"
+                "make_dataset_feature_stats_proto_unique_single",
+                "(feature_path_tuple, num_uniques)",
+            ),
+            Target(
+                "tensorflow_data_validation.utils.top_k_uniques_stats_util:FeatureValueCount",
+                "(feature_value, count)",
+            ),
+            Target("tfx_bsl.statistics.merge_util:merge_dataset_feature_statistics", "(stats_protos)"),
+            Target("tfx.components.statistics_gen.executor:DEFAULT_FILE_NAME", "str"),
+            Target("tfx.components.statistics_gen.executor:STATS_DASHBOARD_LINK", "str"),
+            Target("tfx.components.statistics_gen.executor:SAMPLE_RATE_BY_SPLIT_PROPERTY_NAME", "str"),
+        ),
+        buys="StatisticsGen copies the statistics ExampleGen computed instead of decoding every example again",
+    ),
+    Speedup(
+        name="batched-tfma-metrics",
+        module="models.evaluation",
+        function="custom_extractors",
+        stage=Stage.COMPONENT,
+        library="tensorflow-model-analysis",
+        written_against="0.47.1",
+        # TFMA's per-example combiners, whose private attributes the batched ones read
+        # (models/batched_combiners.py, models/batched_metrics.py), and the stages and
+        # helpers the batched slicing stands in for (models/evaluation.py).
+        replaces=(
+            *_members(
+                "tensorflow_model_analysis.metrics.calibration_histogram:_CalibrationHistogramCombiner",
+                "(key, eval_config, aggregation_type, class_weights, example_weighted, num_buckets, left, right, "
+                "prediction_based_bucketing, fractional_labels)",
+                ("_key", "_num_buckets", "_left", "_range", "_prediction_based_bucketing", "_fractional_labels")
+                + _INPUTS,
+            ),
+            *_members(
+                "tensorflow_model_analysis.metrics.binary_confusion_matrices:_BinaryConfusionMatrixCombiner",
+                "(key, eval_config, thresholds, extract_label_prediction_and_weight, example_id_key, "
+                "example_ids_count, aggregation_type, class_weights, example_weighted, enable_fractional_labels)",
+                ("_key", "_binary_confusion_matrices", "_example_id_key", "_enable_fractional_labels") + _INPUTS,
+            ),
+            *_members(
+                "tensorflow_model_analysis.metrics.example_count:_ExampleCountCombiner",
+                "(model_name, output_name, keys, example_weighted)",
+                ("_keys", "_model_name", "_output_name", "_example_weighted"),
+            ),
+            *_members(
+                "tensorflow_model_analysis.metrics.tf_metric_wrapper:_CompilableMetricsCombiner",
+                "(metric_configs, loss_configs, custom_objects, eval_config, model_name, sub_key, aggregation_type, "
+                "class_weights, example_weighted, desired_batch_size=)",
+                ("_model_name", "_output_names", "_sub_key", "_metrics") + _INPUTS,
+            ),
+            *(
+                target
+                for combiner in ("_MeanAbsoluteErrorCombiner", "_MeanSquaredErrorCombiner")
+                for target in _members(
+                    f"tensorflow_model_analysis.metrics.mean_regression_error:{combiner}",
+                    "(eval_config, model_name, output_name, metric_key, aggregation_type, class_weights, "
+                    "example_weighted)",
+                    ("_metric_key",) + _INPUTS,
+                )
+            ),
+            *_members(
+                "tensorflow_model_analysis.metrics.calibration:_WeightedLabelsPredictionsExamplesCombiner",
+                "(key, eval_config, aggregation_type, class_weights, example_weighted)",
+                ("_key",) + _INPUTS,
+            ),
+            *_members(
+                "tensorflow_model_analysis.metrics.multi_class_confusion_matrix_metrics:"
+                "_MultiClassConfusionMatrixCombiner",
+                "(key, eval_config, example_weighted, thresholds, extract_label_prediction_and_weight)",
+                ("_key", "_thresholds", "_extract_label_prediction_and_weight", "_eval_config", "_example_weighted"),
+            ),
+            Target(
+                "tensorflow_model_analysis.contrib.aggregates.binary_confusion_matrices:_ThresholdEntry",
+                "(matrix, tp_examples, tn_examples, fp_examples, fn_examples)",
+            ),
+            Target(
+                "tensorflow_model_analysis.contrib.aggregates.binary_confusion_matrices:"
+                "BinaryConfusionMatrices._merge_entry",
+                "(self, accumulator, threshold, entry)",
+            ),
+            Target(
+                "tensorflow_model_analysis.contrib.aggregates.binary_confusion_matrices:"
+                "BinaryConfusionMatrices._thresholds",
+                "member",
+            ),
+            Target("tensorflow_model_analysis.metrics.binary_confusion_matrices:_EPSILON", "float"),
+            # HistogramMatrices reads the closure of the computation this function makes.
+            Target(
+                "tensorflow_model_analysis.metrics.binary_confusion_matrices:binary_confusion_matrices",
+                "(num_thresholds=, thresholds=, name=, eval_config=, model_name=, output_name=, sub_key=, "
+                "aggregation_type=, class_weights=, example_weighted=, use_histogram=, "
+                "extract_label_prediction_and_weight=, preprocessors=, examples_name=, example_id_key=, "
+                "example_ids_count=, fractional_labels=)",
+            ),
+            Target(
+                "tensorflow_model_analysis.metrics.metric_util:to_label_prediction_example_weight",
+                "(inputs, eval_config=, model_name=, output_name=, sub_key=, aggregation_type=, class_weights=, "
+                "example_weighted=, fractional_labels=, flatten=, squeeze=, allow_none=, "
+                "require_single_example_weight=)",
+            ),
+            Target("tensorflow_model_analysis.extractors.unbatch_extractor:UNBATCH_EXTRACTOR_STAGE_NAME", "str"),
+            Target("tensorflow_model_analysis.extractors.slice_key_extractor:SLICE_KEY_EXTRACTOR_STAGE_NAME", "str"),
+            Target(
+                "tensorflow_model_analysis.utils.util:split_extracts", "(extracts, keep_batch_dim=, expand_zero_dims=)"
+            ),
+            Target(
+                "tensorflow_model_analysis.slicer.slicer_lib:get_slices_for_features_dicts",
+                "(features_dicts, default_features_dict, slice_spec)",
+            ),
+        ),
+        buys="the Evaluator's metrics computed a batch at a time instead of one Python dict per example",
+    ),
+    Speedup(
+        name="rolling-window-spans",
+        module="components.spans",
+        function="list_spans",
+        stage=Stage.COMPONENT,
+        library="tfx",
+        written_against="1.16.0",
+        # Not switched off: reading a window of spans is a feature, done with TFX's driver
+        # code, which nothing replaces.
+        replaces=(
+            Target(
+                "tfx.components.example_gen.utils:_create_matching_glob_and_regex",
+                "(uri, split, is_match_span, is_match_date, is_match_version, range_config)",
+            ),
+            Target(
+                "tfx.components.example_gen.utils:_find_matched_span_version_from_path",
+                "(file_path, split_regex_pattern, is_match_span, is_match_date, is_match_version)",
+            ),
+        ),
+        buys="the spans of a rolling window found with TFX's own glob and regex for the pattern",
+    ),
 )
 
 
@@ -227,6 +413,28 @@ class SpeedupOutOfDate(RuntimeError):
 def enabled() -> bool:
     """False when ``PIPELINE_SPEEDUPS`` is 0/off/false/no: every library runs as shipped."""
     return os.environ.get(ENV_VAR, "1").strip().lower() not in OFF_VALUES
+
+
+def component_on(exec_properties: dict[str, Any]) -> bool:
+    """Whether a component runs with its speedups: its ``speedups`` execution parameter
+    (absent: on, the components' default) and this process's switch both say so."""
+    return bool(exec_properties.get(PARAMETER, 1)) and enabled()
+
+
+def checked_component(exec_properties: dict[str, Any], *names: str) -> bool:
+    """``component_on``, and then the entries ``names`` checked against the installed
+    libraries (``SpeedupOutOfDate`` when one changed)."""
+    if not component_on(exec_properties):
+        return False
+    for name in names:
+        check(by_name(name))
+    return True
+
+
+def with_parameter(spec: Any, spec_class: type, on: bool) -> Any:
+    """A TFX component's ``spec`` as ``spec_class`` (a subclass of its class whose
+    PARAMETERS add ``PARAMETER``), the ``speedups`` parameter set to ``on``."""
+    return spec_class(**spec.exec_properties, **spec.inputs, **spec.outputs, **{PARAMETER: int(on)})
 
 
 def switch_off() -> None:
@@ -324,10 +532,10 @@ def check(speedup: Speedup, every_target: bool = False) -> None:
         )
 
 
-def _checked(stage: Stage) -> Iterator[tuple[str, Any]]:
+def _checked(stage: Stage, on: bool = True) -> Iterator[tuple[str, Any]]:
     """(name, the function that installs it) of every speedup of ``stage``, each checked just
-    before it is handed out; nothing when the switch is off."""
-    if not enabled():
+    before it is handed out; nothing when ``on`` is False or the switch is off."""
+    if not (on and enabled()):
         return
     for speedup in SPEEDUPS:
         if speedup.stage is stage:
@@ -346,12 +554,13 @@ def install(stage: Stage, **kwargs: Any) -> list[str]:
 
 
 @contextlib.contextmanager
-def active(stage: Stage) -> Iterator[list[str]]:
+def active(stage: Stage, on: bool = True) -> Iterator[list[str]]:
     """Within this block, every speedup of ``stage`` (each a context manager), each checked
-    first; none when the switch is off. Yields the names."""
+    first; none when ``on`` (a component's parameter) is False or the switch is off. Yields
+    the names."""
     with contextlib.ExitStack() as stack:
         names = []
-        for name, function in _checked(stage):
+        for name, function in _checked(stage, on):
             stack.enter_context(function())
             names.append(name)
         yield names

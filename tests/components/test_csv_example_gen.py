@@ -3,6 +3,7 @@ same artifact properties; its worker processes, fall-backs and errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import re
@@ -396,7 +397,7 @@ def _spans(root: Path, count: int) -> str:
     return str(root)
 
 
-def _windowed(config, input_base: str, window_spans: int, range_config=None):
+def _windowed(config, input_base: str, window_spans: int, range_config=None, with_speedups: bool = True):
     ours = node(create_pipeline(config), "CsvExampleGen")
     return csv_example_gen.CsvExampleGen(
         input_base=input_base,
@@ -405,6 +406,7 @@ def _windowed(config, input_base: str, window_spans: int, range_config=None):
         window_spans=window_spans,
         window_splits=["train"],
         range_config=range_config,
+        with_speedups=with_speedups,
     )
 
 
@@ -441,12 +443,37 @@ def _kept_rows(path: str) -> int:
         return sum(batch.num_rows for batch in decoded_columns.read(source))
 
 
-def test_with_the_speedups_off_nothing_is_kept_beside_the_examples(small_config, tmp_path, monkeypatch):
-    monkeypatch.setenv(speedups.ENV_VAR, "0")
-    example_gen = node(create_pipeline(small_config), "CsvExampleGen")
+def _refuse_the_fast_path(monkeypatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("the fast path must not run")
+
+    monkeypatch.setattr(csv_example_gen, "convert", refuse)
+
+
+def test_with_the_speedups_off_tfx_executor_writes_the_examples_and_nothing_beside(
+    small_config, tmp_path, monkeypatch, compared
+):
+    """The pipeline's switch is ExampleGen's parameter: off, TFX's own executor (tfx_bsl's
+    CSV decoder) writes the examples, the rows TFX's CsvExampleGen writes, and nothing else."""
+    example_gen = node(create_pipeline(dataclasses.replace(small_config, speedups=False)), "CsvExampleGen")
+    assert example_gen.exec_properties[speedups.PARAMETER] == 0
+    _refuse_the_fast_path(monkeypatch)
     examples = run_component(example_gen, {}, str(tmp_path))["examples"][0]
     assert sorted(os.listdir(examples.uri)) == ["Split-eval", "Split-train"]
     assert not examples.has_custom_property(statistics_gen.STATISTICS_PROPERTY)
+    theirs, _ = compared
+    assert _split_records(examples) == _split_records(theirs)
+
+
+def test_with_the_speedups_off_tfx_executor_reads_the_window_as_the_fast_path_does(small_config, tmp_path, monkeypatch):
+    data = _spans(tmp_path / "data", 3)
+    fast = run_component(_driven(_windowed(small_config, data, 2), data), {}, str(tmp_path / "fast"))["examples"][0]
+    _refuse_the_fast_path(monkeypatch)
+    component = _driven(_windowed(small_config, data, 2, with_speedups=False), data)
+    plain = run_component(component, {}, str(tmp_path / "plain"))["examples"][0]
+    assert plain.get_string_custom_property(csv_example_gen.WINDOW_PROPERTY) == "2-3"
+    assert _split_records(plain) == _split_records(fast)
+    assert not plain.has_custom_property(statistics_gen.STATISTICS_PROPERTY)
 
 
 def test_a_given_span_ends_the_window_there(small_config, tmp_path):

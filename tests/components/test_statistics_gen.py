@@ -3,6 +3,7 @@ same examples: same files, same artifact properties; TFX's executor wherever it 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -97,11 +98,21 @@ def test_statistics_options_run_tfx_executor(examples, tmp_path, computed):
     assert max(tops) == 3
 
 
-def test_with_the_speedups_off_statistics_gen_computes_them_as_tfx_ships_it(
-    small_config, tmp_path, computed, monkeypatch
-):
-    monkeypatch.setenv(speedups.ENV_VAR, "0")
-    example_gen = node(create_pipeline(small_config), "CsvExampleGen")
+def test_with_its_parameter_off_the_kept_statistics_are_ignored(examples, tmp_path, computed):
+    """Examples a run with the speedups kept statistics beside (a cached ExampleGen, say)
+    are read by a StatisticsGen without them as TFX reads them."""
+    channel = tfx.dsl.Channel(type=tfx.types.standard_artifacts.Examples)
+    plain = statistics_gen.StatisticsGen(examples=channel, with_speedups=False)
+    assert plain.exec_properties[speedups.PARAMETER] == 0
+    assert statistics_gen.precomputed(examples, ["train", "eval"])
+    ours = run_component(plain, {"examples": [examples]}, str(tmp_path))["statistics"][0]
+    assert computed == [statistics_gen.Executor]
+    assert artifact_utils.decode_split_names(ours.split_names) == ["train", "eval"]
+
+
+def test_with_the_speedups_off_statistics_gen_computes_them_as_tfx_ships_it(small_config, tmp_path, computed):
+    plain_config = dataclasses.replace(small_config, speedups=False)
+    example_gen = node(create_pipeline(plain_config), "CsvExampleGen")
     plain = run_component(example_gen, {}, str(tmp_path / "example-gen"))["examples"][0]
     assert not plain.has_custom_property(statistics_gen.STATISTICS_PROPERTY)
     assert not os.path.exists(os.path.join(plain.uri, statistics_gen.STATISTICS_DIR))

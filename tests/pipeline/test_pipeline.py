@@ -286,3 +286,42 @@ def test_a_tuning_budget_that_cannot_run_is_refused(trials, parallel):
 
     with pytest.raises(ValueError, match="trial"):
         Tuning(trials, parallel)
+
+
+# The components whose execution a run with and without the speedups tells apart.
+SWITCHED = ("CsvExampleGen", "StatisticsGen", "Transform")
+
+
+def _compiled_parameters(config: PipelineConfig) -> dict[str, dict]:
+    """Each node's parameters as the compiled pipeline IR holds them (what TFX's cache key takes)."""
+    ir = compiler.Compiler().compile(create_pipeline(config))
+    return {
+        node.pipeline_node.node_info.id: json_format.MessageToDict(node.pipeline_node.parameters) for node in ir.nodes
+    }
+
+
+def test_the_speedups_switch_is_in_the_compiled_job_and_the_cache_key():
+    """With and without the speedups the compiled pipelines differ in each switched
+    component's parameter, and in the Evaluator's metrics and module: a result cached by
+    one is never reused by the other."""
+    config = PipelineConfig()
+    sped_up, plain = _compiled_parameters(config), _compiled_parameters(dataclasses.replace(config, speedups=False))
+    for node_id in SWITCHED:
+        assert sped_up[node_id]["parameters"]["speedups"]["fieldValue"]["intValue"] == "1"
+        assert plain[node_id]["parameters"]["speedups"]["fieldValue"]["intValue"] == "0"
+    assert sped_up["Evaluator"] != plain["Evaluator"]
+    unswitched = set(sped_up) - {*SWITCHED, "Evaluator"}
+    assert all(sped_up[node_id] == plain[node_id] for node_id in unswitched)
+
+
+def test_without_the_speedups_the_evaluator_runs_tfmas_own_metrics_and_extractors():
+    plain = create_pipeline(PipelineConfig(speedups=False))
+    evaluator = _ids(plain)["Evaluator"]
+    assert evaluator.exec_properties.get("module_path") is None
+    eval_config = _eval_config(plain)
+    metrics = [m for spec in eval_config.metrics_specs for m in spec.metrics]
+    assert not any(batched_metrics.is_batched(m) for m in metrics)
+    gated = _gated(eval_config)
+    assert (gated.class_name, gated.module) == ("AUC", "")
+    batched = _eval_config(create_pipeline(PipelineConfig()))
+    assert [batched_metrics.tfma_metric_config(m) for s in batched.metrics_specs for m in s.metrics] == metrics

@@ -152,7 +152,8 @@ def test_on_every_stage_installs_what_the_list_says():
             "print(json.dumps(names))"
         ).splitlines()[-1]
     )
-    listed = [s.name for s in speedups.SPEEDUPS if s.stage is not speedups.Stage.BEAM_RUNNER]
+    chosen = (speedups.Stage.BEAM_RUNNER, speedups.Stage.COMPONENT)
+    listed = [s.name for s in speedups.SPEEDUPS if s.stage not in chosen]
     assert sorted(outcome) == sorted(listed)
 
 
@@ -208,3 +209,99 @@ def test_no_module_outside_runtime_speedups_replaces_a_librarys_attribute():
 def test_the_scan_sees_a_replacement():
     module = REPO / "runtime" / "speedups" / "signatures.py"
     assert any("core.get_signature" in hit for hit in _replaced_library_attributes(module))
+
+
+# For each entry, a test comparing what runs with it against the library as shipped.
+EQUIVALENCE_TESTS = {
+    "deferred-kubernetes-import": "runtime/speedups/test_deferred_imports.py::"
+    "test_tfx_starts_without_the_kubernetes_client_and_its_runner_loads_on_first_use",
+    "pickle-codec": "runtime/speedups/test_pickle_codec.py::test_a_pipeline_gives_the_same_results",
+    "dofn-signatures": "runtime/speedups/test_signatures.py::test_signatures_equal_beams",
+    "option-views": "runtime/speedups/test_option_views.py::test_views_have_beams_values",
+    "dill-trace-switch": "runtime/speedups/test_overheads.py::test_tracing_switches_dills_logger_as_dill_does",
+    "in-process-state-cache": "runtime/speedups/test_overheads.py::"
+    "test_side_inputs_are_read_without_the_cache_and_give_the_same_results",
+    "beam-pool": "runtime/test_beam_pool.py::"
+    "test_a_pipeline_on_the_pool_gives_the_direct_runners_result_in_the_pools_processes",
+    "transform-inspection-trace": "runtime/speedups/test_transform_traces.py::"
+    "test_the_inspections_trace_once_and_answer_as_before",
+    "transform-reads-kept-columns": "runtime/speedups/test_transform_columns.py::"
+    "test_the_beam_source_gives_the_rows_tfx_source_gives_without_the_records",
+    "autograph-skips-tf-keras": "runtime/speedups/test_autograph.py::"
+    "test_keras_internals_are_not_converted_once_the_model_module_is_imported",
+    "fast-csv-example-gen": "components/test_csv_example_gen.py::test_same_rows_in_the_same_splits_as_tfx",
+    "statistics-with-the-examples": "components/test_statistics_gen.py::test_the_kept_statistics_are_statistics_gen_s",
+    "batched-tfma-metrics": "models/test_batched_metrics.py::"
+    "test_each_batched_combiner_equals_tfmas_one_example_at_a_time",
+    "rolling-window-spans": "components/test_spans.py::test_spans_are_found_as_tfx_finds_the_newest",
+}
+
+
+def _test_functions(path: Path) -> set[str]:
+    return {node.name for node in ast.parse(path.read_text()).body if isinstance(node, ast.FunctionDef)}
+
+
+def test_every_entry_has_a_test_comparing_it_with_the_library_as_shipped():
+    assert set(EQUIVALENCE_TESTS) == set(SPEEDUP_NAMES)
+    for test in EQUIVALENCE_TESTS.values():
+        path, _, function = test.partition("::")
+        assert function in _test_functions(REPO / "tests" / path), test
+
+
+# A named tuple's public methods, which begin with an underscore.
+NAMED_TUPLE_METHODS = {"_replace", "_asdict", "_fields", "_make"}
+
+
+def _private_reads(path: Path) -> set[str]:
+    """Private attributes (``x._name``) read on anything but ``self`` and ``cls``."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+        ):
+            found.add(node.attr)
+    return found - NAMED_TUPLE_METHODS
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("models/batched_combiners.py", "batched-tfma-metrics"),
+        ("models/batched_metrics.py", "batched-tfma-metrics"),
+        ("models/evaluation.py", "batched-tfma-metrics"),
+        ("runtime/speedups/transform_traces.py", "transform-inspection-trace"),
+        ("components/spans.py", "rolling-window-spans"),
+    ],
+)
+def test_every_private_attribute_of_a_library_read_is_listed(module, name):
+    """What the project reads of a library's private attributes is in its entry, so an
+    upgrade that renames one stops the run with the entry's name, not with an AttributeError."""
+    listed = {target.path.replace(":", ".").rsplit(".", 1)[-1] for target in speedups.by_name(name).replaces}
+    assert _private_reads(REPO / module) - listed == set()
+
+
+def test_a_components_parameter_and_the_process_switch_both_decide(monkeypatch):
+    monkeypatch.delenv(speedups.ENV_VAR, raising=False)
+    assert speedups.component_on({}) and speedups.component_on({speedups.PARAMETER: 1.0})
+    assert not speedups.component_on({speedups.PARAMETER: 0})
+    assert speedups.checked_component({}, "batched-tfma-metrics")
+    monkeypatch.setenv(speedups.ENV_VAR, "0")
+    assert not speedups.component_on({speedups.PARAMETER: 1})
+
+
+def test_a_components_parameter_off_activates_nothing(monkeypatch):
+    monkeypatch.delenv(speedups.ENV_VAR, raising=False)
+    with speedups.active(speedups.Stage.TRANSFORM, on=False) as names:
+        assert names == []
+
+
+def test_a_changed_library_stops_a_component_naming_its_entry(monkeypatch):
+    from tensorflow_model_analysis.metrics import example_count
+
+    monkeypatch.delenv(speedups.ENV_VAR, raising=False)
+    monkeypatch.setattr(example_count, "_ExampleCountCombiner", lambda keys: None)
+    with pytest.raises(speedups.SpeedupOutOfDate, match="'batched-tfma-metrics'.*_ExampleCountCombiner"):
+        speedups.checked_component({}, "batched-tfma-metrics")
