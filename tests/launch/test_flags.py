@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from launch.flags import add_pipeline_flags, pipeline_config_kwargs
+from launch.flags import FLAG_OF_FIELD, add_pipeline_flags, add_shared_flags, configured, pipeline_config_kwargs
 from pipeline.config import PipelineConfig
 from pipeline.flag_errors import SettingsError
 
@@ -98,3 +98,43 @@ def test_hparam_sets_any_hyperparameter_from_json_or_text():
 def test_a_hparam_that_cannot_work_is_refused_naming_it(given, named):
     with pytest.raises(SettingsError, match=named):
         pipeline_config_kwargs(_parse(["--hparam", given]))
+
+
+def test_each_field_a_flag_sets_names_that_flag():
+    """Every entry of the map names a field of the configuration and a flag of a runner."""
+    import kubeflow_runner
+    import local_runner
+    from pipeline.config import Tuning, VertexEndpoint
+    from pipeline.kubeflow_training import TfJob
+
+    fields = {f.name for cls in (PipelineConfig, Tuning, VertexEndpoint, TfJob) for f in dataclasses.fields(cls)}
+    assert set(FLAG_OF_FIELD) <= fields
+    assert set(FLAG_OF_FIELD.values()) <= _flags_of(local_runner) | _flags_of(kubeflow_runner)
+
+
+def _flags_of(runner) -> set[str]:
+    """The flags a runner's --help lists."""
+    import contextlib
+    import io
+    import re
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        runner.parse_args(["--help"])
+    return set(re.findall(r"(--[a-z][a-z0-9-]*)", out.getvalue()))
+
+
+def test_a_refused_value_names_the_flag_the_user_typed():
+    with pytest.raises(SettingsError, match=r"^--window-spans must be at least 1, got 0$"):
+        configured(lambda: PipelineConfig(**pipeline_config_kwargs(_parse(["--window-spans", "0"]))))
+    with pytest.raises(SettingsError, match=r"^--tuning-trials must be at least 1"):
+        configured(lambda: PipelineConfig(**pipeline_config_kwargs(_parse(["--tune", "--tuning-trials", "0"]))))
+
+
+def test_adding_some_flags_to_another_command_keeps_their_definition():
+    parser = argparse.ArgumentParser()
+    add_shared_flags(parser, ("problem", "pipeline_name"))
+    args = parser.parse_args(["--pipeline-name", "p"])
+    assert vars(args) == {"problem": _parse([]).problem, "pipeline_name": "p"}
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--window-spans", "2"])
