@@ -1,16 +1,6 @@
-"""Fresh containers of the project's image for rehearsed tasks and training replicas, as
-Vertex starts one per task and one per replica.
-
-Each runs with podman: the image the compiled spec names (never pulled: it must have been
-built here, ``make image``), the spec's ``command`` as the entrypoint and its ``args``
-after it (a Kubernetes container's ``command`` and ``args``), the image's own working
-directory and ``ENV``, plus what the stand-ins need (``stand_in_env``) and nothing of this
-machine's environment or files: the repository is not mounted, only the stand-ins'
-certificate authority and made-up credentials are, read-only. ``--network host`` lets the
-task reach the stand-ins on 127.0.0.1, as it reaches Google's services on Vertex.
-
-What a task's container wrote to its own file system (``podman diff``) is recorded, then
-the container is removed: no later task sees it.
+"""Fresh podman containers of the project's image for rehearsed tasks and training replicas, as
+Vertex starts one per task and one per replica: nothing of this machine's environment or files
+but the stand-ins' certificate authority and credentials; what each leaves behind is recorded.
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
-"""The project's image, built here with podman from the ``Dockerfile`` and ``uv.lock``, and
-checked against the lock.
-
-The Dockerfile names a public Debian 12 base that a cloud build pulls. No registry is
-reachable from machines like this one, so the base is made once with Debian's own
-``debootstrap`` (the same release, minimal variant) and imported into podman's storage
-as ``BASE_IMAGE``; ``podman build --from`` puts it where the Dockerfile's first ``FROM``
-is. Later builds reuse it, and podman's layer cache reuses the locked environment until
-``pyproject.toml`` or ``uv.lock`` change.
+"""The project's image, built here with podman from the ``Dockerfile`` and ``uv.lock`` (its
+Debian base made with ``debootstrap``), and checked against the lock.
 
     python -m rehearsal.image            # what `make image` runs
     python -m rehearsal.image --gpu      # the GPU variant (the lock's `gpu` group)

@@ -1,18 +1,6 @@
-"""What the open-source Kubeflow Pipelines v2 backend accepts and does, read from its
-sources (kubeflow/pipelines 2.17 and master, ``backend/src/v2``), as rules a compiled job is
-checked against: by the rehearsal's Kubeflow mode before it runs anything, and by the tests
-for every job the project compiles for ``--kfp-host``.
-
-- Executors: ``compiler/argocompiler/dag.go`` compiles container and importer executors and
-  answers "resolver executors not implemented" for a resolver, when a run is created.
-- Values: ``driver/resolve.go`` reads a parameter's ``runtimeValue.constant`` (pipeline spec
-  2.1); 2.0's ``constantValue`` is not read.
-- Placeholders: ``driver/resolve.go`` substitutes a constant that is exactly one of
-  ``PLACEHOLDERS``; any other ``{{$...}}`` text reaches the task verbatim.
-- Hooks: nothing in ``backend/src/v2`` runs a container's ``lifecycle`` (Vertex AI runs its
-  ``preCacheCheck``, TFX's ExampleGen driver): a job for this backend must not need one.
-- Output URIs: ``<pipeline root>/<pipeline name>/<run id>/<task name>/<output key>``
-  (``metadata.GenerateOutputURI`` in the driver, ``generateOutputURI`` in the launcher).
+"""What the open-source Kubeflow Pipelines v2 backend accepts and does (executors, parameter
+values, placeholders, hooks, output URIs), as rules a compiled job is checked against: by the
+rehearsal's Kubeflow mode before it runs anything, and by the tests.
 """
 
 from __future__ import annotations

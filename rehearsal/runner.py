@@ -1,13 +1,6 @@
-"""Executes a compiled pipeline job on this machine, task by task, as Vertex AI Pipelines
-would: DAG order, container tasks each in a fresh podman container of the image the spec
-names, with their placeholders resolved (gs:// URIs as Vertex gives them, served by the
-stand-in Cloud Storage), the ExampleGen driver first, resolver queries against a store
-that persists across rehearsals, Vertex-style caching, and a failing task stopping the run
-with its log kept. Vertex AI Training jobs and endpoints the tasks ask for are run by the
-stand-ins in ``cloud/``. As the open-source Kubeflow Pipelines backend (``Settings.backend``),
-it first refuses what that backend would (``kubeflow_backend``) and lays outputs out as it
-does, and runs no hook (it would refuse a resolver). The project's jobs hold no resolver;
-one of another job is answered from the store.
+"""Executes a compiled pipeline job on this machine as Vertex AI Pipelines (or the open-source
+Kubeflow backend) would: task by task in DAG order, each container task in a fresh podman
+container, with a persistent artifact store, caching, and the stand-ins of ``cloud/``.
 """
 
 from __future__ import annotations
@@ -19,7 +12,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rehearsal import executor_input as ei
 from rehearsal import filters, kubeflow_backend, podman
@@ -27,6 +20,9 @@ from rehearsal.containers import Containers, ImageMissingError, check_image
 from rehearsal.job import CompiledJob, GcsFolder, JobError, Task
 from rehearsal.store import ArtifactStore
 from runtime.terminal import say
+
+if TYPE_CHECKING:
+    from rehearsal.cloud.standins import StandIns
 
 # The executor that deploys to a Vertex AI endpoint: its stand-in serves from TensorFlow 2.15.
 VERTEX_PUSHER = "components.vertex_pusher.Executor"
@@ -181,50 +177,19 @@ def refuse_unrehearsable(job: CompiledJob, serving_python: str | None, backend: 
 def rehearse(job_file: str, settings: Settings) -> Rehearsal:
     """Runs every task of the compiled job (its data already uploaded: ``GcsFolder.upload``);
     never raises for a failing task (see ``failed``)."""
-    from rehearsal.cloud.standins import StandIns
-
     job = CompiledJob.load(job_file)
     refuse_unrehearsable(job, settings.serving_python, settings.backend)
     order = job.task_order()
-    images = {
-        name: podman.inspect_image(name)["Id"]
-        for name in sorted({t.executor["container"]["image"] for t in order if t.kind == "container"})
-    }
+    images = _image_ids(order)
     job_id, logs_dir = _new_job(settings, job.pipeline_name)
     containers = Containers(job_id)
     store = ArtifactStore(settings.store_path, settings.project, settings.region)
-    runs: list[TaskRun] = []
-    produced: dict[str, dict[str, list[dict]]] = {}
-    endpoints = any(_class_path(t) == VERTEX_PUSHER for t in order if t.kind == "container")
-    stand_ins = StandIns(
-        os.path.join(settings.root, "cloud"),
-        settings.gcs.folder,
-        settings.project,
-        launcher=containers,
-        serving_python=settings.serving_python if endpoints else None,
-        kubernetes=settings.backend == KUBEFLOW,
-    )
+    context = _JobContext(job, job_id, logs_dir, settings, store, containers)
+    stand_ins = _stand_ins(settings, containers, order)
     try:
         with stand_ins:
             containers.reach(stand_ins.environment())
-            for number, task in enumerate(order, 1):
-                if any(r.state == "FAILED" for r in runs):
-                    runs.append(TaskRun(task.name, task.kind, "NOT_RUN"))
-                    continue
-                inputs = _input_artifacts(task, produced)
-                settings.progress(f"[{number}/{len(order)}] {task.name} ...")
-                started = time.time()
-                if task.kind == "resolver":
-                    run = _resolve(task, inputs, store, job, job_id)
-                elif task.kind == "container":
-                    caching = task.caching_enabled if settings.enable_caching is None else settings.enable_caching
-                    run = _run_container(task, inputs, store, job, job_id, logs_dir, settings, containers, caching)
-                else:
-                    raise JobError(f"task {task.name}: {task.kind} executors are not rehearsed (TFX compiles none)")
-                run.started, run.seconds = started, time.time() - started
-                runs.append(run)
-                produced[task.name] = run.outputs
-                settings.progress(f"[{number}/{len(order)}] {task.name}: {run.state.lower()} in {run.seconds:.1f} s")
+            runs = _run_tasks(context, order)
             # Read while they stand: stopping ends the deployments' model servers.
             training_jobs = stand_ins.jobs.jobs() if stand_ins.jobs else []
             deployments = stand_ins.models.deployments() if stand_ins.models else []
@@ -245,6 +210,70 @@ def rehearse(job_file: str, settings: Settings) -> Rehearsal:
     )
     _save_json(os.path.join(logs_dir, RECORD_FILE), rehearsal.record())
     return rehearsal
+
+
+@dataclasses.dataclass(frozen=True)
+class _JobContext:
+    """What every task of one rehearsed job shares."""
+
+    job: CompiledJob
+    job_id: str
+    logs_dir: str
+    settings: Settings
+    store: ArtifactStore
+    containers: Containers
+
+
+def _image_ids(order: list[Task]) -> dict[str, str]:
+    """Each image the container tasks name -> podman's id of it."""
+    names = sorted({t.executor["container"]["image"] for t in order if t.kind == "container"})
+    return {name: podman.inspect_image(name)["Id"] for name in names}
+
+
+def _stand_ins(settings: Settings, containers: Containers, order: list[Task]) -> StandIns:
+    """The cloud the tasks reach: endpoints only when a task deploys to one, Kubernetes as Kubeflow."""
+    from rehearsal.cloud.standins import StandIns
+
+    endpoints = any(_class_path(t) == VERTEX_PUSHER for t in order if t.kind == "container")
+    return StandIns(
+        os.path.join(settings.root, "cloud"),
+        settings.gcs.folder,
+        settings.project,
+        launcher=containers,
+        serving_python=settings.serving_python if endpoints else None,
+        kubernetes=settings.backend == KUBEFLOW,
+    )
+
+
+def _run_tasks(context: _JobContext, order: list[Task]) -> list[TaskRun]:
+    """Each task in order, saying how it went; once one fails, the rest are NOT_RUN."""
+    progress = context.settings.progress
+    runs: list[TaskRun] = []
+    produced: dict[str, dict[str, list[dict]]] = {}
+    for number, task in enumerate(order, 1):
+        if any(r.state == "FAILED" for r in runs):
+            runs.append(TaskRun(task.name, task.kind, "NOT_RUN"))
+            continue
+        inputs = _input_artifacts(task, produced)
+        step = f"[{number}/{len(order)}] {task.name}"
+        progress(f"{step} ...")
+        started = time.time()
+        run = _run_task(context, task, inputs)
+        run.started, run.seconds = started, time.time() - started
+        runs.append(run)
+        produced[task.name] = run.outputs
+        progress(f"{step}: {run.state.lower()} in {run.seconds:.1f} s")
+    return runs
+
+
+def _run_task(context: _JobContext, task: Task, inputs: dict[str, list[dict]]) -> TaskRun:
+    if task.kind == "resolver":
+        return _resolve(task, inputs, context.store, context.job, context.job_id)
+    if task.kind == "container":
+        enable_caching = context.settings.enable_caching
+        caching = task.caching_enabled if enable_caching is None else enable_caching
+        return _run_container(context, task, inputs, caching)
+    raise JobError(f"task {task.name}: {task.kind} executors are not rehearsed (TFX compiles none)")
 
 
 def _new_job(settings: Settings, pipeline_name: str) -> tuple[str, str]:
@@ -310,23 +339,52 @@ def cache_key(executor_input: Mapping[str, Any], task: Task) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
-def _run_container(
-    task: Task,
-    inputs,
-    store: ArtifactStore,
-    job: CompiledJob,
-    job_id: str,
-    logs_dir: str,
-    settings: Settings,
-    containers: Containers,
-    caching: bool,
-) -> TaskRun:
+@dataclasses.dataclass
+class _ContainerRun:
+    """One container task under way: its execution in the store, where its outputs go, the
+    output artifacts made for it and the ExecutorInput it is given."""
+
+    task: Task
+    execution: int
+    uri: str  # <uri>/<output key> for each output; <uri>/executor_output.json for what it reports
+    outputs: dict[str, list[dict]]
+    invocation: dict
+    run: TaskRun
+
+    @property
+    def output_file(self) -> str:
+        return f"{self.uri}/executor_output.json"
+
+
+def _run_container(context: _JobContext, task: Task, inputs: dict[str, list[dict]], caching: bool) -> TaskRun:
+    """The driver (if any), then the cache (if on), then the task's command; outputs published or abandoned."""
+    container = _start_container_run(context, task, inputs)
+    spec = task.executor["container"]
+    with open(container.run.log, "w") as log_file:
+        code = _run_driver(context, container, log_file)
+        if code != 0:
+            return _fail(context, container, code)
+        key = cache_key(container.invocation, task)
+        if caching and (cached := context.store.cached_outputs(context.job.pipeline_name, key)) is not None:
+            return _reuse(context, container, key, cached, log_file)
+        _save_json(os.path.join(context.logs_dir, f"{task.name}.executor_input.json"), container.invocation)
+        code = _execute(
+            spec, spec["image"], container.invocation, context.containers, task.name, log_file, container.run
+        )
+    if code != 0:
+        return _fail(context, container, code)
+    return _publish(context, container, key)
+
+
+def _start_container_run(context: _JobContext, task: Task, inputs: dict[str, list[dict]]) -> _ContainerRun:
+    """The task's execution started in the store, its output artifacts made and its ExecutorInput built."""
+    job, job_id, store = context.job, context.job_id, context.store
     execution = store.start_execution(job.pipeline_name, job_id, task.name)
-    if settings.backend == KUBEFLOW:
+    if context.settings.backend == KUBEFLOW:
         task_uri = kubeflow_backend.output_uri(job.pipeline_root, job.pipeline_name, job_id, task.name, "").rstrip("/")
     else:
         # Vertex's layout: <pipeline root>/<project>/<job id>/<task>_<id>/<output key>, in Cloud Storage.
-        task_uri = f"{job.pipeline_root.rstrip('/')}/{settings.project}/{job_id}/{task.name}_{execution}"
+        task_uri = f"{job.pipeline_root.rstrip('/')}/{context.settings.project}/{job_id}/{task.name}_{execution}"
     outputs = {
         key: [
             store.new_artifact(
@@ -336,49 +394,59 @@ def _run_container(
         for key, spec in task.component.get("outputDefinitions", {}).get("artifacts", {}).items()
     }
     parameters = _placeholders_filled_in(ei.parameter_values(task, job.runtime_parameters), job_id, task, execution)
-    output_file = f"{task_uri}/executor_output.json"
-    invocation = ei.build(parameters, inputs, outputs, output_file)
-    log = os.path.join(logs_dir, f"{task.name}.log")
+    invocation = ei.build(parameters, inputs, outputs, f"{task_uri}/executor_output.json")
+    log = os.path.join(context.logs_dir, f"{task.name}.log")
     run = TaskRun(task.name, task.kind, "FAILED", inputs=inputs, log=log, executor_input=invocation)
+    return _ContainerRun(task, execution, task_uri, outputs, invocation, run)
+
+
+def _run_driver(context: _JobContext, container: _ContainerRun, log_file) -> int:
+    """The task's driver (``lifecycle.preCacheCheck``), in the task's image before the task, its
+    output merged into the ExecutorInput; 0 when the task has none."""
+    task = container.task
     spec = task.executor["container"]
-    local_output_file = settings.gcs.local(output_file)
+    driver = spec.get("lifecycle", {}).get("preCacheCheck")
+    if not driver:
+        return 0
+    _save_json(os.path.join(context.logs_dir, f"{task.name}.driver_input.json"), container.invocation)
+    name = f"{task.name}.driver"
+    code = _execute(driver, spec["image"], container.invocation, context.containers, name, log_file, container.run)
+    if code == 0:
+        ei.merge_driver_output(container.invocation, _read_json(context.settings.gcs.local(container.output_file)))
+    return code
 
-    def fail(code: int) -> TaskRun:
-        store.abandon(_all_names(outputs))
-        store.finish_execution(execution, "FAILED", None, {})
-        run.exit_code = code
-        return run
 
-    with open(log, "w") as log_file:
-        driver = spec.get("lifecycle", {}).get("preCacheCheck")
-        if driver:
-            _save_json(os.path.join(logs_dir, f"{task.name}.driver_input.json"), invocation)
-            # The driver runs in the task's image, before the task.
-            code = _execute(driver, spec["image"], invocation, containers, f"{task.name}.driver", log_file, run)
-            if code != 0:
-                return fail(code)
-            ei.merge_driver_output(invocation, _read_json(local_output_file))
-        key = cache_key(invocation, task)
-        if caching and (cached := store.cached_outputs(job.pipeline_name, key)) is not None:
-            store.abandon(_all_names(outputs))
-            store.finish_execution(execution, "CACHED", key, _names(cached))
-            log_file.write(f"Cached: reusing the outputs of an earlier execution with cache key {key}\n")
-            shutil.rmtree(settings.gcs.local(task_uri), ignore_errors=True)
-            run.state, run.outputs = "CACHED", cached
-            return run
-        _save_json(os.path.join(logs_dir, f"{task.name}.executor_input.json"), invocation)
-        code = _execute(spec, spec["image"], invocation, containers, task.name, log_file, run)
-    if code != 0:
-        return fail(code)
+def _reuse(
+    context: _JobContext, container: _ContainerRun, key: str, cached: dict[str, list[dict]], log_file
+) -> TaskRun:
+    """A cache hit: the earlier execution's outputs stand for this one's, whose folder goes."""
+    context.store.abandon(_all_names(container.outputs))
+    context.store.finish_execution(container.execution, "CACHED", key, _names(cached))
+    log_file.write(f"Cached: reusing the outputs of an earlier execution with cache key {key}\n")
+    shutil.rmtree(context.settings.gcs.local(container.uri), ignore_errors=True)
+    container.run.state, container.run.outputs = "CACHED", cached
+    return container.run
+
+
+def _fail(context: _JobContext, container: _ContainerRun, code: int) -> TaskRun:
+    context.store.abandon(_all_names(container.outputs))
+    context.store.finish_execution(container.execution, "FAILED", None, {})
+    container.run.exit_code = code
+    return container.run
+
+
+def _publish(context: _JobContext, container: _ContainerRun, key: str) -> TaskRun:
+    """The outputs published with the metadata the task gave them and what its executor_output.json reported."""
+    store, local_output_file = context.store, context.settings.gcs.local(container.output_file)
     written = _read_json(local_output_file).get("artifacts", {}) if os.path.exists(local_output_file) else {}
-    for output_key, (artifact,) in outputs.items():
+    for output_key, (artifact,) in container.outputs.items():
         reported = (written.get(output_key) or {}).get("artifacts", [{}])[0]
-        given = invocation["outputs"]["artifacts"][output_key]["artifacts"][0]["metadata"]
+        given = container.invocation["outputs"]["artifacts"][output_key]["artifacts"][0]["metadata"]
         store.publish(artifact["name"], {**given, **reported.get("metadata", {})}, reported.get("uri") or None)
-    published = {k: [store.artifact(a["name"]) for a in v] for k, v in outputs.items()}
-    store.finish_execution(execution, "SUCCEEDED", key, _names(published))
-    run.state, run.outputs, run.exit_code = "SUCCEEDED", published, 0
-    return run
+    published = {k: [store.artifact(a["name"]) for a in v] for k, v in container.outputs.items()}
+    store.finish_execution(container.execution, "SUCCEEDED", key, _names(published))
+    container.run.state, container.run.outputs, container.run.exit_code = "SUCCEEDED", published, 0
+    return container.run
 
 
 def _placeholders_filled_in(parameters: dict[str, dict], job_id: str, task: Task, execution: int) -> dict[str, dict]:

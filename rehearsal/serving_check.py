@@ -1,13 +1,6 @@
-"""Answers a Vertex AI prediction request with a pushed model, in whatever TensorFlow runs
-this script: the rehearsal runs it with TensorFlow 2.15, the version of Vertex AI's
-``tf2-cpu.2-15`` serving image, to prove the model loads and serves there.
-
-Reads JSON from stdin: ``model_dir``, ``request`` (``{"instances": [...]}``, the rows for
-the raw-columns signature) and ``examples_b64`` (the same rows as serialized tf.Examples).
-Answers as TensorFlow Serving's REST API does (``{"predictions": [{output: value}, ...]}``)
-for the raw-columns signature, and gives ``serving_default``'s probabilities for the same
-rows. Imports nothing but TensorFlow and the model server beside it: it runs outside the
-project's environment.
+"""Answers a Vertex AI prediction request with a pushed model in whatever TensorFlow runs this
+script (the rehearsal's TensorFlow 2.15, Vertex's ``tf2-cpu.2-15``), beside ``serving_default``'s
+answer for the same rows. Imports nothing but TensorFlow and the model server beside it.
 """
 
 import base64
@@ -45,6 +38,11 @@ def answer(signature, instances: list) -> dict:
 
 
 def main() -> None:
+    """Reads JSON from stdin: ``model_dir``, ``request`` (``{"instances": [...]}``, the rows for the
+    raw-columns ``signature``), ``examples_b64`` (the same rows as serialized tf.Examples) and
+    ``prediction_key``. Writes the answer TensorFlow Serving's REST API gives for the signature
+    (``{"predictions": [{output: value}, ...]}``) and ``serving_default``'s ``prediction_key`` output
+    for the same rows, with the TensorFlow version and the model's signatures."""
     given = json.load(sys.stdin)
     load_serving_ops()
     model = tf.saved_model.load(given["model_dir"])

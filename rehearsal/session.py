@@ -1,12 +1,6 @@
-"""One rehearsal as ``--rehearse`` asks for it: the data uploaded to the stand-in Cloud
-Storage, the compiled job checked and executed here; then its summary and run report, and
-the pushed model asked a Vertex-style request by the serving TensorFlow. Gives the
-command's exit code: 0 when everything passed, 1 when a task or the served model failed, 2
-when the settings or the job cannot be rehearsed, or another rehearsal holds the root.
-
-``runner.py`` executes a job and records what happened; this module decides what the user
-reads. The rehearsal's heavy imports (its store, the run report, TensorFlow) wait until a
-rehearsal starts, so importing this module keeps ``kubeflow_runner.py --help`` fast.
+"""One rehearsal as ``--rehearse`` asks for it: the data uploaded to the stand-in Cloud Storage,
+the compiled job executed here (``runner.py``), then what the user reads: its summary, run report
+and the pushed model's answer to a Vertex-style request.
 """
 
 from __future__ import annotations
@@ -20,9 +14,13 @@ from typing import TYPE_CHECKING
 from rehearsal.serving import SERVING_TF_VERSION
 from runtime.terminal import say
 
+# The rehearsal's heavy imports (its store, the run report, TensorFlow) wait inside the functions:
+# kubeflow_runner.py imports this module for its flags, and --help stays fast.
 if TYPE_CHECKING:
     from pipeline.config import PipelineConfig
     from rehearsal.runner import Rehearsal, Settings, TaskRun
+    from report.history import Entry
+    from report.run_summary import RunSummary
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +106,9 @@ def rehearsal_options(args: argparse.Namespace) -> RehearsalOptions:
 
 
 def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job_file: str) -> int:
-    """Runs the compiled job here as Vertex would; prints its summary; 0 when every task succeeded."""
+    """Runs the compiled job here as Vertex would and prints its outcome. The command's exit code:
+    0 when everything passed, 1 when a task or the served model failed, 2 when the settings or the
+    job cannot be rehearsed, or another rehearsal holds the root."""
     from rehearsal.job import CompiledJob, GcsFolder, JobError
     from rehearsal.runner import Settings, refuse_unrehearsable
     from runs.run_lock import LockedError, hold_lock
@@ -139,33 +139,55 @@ def rehearse_compiled_job(options: RehearsalOptions, config: PipelineConfig, job
 def _rehearse_holding_the_root(
     options: RehearsalOptions, settings: Settings, config: PipelineConfig, job_file: str
 ) -> int:
-    from components import spans
     from rehearsal.job import JobError
-    from rehearsal.logs import log_tail
     from rehearsal.runner import rehearse as run_rehearsal
-    from rehearsal.summary import describe_stand_ins, summarize
-    from report import history
-    from report.run_summary import NO_CONTRACT, format_summary
-    from report.write import write_report
 
     try:
-        settings.gcs.upload()
-        local_data = settings.gcs.local(config.data_root)
-        data_files = sorted(glob.glob(os.path.join(local_data, spans.any_span(config.data_pattern))))
-        if not data_files:
-            raise JobError(
-                f"the rehearsal reads --data-root {config.data_root} from the stand-in Cloud Storage, whose "
-                f"{local_data} holds no {config.data_pattern}: upload the data there with "
-                f"--rehearse-gcs {config.data_root}=DIR"
-            )
-        for prefix, local in settings.gcs.uploads:
-            say(f"Uploaded {local} to {prefix} (the stand-in Cloud Storage, {settings.gcs.local(prefix)})")
+        data_files = _upload_data(settings, config)
         say(f"Rehearsing {job_file}: {config.output_root} is written to {settings.gcs.local(config.output_root)}")
         result = run_rehearsal(job_file, settings)
     except JobError as err:
         say(f"error: {err}", err=True)
         return 2
+    summary, runs = _say_summary(result, settings, config)
+    if options.report:
+        _write_run_report(result, settings, config, summary, runs)
+    if failed := result.failed:
+        _say_failure(result, failed)
+        return 1
+    if summary.pushed_to:
+        pushed = result.local(result.task("Pusher").outputs["pushed_model"][0]["uri"])
+        transform_graph = result.local(result.task("Transform").outputs["transform_graph"][0]["uri"])
+        return rehearse_serving(options.serving_python, pushed, transform_graph, data_files[0], config.problem)
+    return 0
+
+
+def _upload_data(settings: Settings, config: PipelineConfig) -> list[str]:
+    """The --rehearse-gcs uploads done and said; the data files they put under --data-root."""
+    from components import spans
+    from rehearsal.job import JobError
+
+    settings.gcs.upload()
+    local_data = settings.gcs.local(config.data_root)
+    data_files = sorted(glob.glob(os.path.join(local_data, spans.any_span(config.data_pattern))))
+    if not data_files:
+        raise JobError(
+            f"the rehearsal reads --data-root {config.data_root} from the stand-in Cloud Storage, whose "
+            f"{local_data} holds no {config.data_pattern}: upload the data there with "
+            f"--rehearse-gcs {config.data_root}=DIR"
+        )
+    for prefix, local in settings.gcs.uploads:
+        say(f"Uploaded {local} to {prefix} (the stand-in Cloud Storage, {settings.gcs.local(prefix)})")
+    return data_files
+
+
+def _say_summary(result: Rehearsal, settings: Settings, config: PipelineConfig) -> tuple[RunSummary, list[Entry]]:
+    """The run's summary, its place in the pipeline's history and what the stand-ins were asked."""
     import tensorflow as tf
+
+    from rehearsal.summary import describe_stand_ins, summarize
+    from report import history
+    from report.run_summary import NO_CONTRACT, format_summary
 
     tf.get_logger().setLevel("ERROR")  # TFMA's deprecation notices while reading the evaluation
     summary = summarize(result)
@@ -178,29 +200,35 @@ def _rehearse_holding_the_root(
     for line in describe_stand_ins(result):
         say(line)
     say(f"Task logs: {result.logs_dir}")
+    return summary, runs
+
+
+def _write_run_report(
+    result: Rehearsal, settings: Settings, config: PipelineConfig, summary: RunSummary, runs: list[Entry]
+) -> None:
+    """The run report under the rehearsal's root; a report that fails says so and nothing more."""
+    from report.write import write_report
+
     try:
-        if options.report:
-            failed = result.failed
-            why = f"task {failed.name} exited with code {failed.exit_code}" if failed else None
-            log = failed.log if failed else None
-            written = write_report(summary, config, root=settings.root, history=runs, failure=why, failure_log=log)
-            say(f"Run report: {written}")
+        failed = result.failed
+        why = f"task {failed.name} exited with code {failed.exit_code}" if failed else None
+        log = failed.log if failed else None
+        written = write_report(summary, config, root=settings.root, history=runs, failure=why, failure_log=log)
+        say(f"Run report: {written}")
     except Exception as err:  # noqa: BLE001 - the report must never hide the rehearsal's own outcome
         say(f"(no run report: {type(err).__name__}: {err})")
-    if failed := result.failed:
-        say(
-            f"\nThe rehearsal FAILED at task {failed.name} (exit code {failed.exit_code}); nothing downstream ran. "
-            f"Last lines of its log ({failed.log}):\n{log_tail(failed.log)}",
-            err=True,
-        )
-        if hint := _lost_files_hint(result, failed):
-            say(hint, err=True)
-        return 1
-    if summary.pushed_to:
-        pushed = result.local(result.task("Pusher").outputs["pushed_model"][0]["uri"])
-        transform_graph = result.local(result.task("Transform").outputs["transform_graph"][0]["uri"])
-        return rehearse_serving(options.serving_python, pushed, transform_graph, data_files[0], config.problem)
-    return 0
+
+
+def _say_failure(result: Rehearsal, failed: TaskRun) -> None:
+    from rehearsal.logs import log_tail
+
+    say(
+        f"\nThe rehearsal FAILED at task {failed.name} (exit code {failed.exit_code}); nothing downstream ran. "
+        f"Last lines of its log ({failed.log}):\n{log_tail(failed.log)}",
+        err=True,
+    )
+    if hint := _lost_files_hint(result, failed):
+        say(hint, err=True)
 
 
 def _lost_files_hint(result: Rehearsal, failed: TaskRun) -> str | None:

@@ -21,6 +21,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 # One label under googleapis.com: www., storage., oauth2., <region>-aiplatform.
 HOSTS = ("*.googleapis.com", "googleapis.com")
+CA_NAME = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Pipeline rehearsal CA")])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,52 +35,71 @@ def make_certificates(folder: str, hosts: tuple[str, ...] = HOSTS) -> Certificat
     """A fresh CA and a server certificate for ``hosts`` signed by it, written to ``folder``."""
     os.makedirs(folder, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Pipeline rehearsal CA")])
-    ca = (
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = _authority_certificate(ca_key, now)
+    leaf = _server_certificate(key, hosts, ca, ca_key, now)
+    return _write_certificates(folder, ca, leaf, key)
+
+
+def _valid_for_two_days(builder: x509.CertificateBuilder, now: datetime.datetime) -> x509.CertificateBuilder:
+    """Valid from five minutes ago (clock skew between processes) for two days: one rehearsal's length."""
+    return builder.not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(
+        now + datetime.timedelta(days=2)
+    )
+
+
+def _authority_certificate(ca_key: ec.EllipticCurvePrivateKey, now: datetime.datetime) -> x509.Certificate:
+    """The self-signed CA certificate: it may sign server certificates and nothing below them."""
+    usage = x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=True,
+        crl_sign=True,
+        encipher_only=False,
+        decipher_only=False,
+    )
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
+        .subject_name(CA_NAME)
+        .issuer_name(CA_NAME)
         .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=2))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(usage, critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
     )
-    key = ec.generate_private_key(ec.SECP256R1())
-    leaf = (
+    return _valid_for_two_days(builder, now).sign(ca_key, hashes.SHA256())
+
+
+def _server_certificate(
+    key: ec.EllipticCurvePrivateKey,
+    hosts: tuple[str, ...],
+    ca: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    now: datetime.datetime,
+) -> x509.Certificate:
+    """The proxy's certificate for ``hosts``, signed by the CA."""
+    builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
-        .issuer_name(ca_name)
+        .issuer_name(ca.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=2))
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(h) for h in hosts]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
     )
+    return _valid_for_two_days(builder, now).sign(ca_key, hashes.SHA256())
+
+
+def _write_certificates(
+    folder: str, ca: x509.Certificate, leaf: x509.Certificate, key: ec.EllipticCurvePrivateKey
+) -> Certificates:
+    """PEM files: the CA, the proxy's chain (its certificate, then the CA's) and its key (owner only)."""
     pem = serialization.Encoding.PEM
     paths = Certificates(
         authority=os.path.join(folder, "ca.pem"),

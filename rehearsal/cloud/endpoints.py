@@ -1,30 +1,6 @@
-"""Local stand-ins for Vertex AI's Model, Endpoint, Operations and Prediction services, so a
-rehearsal's Pusher (TFX's ``VertexPredictionClient``: ``Endpoint.list``/``create``,
-``Model.upload``, ``Model.deploy``) and then the README's calls to the deployed model
-(``Endpoint.predict``, ``Endpoint.raw_predict``, ``curl`` to ``:rawPredict``/``:predict``)
-run unchanged against this machine.
-
-This module keeps the resources (models, endpoints, deployed models, operations) and serves
-them as gRPC servicers (``add_to_server``) for ``google.cloud.aiplatform.v1.ModelService``,
-``EndpointService``, ``PredictionService`` and ``google.longrunning.Operations``: what the
-``google-cloud-aiplatform`` SDK speaks. Its other face, for the SDK's ``raw_predict`` and
-``curl`` (HTTP/1.1), is the REST server ``start_rest`` starts (``rest.py``), which answers
-from this module's predictions. Both are behind the rehearsal's TLS proxy (``proxy.py``) for
-``<region>-aiplatform.googleapis.com``.
-
-Vertex's prebuilt TensorFlow serving container runs TensorFlow Serving on the SavedModel at
-the model's ``artifact_uri``. Here ``DeployModel`` copies that folder (``gs://B/NAME`` is
-``<gcs_folder>/B/NAME``) and starts a model server on it (``model_servers.py``: the
-TensorFlow 2.15 environment's Python running ``model_server.py``), so the model is loaded and
-called by the TensorFlow the container has, through the REST API the container serves.
-Predictions go to the model server as TF Serving's ``{"instances": [...]}``; ``rawPredict``
-bodies go to it unchanged.
-
-Long-running operations: ``UploadModel``, ``CreateEndpoint``, ``UndeployModel`` and
-``DeleteEndpoint`` finish before they answer; ``DeployModel`` answers at once and finishes
-(with the ``DeployModelResponse``, or an error carrying the model server's last log lines)
-when the model server is ready, as the SDK's ``GetOperation`` polling expects. Methods the
-SDK calls that are not served here are logged and listed in ``unimplemented``.
+"""Stand-ins for Vertex AI's Model, Endpoint, Operations and Prediction services (gRPC, with the
+REST routes of ``rest.py``), so a rehearsal's Pusher and the calls to a deployed model run
+unchanged here; each deployed model is served by a model server of its own (``model_servers.py``).
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
-"""A local stand-in for Vertex AI's JobService (custom jobs): each worker pool's replicas run
-as local processes.
-
-The rehearsal runs TFX's own Vertex Trainer executor unmodified; it creates a CustomJob and
-polls it until it ends. This servicer answers those calls and does what Vertex's training
-service does with the job: it starts ``replica_count`` replicas of every worker pool, each with
-the pool's ``container_spec.command + args`` and ``env`` plus what Vertex adds (CLUSTER_SPEC,
-TF_CONFIG, the AIP_* directories), so the strategy choice and the cluster the replicas form are
-the ones they would have on Vertex. The job succeeds when the primary replica (workerpool0,
-replica 0) exits 0, fails as soon as any replica exits otherwise, and the remaining replicas are
-then stopped, as Vertex stops a job's machines.
-
-How a replica starts is the ``ReplicaLauncher``'s: the rehearsal starts each in a fresh
-container of the pool's ``container_spec.image_uri`` (``rehearsal/containers.py``).
-Not rehearsed: the accelerators (this machine has none): ``JobRecord.not_rehearsed`` says
-per pool what was asked.
+"""A stand-in for Vertex AI's JobService (custom jobs): each worker pool's replicas run as local
+processes (in fresh containers, through a ``ReplicaLauncher``) with the environment Vertex gives
+them, and the job ends as Vertex ends it.
 """
 
 from __future__ import annotations

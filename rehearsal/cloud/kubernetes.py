@@ -1,22 +1,6 @@
-"""A stand-in for the Kubernetes API of a Kubeflow cluster with the training operator:
-TFJobs (``kubeflow.org/v1``), the pods the operator makes for them, their logs, and
-nothing else.
-
-The rehearsed Trainer task talks to it with the real ``kubernetes`` client, configured by a
-kubeconfig (``KUBECONFIG``), as a user's kubectl is; the server checks the kubeconfig's
-bearer token. What the training operator does with a TFJob is done here
-(kubeflow/training-operator, release-1.9, ``pkg/controller.v1/tensorflow``): each replica of
-each type runs in its own container of the replica's image, its container named
-``tensorflow`` given ``TF_CONFIG`` = ``{"cluster": {<type>: ["<job>-<type>-<i>.<namespace>.svc:<port>", ...]},
-"task": {"type", "index"}, "environment": "cloud"}`` (types in lower case), and none when
-the job has a single replica; the job
-succeeds when the chief (else worker 0) exits 0 and fails when any replica fails (restart
-policy Never); the running replicas are then stopped (clean-pod policy Running).
-
-What is not a cluster's: the replicas share this machine's network (``--network host``), so
-each replica listens on a free port of its own where a cluster gives each pod an address
-and the type's ``tfjob-port`` (2222); ``TF_CONFIG`` names those ports, and the replica names
-resolve to 127.0.0.1 (``--add-host``). The server speaks plain HTTP on 127.0.0.1.
+"""A stand-in for the Kubernetes API of a Kubeflow cluster with the training operator: TFJobs
+(``kubeflow.org/v1``), their pods and logs, each replica run in a container of its own as the
+operator would run it; reached by the real ``kubernetes`` client through a kubeconfig.
 """
 
 from __future__ import annotations

@@ -1,22 +1,6 @@
-"""TensorFlow Serving's REST API for one SavedModel, as far as Vertex AI's prebuilt TensorFlow
-serving container (``tf2-cpu.2-15``) is reached through it: the rehearsal's Vertex AI
-stand-in (``model_servers.py``) starts this script for each deployed model, with the TensorFlow
-2.15 environment's Python (``make serving-env``), so the model is loaded and called by the
-TensorFlow Vertex would use.
-
-Routes, the ones Vertex's container serves its model under:
-
-- ``GET /v1/models/default``: the model's status (readiness);
-- ``POST /v1/models/default:predict``: TF Serving's row format, ``{"signature_name"?: name,
-  "instances": [...]}``. Each instance names every input of the signature (a JSON object)
-  or, for a single-input signature, is that input's value; ``{"b64": "..."}`` is bytes.
-  Answers ``{"predictions": [...]}``: per row an object of every output, or the bare value
-  when the signature has one output. Text outputs are strings (``{"b64": ...}`` for outputs
-  named ``*_bytes``, as TF Serving does). Errors are ``{"error": message}``, status 400.
-
-Once the model is loaded and the port bound, the port is written (as JSON) to
-``--ready-file``. Runs outside the project's environment: imports nothing but TensorFlow and
-the standard library (``serving_check.py`` follows the same conventions).
+"""TensorFlow Serving's REST API (status and ``:predict``) for one SavedModel, as Vertex AI's
+``tf2-cpu.2-15`` container serves it; the Vertex AI stand-in runs it for each deployed model with
+the TensorFlow 2.15 environment's Python. Imports nothing but TensorFlow and the standard library.
 """
 
 import argparse

@@ -1,13 +1,6 @@
-"""The deployed models' server processes, for the rehearsal's Vertex AI stand-in
-(``endpoints.py``): Vertex's prebuilt TensorFlow serving container runs TensorFlow Serving on
-a deployed model's SavedModel, and here each deployed model gets its own ``model_server.py``,
-run by the TensorFlow 2.15 environment's Python (``make serving-env``) so the model is loaded
-and called by the TensorFlow the container has.
-
-``ModelServer.start`` launches one, waits until it has written its port to its ready file and
-answers its health route, and otherwise fails (``ModelServerError``) with the last lines of
-its log, which ``DeployModel``'s operation then carries. ``http_request`` is how the stand-in
-talks to them: plain HTTP to 127.0.0.1, past any proxy settings.
+"""The deployed models' server processes for the Vertex AI stand-in (``endpoints.py``): one
+``model_server.py`` per deployed model, run by the TensorFlow 2.15 environment's Python, started,
+awaited, and reached over plain HTTP on 127.0.0.1.
 """
 
 from __future__ import annotations

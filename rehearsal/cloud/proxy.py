@@ -1,20 +1,6 @@
-"""The HTTPS proxy a rehearsed task's Google clients go through, unmodified: they honour
-``https_proxy`` (TensorFlow's libcurl, gRPC, ``requests``), send ``CONNECT host:443``, and
-this proxy answers for the stand-in hosts only. It terminates TLS with the rehearsal's own
-certificate (see ``certificates.py``), then pipes the decrypted bytes to the local server
-that stands in for that host: HTTP/2 (gRPC) to one port, HTTP/1.1 to another, chosen by the
-protocol the client negotiated (ALPN).
-
-Every connection is recorded, refused ones too: a host without a stand-in, a port other
-than 443, or a plain ``http://`` request (the GCE metadata server, say) is answered 403 and
-never forwarded anywhere. The proxy listens on 127.0.0.1, on a port chosen when it starts.
-
-Usage::
-
-    proxy = Proxy([Route("*.googleapis.com", http1=storage_port, h2=grpc_port)], certificates)
-    port = proxy.start()   # tasks get https_proxy=http://127.0.0.1:<port>
-    ...
-    proxy.stop()
+"""The HTTPS proxy a rehearsed task's unmodified Google clients go through (``https_proxy``): it
+terminates TLS for the stand-in hosts with the rehearsal's own certificate and pipes the decrypted
+HTTP/1.1 or HTTP/2 (by ALPN) to the stand-in for that host; it refuses and records everything else.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """The Vertex AI Model Registry's stand-in: models with versions, version aliases and the
-evaluations imported into a version, as ``google.cloud.aiplatform.v1.ModelService`` keeps
-them (``endpoints.VertexModels`` serves them).
-
-What Vertex documents and this keeps: an upload with ``parent_model`` adds the next version
-(ids "1", "2", ...) to that model; the first version of a model always holds the
-``default`` alias; an alias names one version of a model at a time, so applying it to a
-version moves it there; ``default`` can be moved but not removed; an alias is lower case
-letters, digits and dashes, starting with a letter, and not a version id. A model listed
-(``ListModels``) is its default version; a name without ``@`` means the default version. An
-upload's explanation spec is kept, after the checks Vertex makes of its shape.
+evaluations imported into a version, kept by the rules Vertex documents
+(``endpoints.VertexModels`` serves them).
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""Vertex AI's REST prediction routes, for the rehearsal's Vertex AI stand-in (``endpoints.py``):
-``POST /v1/projects/P/locations/L/endpoints/ID:predict`` and ``:rawPredict``, which the SDK's
-``Endpoint.raw_predict`` and ``curl`` use (HTTP/1.1) where the rest of the SDK speaks gRPC.
-Like the gRPC services, the server is reached through the rehearsal's TLS proxy
-(``proxy.py``) for ``<region>-aiplatform.googleapis.com``.
-
-The routes keep no state: they call back into the stand-in (``RestCalls``), so a REST
-prediction goes to the deployed model the endpoint's traffic split draws, as a gRPC one does.
-``:predict`` answers Vertex's JSON (``predictions`` and the deployed model that made them);
-``:rawPredict`` answers with the model server's own status and body and Vertex's
-``X-Vertex-AI-*`` headers. Errors are Google's JSON error body with the matching HTTP status.
+"""Vertex AI's REST prediction routes (``:predict``, ``:rawPredict``) for the Vertex AI stand-in
+(``endpoints.py``), which the SDK's ``raw_predict`` and ``curl`` use; they keep no state and call
+back into the stand-in.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""The Google Cloud a rehearsed task talks to, all on this machine: Cloud Storage over a
-folder, the OAuth token endpoint, Vertex AI Training's JobService, Vertex AI's Model,
-Endpoint and Prediction services, Cloud Resource Manager's project lookup, and the proxy
-that routes the tasks' unmodified clients to them; as a Kubeflow cluster, its Kubernetes
-API for TFJobs (``kubernetes.py``, reached through ``KUBECONFIG``). Started together when a rehearsal
-starts, on ports chosen then, listening on 127.0.0.1 only; stopped together when it ends.
-
-A task reaches them through standard configuration alone (``environment()``): the proxy
-variables every Google client honours, the rehearsal's certificate authority as the only
-one trusted, and Application Default Credentials in an ``authorized_user`` file whose
-refresh token the token endpoint here exchanges for a made-up access token. On Vertex the
-same clients find the job's service account on the metadata server instead.
+"""The Google Cloud a rehearsed task talks to, all on this machine: every stand-in (Cloud Storage,
+the token endpoint, Vertex AI's services, project lookup, Kubernetes for TFJobs) and the proxy
+that routes the tasks' unmodified clients to them, started and stopped together on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -20,7 +11,7 @@ from concurrent import futures
 
 import grpc
 
-from rehearsal.cloud.certificates import make_certificates
+from rehearsal.cloud.certificates import Certificates, make_certificates
 from rehearsal.cloud.projects import Projects
 from rehearsal.cloud.proxy import Connection, Proxy, Route
 from rehearsal.cloud.storage import StorageServer
@@ -91,6 +82,26 @@ class StandIns:
         certificates = make_certificates(os.path.join(self.folder, "tls"))
         self.storage = StorageServer(self.gcs_folder)
         storage_port = self.storage.start()
+        grpc_port, rest_port = self._start_vertex_services()
+        kubeconfig = self._start_kubernetes()
+        proxy = self._start_proxy(certificates, storage_port, grpc_port, rest_port)
+        self._env = {
+            **proxy_environment(proxy, certificates.authority),
+            "GOOGLE_APPLICATION_CREDENTIALS": self._write_credentials(),
+            "GOOGLE_CLOUD_PROJECT": self.project,
+            # TensorFlow's GCS file system asks the GCE metadata server whether it runs on
+            # Google Compute Engine before reading the credentials file; there is none here.
+            "NO_GCE_CHECK": "true",
+            # gRPC's default (c-ares) resolver asks the system's DNS server for
+            # _grpclb._tcp.<proxy host> SRV records, even for the proxy's numeric address (the
+            # Vertex AI SDK's channels enable those queries); the native resolver does not.
+            "GRPC_DNS_RESOLVER": "native",
+            **kubeconfig,
+        }
+
+    def _start_vertex_services(self) -> tuple[int, int | None]:
+        """The gRPC server (project lookup, and JobService and the model services when asked for)
+        and the models' REST server: their ports (None: no REST server)."""
         self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
         Projects(self.project).add_to_server(self._grpc)
         rest_port = None
@@ -110,20 +121,30 @@ class StandIns:
             )
             self.models.add_to_server(self._grpc)
             rest_port = self.models.start_rest()
-        kubeconfig = {}
-        if self._with_kubernetes and self._launcher is not None:
-            from rehearsal.cloud.kubernetes import KubernetesApi
-
-            self.kubernetes = KubernetesApi(os.path.join(self.folder, "kubernetes"), self._launcher)
-            self.kubernetes.start()
-            kubeconfig = {"KUBECONFIG": self.kubernetes.kubeconfig()}
         grpc_port = self._grpc.add_insecure_port("127.0.0.1:0")
         self._grpc.start()
+        return grpc_port, rest_port
+
+    def _start_kubernetes(self) -> dict[str, str]:
+        """The Kubernetes API for TFJobs, when asked for: the ``KUBECONFIG`` that reaches it."""
+        if not (self._with_kubernetes and self._launcher is not None):
+            return {}
+        from rehearsal.cloud.kubernetes import KubernetesApi
+
+        self.kubernetes = KubernetesApi(os.path.join(self.folder, "kubernetes"), self._launcher)
+        self.kubernetes.start()
+        return {"KUBECONFIG": self.kubernetes.kubeconfig()}
+
+    def _start_proxy(self, certificates: Certificates, storage_port: int, grpc_port: int, rest_port: int | None) -> str:
+        """The proxy routing each Google host to its stand-in: its URL."""
         routes = [Route(host, http1=storage_port) for host in STORAGE_HOSTS]
         routes.append(Route(VERTEX_HOSTS, http1=rest_port, h2=grpc_port))
         routes.append(Route(PROJECTS_HOST, h2=grpc_port))
         self._proxy = Proxy(routes, certificates)
-        proxy = f"http://127.0.0.1:{self._proxy.start()}"
+        return f"http://127.0.0.1:{self._proxy.start()}"
+
+    def _write_credentials(self) -> str:
+        """An ``authorized_user`` file whose refresh token the token endpoint exchanges: its path."""
         credentials = os.path.join(self.folder, "application_default_credentials.json")
         with open(credentials, "w") as f:
             json.dump(
@@ -136,19 +157,7 @@ class StandIns:
                 },
                 f,
             )
-        self._env = {
-            **proxy_environment(proxy, certificates.authority),
-            "GOOGLE_APPLICATION_CREDENTIALS": credentials,
-            "GOOGLE_CLOUD_PROJECT": self.project,
-            # TensorFlow's GCS file system asks the GCE metadata server whether it runs on
-            # Google Compute Engine before reading the credentials file; there is none here.
-            "NO_GCE_CHECK": "true",
-            # gRPC's default (c-ares) resolver asks the system's DNS server for
-            # _grpclb._tcp.<proxy host> SRV records, even for the proxy's numeric address (the
-            # Vertex AI SDK's channels enable those queries); the native resolver does not.
-            "GRPC_DNS_RESOLVER": "native",
-            **kubeconfig,
-        }
+        return credentials
 
     def environment(self) -> dict[str, str]:
         """What a task's environment adds to reach the stand-ins instead of Google."""

@@ -1,41 +1,7 @@
-"""Cloud Storage's JSON API over a local folder, so a rehearsal's tasks keep their ``gs://`` URIs.
-
-A rehearsal runs a compiled Vertex AI pipeline on this machine with unmodified Google clients. A
-TLS-terminating proxy (``proxy.py``) hands this server the decrypted HTTP/1.1 requests for
-``www.googleapis.com`` and ``storage.googleapis.com``; tests may also point
-``google.cloud.storage.Client`` straight at it over plain HTTP. It answers what TensorFlow's
-``gcs_file_system.cc``, google-cloud-storage 2.19 and Beam's ``gcsio`` send:
-
-  GET      /storage/v1/b/B                         buckets.get
-  GET      /storage/v1/b/B/o                       objects.list: prefix, delimiter, maxResults, pageToken
-  GET      /storage/v1/b/B/o/O                     objects.get (``alt=media``: the bytes); PATCH/PUT echo it
-  DELETE   /storage/v1/b/B/o/O                     objects.delete
-  POST     /storage/v1/b/B/o/O/{rewriteTo,copyTo}/b/B2/o/O2, /storage/v1/b/B/o/O/compose
-  POST     /upload/storage/v1/b/B/o                uploadType=media, multipart, resumable (then PUTs, 308)
-  GET      /download/storage/v1/b/B/o/O, /B/O      media, honouring ``Range`` (206; 416 past the end)
-  POST     /batch/storage/v1                       multipart/mixed of the above
-  POST     /token, /oauth2/v3/token, /oauth2/v4/token   OAuth 2.0: any grant gets a made-up access token
-
-The token endpoint is here because www.googleapis.com serves both it (TensorFlow's credentials
-refresh) and the JSON API; oauth2.googleapis.com (google-auth's) is routed here too.
-
-Errors are GCS's JSON: ``{"error": {"code": 404, "message": "No such object: B/NAME", "errors": [...]}}``.
-Links it hands out (``Location``, ``selfLink``, ``mediaLink``) use the Host the client sent: plain HTTP
-for a loopback address, HTTPS otherwise (through the proxy), or ``X-Forwarded-Proto`` when present.
-
-Layout: object ``gs://B/NAME`` is the file ``<folder>/B/NAME``, for people to look at. A name ending in
-``/`` (TensorFlow's CreateDir placeholder) is that directory plus a hidden ``.gcs-folder-object`` file.
-Every well-formed bucket name exists (its directory appears on the first write): rehearsed pipelines
-assume their buckets. Listings are read from the folder on each call; a generation is the file's mtime in
-microseconds. Writes go to ``<folder>/.uploads/`` (not a legal bucket name) and are moved into place with
-``os.replace`` on the same file system, so readers never see half an object and listings never see a
-temporary file; resumable sessions live there too.
-
-Not kept: content types and custom metadata (contentType is guessed from the name), versions (the
-``generation`` parameter is ignored), ACLs. Of the preconditions only ``ifGenerationMatch`` is honoured
-(0: must not exist). ``fields`` and ``projection`` are ignored, except that objects.get skips the
-checksums when ``fields`` does not ask for them; listings never carry checksums (that would read every
-object). A name cannot be both an object and a folder ("a" and "a/b"): such writes answer 409.
+"""Cloud Storage's JSON API (and the XML API's media reads) over a local folder, so a rehearsal's
+tasks keep their ``gs://`` URIs: ``gs://B/NAME`` is the file ``<folder>/B/NAME``. It answers what
+TensorFlow's GCS file system, google-cloud-storage and Beam's gcsio send, and the OAuth token
+endpoint their host also serves.
 """
 
 from __future__ import annotations
