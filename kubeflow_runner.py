@@ -1,16 +1,7 @@
-"""Command line: compile the pipeline for Kubeflow Pipelines v2 / Vertex AI Pipelines,
-and optionally submit it.
-
-    python kubeflow_runner.py --help
-
-Flags become a ``PipelineConfig``; ``pipeline.compiler`` compiles the same
-``create_pipeline(config)`` that ``local_runner.py`` runs, and ``launch.submission``
-sends it: ``--submit`` to Vertex AI Pipelines, ``--schedule-cron`` as a Vertex AI Pipelines
-schedule, ``--kfp-host`` to a Kubeflow Pipelines v2 endpoint; ``--rehearse`` executes it on
-this machine instead (``rehearsal.session``).
-This file is the command line only: parse, validate, configure, dispatch; each flag group,
-its checks and what it becomes live with the module that owns it. Nothing talks to a cloud
-at import, and every setting is checked before anything is sent.
+"""Command line: compile the pipeline for Kubeflow Pipelines v2 / Vertex AI Pipelines, then
+submit, schedule, send to a KFP endpoint or rehearse it here (``python kubeflow_runner.py --help``).
+Parse, check, configure, dispatch: each flag group lives with the module that owns it, and
+every setting is checked before anything is compiled or sent.
 """
 
 from __future__ import annotations

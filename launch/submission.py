@@ -1,17 +1,7 @@
-"""Submits a compiled pipeline job to Vertex AI Pipelines or to a Kubeflow Pipelines v2
-endpoint, or schedules it on Vertex AI Pipelines, with the real clients
-(google-cloud-aiplatform, kfp); and the submission flags that say where it goes and how it
-runs, checked before anything is compiled or sent.
-
-Clients are imported and created when submitting, never at import; both can be pointed at
-another endpoint (the tests use a local stand-in server and anonymous credentials).
-
-A multi-user Kubeflow (profiles) takes two more settings, passed to the kfp client as its own
-parameters: the user's profile namespace (``kfp.Client(namespace=...)``, and the namespace
-the experiment is looked up and created in), and a bearer token read from a file by kfp's
-``ServiceAccountTokenVolumeCredentials`` (``--kfp-token-file``, or inside a Kubeflow pod the
-projected token kfp itself reads). A token is read only when checking and sending, and never
-printed or logged.
+"""Sends the compiled job with the real clients (google-cloud-aiplatform, kfp): submitted to or
+scheduled on Vertex AI Pipelines, or sent to a Kubeflow Pipelines v2 endpoint (a multi-user
+one with a namespace and a token file: docs/kubeflow.md); and the submission flags. Clients
+are imported and created when sending, never at import.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""Compiles the pipeline for Kubeflow Pipelines v2 / Vertex AI Pipelines.
-
-The same ``create_pipeline(config)`` that ``local_runner.py`` runs is compiled by TFX's
-``KubeflowV2DagRunner`` into a pipeline-job JSON file, which both Vertex AI Pipelines and
-a Kubeflow Pipelines v2 cluster run (``launch.submission`` sends it). TFX is imported
-when compiling, never at import.
-
-It compiles pipeline spec 2.1, whose values (``constant``) both Vertex and the open-source
-Kubeflow Pipelines backend read (2.0's ``constantValue`` the latter does not). The job is
-written as TFX compiles it: nothing is edited afterwards.
+"""Compiles ``create_pipeline(config)`` with TFX's ``KubeflowV2DagRunner`` into a pipeline-job
+JSON (pipeline spec 2.1, which Vertex AI and open-source Kubeflow Pipelines both run: docs/kubeflow.md),
+written as TFX compiles it. TFX is imported when compiling, never at import.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """Vertex AI Training for the Trainer: worker pools for one GPU machine, several workers,
-parameter servers, or a TPU VM, built from typed settings and checked before anything is
-compiled.
-
-``run_fn``'s strategy choice then takes over inside the job: Vertex sets a multi-replica
-``TF_CONFIG`` (MultiWorkerMirroredStrategy), or one with ``ps`` tasks when the job has a
-third, parameter-server pool (ParameterServerStrategy), the TPU pool sets
-``TPU_NAME=local`` (TPUStrategy), and a single machine gets MirroredStrategy over its GPUs.
-The --vertex-training flags that choose the job are here too.
+parameter servers, or a TPU VM, built from typed settings, and the --vertex-training flags.
+Inside the job ``run_fn`` picks its strategy from what Vertex sets (docs/model.md).
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""How this project's processes run Beam, TFX and TensorFlow, apart from what they compute.
-
-- ``beam_args``: where Beam runs and with how many workers (one policy for the pipeline's
-  configuration, the local runner and the components);
-- ``beam_pool``: Beam's local worker processes, started once per run for every component;
-- ``decoded_columns``: where and how the fast ExampleGen keeps each split's decoded
-  columns for Transform to read;
-- ``paths``: whether an artifact lies under a pipeline root (local or gs://);
-- ``start``: what a local process sets up around its heavy imports and first Beam pickle;
-- ``speedups``: every replacement of a library's internals, listed with the versions they
-  were written against, and the one switch that turns them all off.
-
-It imports nothing else of the project, so every layer above (``models``, ``components``,
-``pipeline``, the runners) can use it.
+"""How this project's processes run Beam, TFX and TensorFlow, apart from what they compute:
+where Beam runs (``beam_args``, ``beam_pool``), what a process sets up (``start``, ``terminal``),
+the champion record and artifact paths (``champion``, ``paths``), and the speedups. It imports
+nothing else of the project, so every layer above can use it.
 """
 
 import os

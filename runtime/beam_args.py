@@ -1,13 +1,7 @@
-"""Where Apache Beam runs and with how many workers: one policy, used by the pipeline's
-configuration (``pipeline.config``), the local runner (workers by data size) and the
-components that take a faster path when Beam would run on this machine anyway.
-
-Local runs use Beam's DirectRunner, in-process for small data and one worker process per
-core for large data, the worker processes started once per run and shared by the Beam
-components (``runtime.beam_pool``; Beam's own multi-process mode when the speedups are
-switched off), and Beam's cloudpickle to pickle what they run
-(``LOCAL_PICKLER_ARG``). With a ``--runner`` given (Dataflow, Flink, ...), only the
-caller's arguments are used.
+"""Where Apache Beam runs and with how many workers: one policy for the configuration, the
+local runner (workers by data size) and the components that take a faster path when Beam
+runs on this machine. With a ``--runner`` given (Dataflow, Flink, ...), only the caller's
+arguments are used.
 """
 
 from __future__ import annotations

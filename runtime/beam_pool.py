@@ -1,24 +1,7 @@
-"""Beam's local worker processes, started once per run and shared by every Beam component.
-
-With Beam's multi-process DirectRunner every Beam component (StatisticsGen, Transform, the
-Evaluator) starts worker processes of its own, and each of them imports Beam, TensorFlow
-and the component's library again before its first bundle, then exits with the
-component. ``PooledDirectRunner`` is that same runner (Beam's FnApiRunner) with workers
-taken from a pool of long-lived processes, one per worker, which import those libraries
-once, in the background, as soon as the pool starts. Each process runs one SDK harness per
-Beam pipeline (Beam's own external worker pool servicer, harness in a thread), so the
-workers of one pipeline are as many processes as before.
-
-The same processes also take plain calls (``call_each``): ExampleGen, which runs before any
-Beam component, starts the pool (``start_in_background``) and encodes the CSV in its processes, so the
-libraries they import (TFDV for the statistics beside the encoding, and TensorFlow with it)
-are imported once per run, while the run's own process is still inferring the column types.
-
-Only the local runner changes: the data path is the components' own plain Beam, and a run
-given ``--runner`` (Dataflow) never starts a pool. It sets the environment Beam's runner
-gives its workers (a private attribute of ``FnApiRunner``), so it is one of the speedups
-(``runtime.speedups``, checked each time a pipeline runs on it): switched off, ``runtime.beam_args``
-chooses Beam's own multi-process DirectRunner instead.
+"""Beam's local worker processes, started once per run and shared by every Beam component
+(``PooledDirectRunner``: Beam's FnApiRunner with workers from the pool), which also take plain
+calls (``call_each``: ExampleGen's CSV encoding). Local runs only; one of the speedups
+(docs/performance-techniques.md).
 """
 
 from __future__ import annotations

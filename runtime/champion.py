@@ -1,12 +1,6 @@
 """The champion record: which model serves a pipeline, with the blessing (and so the
-statistics) it was blessed with, kept as one JSON file under the pipeline's root.
-
-The Pusher writes it when it pushes a blessed model, ``runs.release`` moves it on
-promote and rollback, pruning keeps what it names, and the Champion component reads it at
-the start of each run to hand the champion to DriftGate, the Trainer and the Evaluator
-(docs/pipeline.md, "The champion record"). The Champion component's outputs are pointers:
-a small file in each output directory naming the champion's own directory, or saying why
-there is none; ``resolve`` turns an artifact directory into the directory to read.
+statistics) it was blessed with, one JSON file under the pipeline's root; and the pointers
+the Champion component hands on (``resolve``). Who writes, moves and reads it: docs/operating.md.
 """
 
 from __future__ import annotations

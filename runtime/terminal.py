@@ -1,18 +1,7 @@
-"""What a command shows on the terminal: its own lines, the run's progress, and the
-project's own warnings and errors. Everything else (TensorFlow's C++ logs, absl and the
-libraries' logging, Python warnings raised in libraries, Keras' epoch lines, Beam's worker
-processes) goes to a log file, whose path the command prints. ``verbose`` leaves every
-stream as it is.
-
-The redirection is made at the file-descriptor level, because TensorFlow's C++ code and the
-processes a run starts write to descriptors 1 and 2 directly, not to ``sys.stdout``. The
-command's own lines go through ``say``, which writes to the streams the command started
-with.
-
-Progress: ``LocalDagRunner`` logs when each component starts and finishes; any code may
-also report how far a component has got with ``report_progress`` (the Trainer does, per
-epoch). On a terminal the component's line is rewritten in place; elsewhere (a pipe, CI)
-each event is a line of its own.
+"""What a command shows on the terminal: its own lines (``say``), each component's progress
+(``report_progress``), the project's warnings and errors; every other stream (TensorFlow's C++
+logs, the libraries' logging, Beam's workers) goes to a log file, redirected at the
+file-descriptor level (docs/run-report.md). ``verbose`` leaves every stream as it is.
 """
 
 from __future__ import annotations
