@@ -219,13 +219,6 @@ class PipelineConfig:
                 f"{self.span} was given but the data pattern {self.data_pattern!r} names no spans: "
                 "use a pattern with {SPAN} or {YYYY}{MM}{DD}, e.g. 'span-{SPAN}/*.csv'.",
             )
-        runner = beam_args.runner(self.extra_beam_args)
-        if self.has_spans and self.window_spans > 1 and not beam_args.runs_locally(self.extra_beam_args):
-            raise FieldError(
-                "window_spans",
-                f"{self.window_spans}: a window of several spans is read by the fast CSV path only, which runs where "
-                f"Beam runs on the task's own machine, not on {runner}: train on one span (--window-spans 1).",
-            )
         for name in ("train_buckets", "eval_buckets", "beam_workers", "window_spans"):
             if getattr(self, name) < 1:
                 raise FieldError(name, f"must be at least 1, got {getattr(self, name)}")

@@ -60,19 +60,20 @@ def add_rehearsal_flags(parser: argparse.ArgumentParser, root: str, serving_pyth
         choices=("vertex", "kubeflow"),
         default="vertex",
         help="Execute the job as Vertex AI Pipelines does, or as the open-source Kubeflow Pipelines backend "
-        "(--kfp-host's job: no driver hooks, no resolvers, its placeholders and output layout).",
+        "(--kfp-host's job: no driver hooks, no resolvers, its placeholders and output layout). (default: %(default)s)",
     )
     rehearsal.add_argument(
         "--report",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="Write the rehearsal's run report under --rehearsal-root (report/<pipeline>/<job>/index.html).",
+        help="Write the rehearsal's run report under --rehearsal-root (report/<pipeline>/<job>/index.html). "
+        "(default: %(default)s)",
     )
     rehearsal.add_argument(
         "--rehearsal-root",
         default=root,
         help="Where the rehearsal keeps its stand-in Cloud Storage, metadata store, staged image, stand-ins' "
-        "files and task logs (one rehearsal at a time).",
+        "files and task logs (one rehearsal at a time). (default: %(default)s)",
     )
     rehearsal.add_argument(
         "--rehearse-gcs",
@@ -87,7 +88,7 @@ def add_rehearsal_flags(parser: argparse.ArgumentParser, root: str, serving_pyth
         default=serving_python,
         help="Python of a TensorFlow 2.15 environment (Vertex's tf2-cpu.2-15) that serves an --endpoint-name "
         "deployment and answers a request with the pushed model at the end of the rehearsal (make serving-env "
-        "installs it).",
+        "installs it). (default: %(default)s)",
     )
 
 

@@ -98,19 +98,6 @@ KFP = ["--kfp-host", "https://kfp.example.com", "--dry-run"]
             [*cloud.CLOUD_ARGS, "--dataflow", *cloud.PROJECT_ARGS],
             "--dataflow-temp-location",
         ),
-        # A window of several spans is read where Beam runs on the task's machine only.
-        (
-            [
-                *cloud.CLOUD_ARGS,
-                *cloud.PROJECT_ARGS,
-                "--dataflow",
-                "--dataflow-temp-location",
-                "gs://b/tmp",
-                "--data-pattern",
-                "span-{SPAN}/*.csv",
-            ],
-            "--window-spans 4: a window of several spans",
-        ),
         ([*cloud.CLOUD_ARGS, *KFP, "--tfjob", "--tfjob-workers", "-1"], "--tfjob-workers cannot be negative"),
         ([*cloud.CLOUD_ARGS, "--canary-percent", "10"], "--canary-percent needs an endpoint (--endpoint-name)"),
         ([*cloud.CLOUD_ARGS, "--kfp-host", "localhost:8888"], "--kfp-host"),
