@@ -1,27 +1,8 @@
 """Running the pipeline and measuring it: wall time, memory, seconds per component (from ML
 Metadata), and whether the Trainer is bound by its input pipeline.
 
-Every figure comes from a real LocalDagRunner run of ``local_runner.py`` in a fresh output
-directory, launched as a separate process so imports and start-up are counted as a user
-sees them.
-
-How memory is measured: while a run goes on, its process tree (the runner and every Beam
-worker or other child) is polled with psutil every ``POLL_SECONDS`` and the largest *sum*
-of RSS is kept (``peak_rss_mb``; a page shared by several processes, such as TensorFlow's
-libraries in every Beam worker, counts once per process, so this over-states), and the
-largest sum of PSS (``peak_pss_mb``, proportional set size: each shared page split between
-the processes sharing it, so the sum is the memory the run occupies), polled every
-``PSS_POLL_SECONDS`` only: the kernel walks a process's page tables to report it, which
-takes long for a large process, and polling it as often as RSS took a noticeable share of
-a core from the run being measured. Spikes shorter than the poll interval are missed. Each
-run is also launched through a fresh intermediate Python process that reports its own
-``getrusage(RUSAGE_CHILDREN).ru_maxrss`` (``max_process_rss_mb``: the kernel's exact peak
-of the single largest process of that run; a fresh intermediate is needed because
-RUSAGE_CHILDREN is the max over all children ever waited for).
-
-TensorFlow and TFX are imported inside the functions that need them, so the command line
-starts at once; ``pipeline.config``, imported here first, sets their environment
-(``models/__init__.py``), which the runs launched from here inherit too.
+Each figure comes from a real run of ``local_runner.py`` in a fresh output directory, in a
+process of its own; memory is polled over its process tree (docs/performance.md, "Running the benchmark").
 """
 
 from __future__ import annotations
@@ -33,13 +14,18 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# Sets TensorFlow's environment (models/__init__.py), which the runs launched from here inherit.
 from pipeline.config import REPO_ROOT, PipelineConfig
 
 if TYPE_CHECKING:
+    import tensorflow as tf
+    import tensorflow_transform as tft
+
+    from models.hparams import HParams
     from report.run_summary import ComponentRun, RunSummary
 
 PIPELINE_NAME = "taxi-big-tipper"
@@ -50,7 +36,8 @@ PSS_POLL_SECONDS = 2.0
 CACHED_BATCHES = 50
 WARMUP_STEPS = 20
 
-# Intermediate process: runs the command, then reports its own RUSAGE_CHILDREN peak.
+# Intermediate process: runs the command, then reports its own RUSAGE_CHILDREN peak (a fresh one
+# each run: RUSAGE_CHILDREN is the largest of every child ever waited for).
 _WRAPPER = """
 import json, resource, subprocess, sys
 code = subprocess.call(sys.argv[2:])
@@ -62,7 +49,7 @@ sys.exit(code)
 
 
 def _tree_memory(root_pid: int, with_pss: bool) -> tuple[int, int | None]:
-    """Sums of RSS and (``with_pss``; costly, see the module docstring) of PSS, in bytes,
+    """Sums of RSS and (``with_pss``; costly: the kernel walks the page tables) of PSS, in bytes,
     over the descendants of ``root_pid`` (not the wrapper itself)."""
     import psutil
 
@@ -106,7 +93,7 @@ def run_measured(
     python_args: Sequence[str], cwd: Path, log_path: Path, env: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """Runs ``python <python_args>`` in ``cwd`` (in ``env``, by default this process's
-    environment), measuring wall time and memory (module docstring)."""
+    environment), measuring wall time and memory (docs/performance.md, "Running the benchmark")."""
     rusage_file = log_path.with_suffix(".rusage.json")
     command = [sys.executable, "-c", _WRAPPER, str(rusage_file), sys.executable, *python_args]
     # (epoch seconds, tree RSS in MB, tree PSS in MB or None when not polled this time)
@@ -213,6 +200,47 @@ def trainer_input_benchmark(output_root: Path, batch_size: int, steps: int) -> d
     return input_benchmark(train_files, transform_graph, batch_size, steps)
 
 
+def _input_datasets(
+    train_files: Sequence[str], tft_output: tft.TFTransformOutput, batch_size: int, hparams: HParams, label_key: str
+) -> tuple[tf.data.Dataset, tf.data.Dataset, tf.data.Dataset, float]:
+    """The train split fed as ``run_fn`` feeds it (in memory when it fits), streamed from the
+    files, and ``CACHED_BATCHES`` transformed batches cached in memory (filled already); with
+    the seconds the first took to load."""
+    from models import data
+
+    def dataset(max_bytes: int) -> tf.data.Dataset:
+        return data.input_fn(
+            train_files,
+            tft_output,
+            batch_size,
+            training=True,
+            in_memory_max_bytes=max_bytes,
+            label_key=label_key,
+        )
+
+    start = time.perf_counter()
+    as_run_fn = dataset(hparams.in_memory_max_mb * 2**20)
+    load_s = time.perf_counter() - start
+    streamed = dataset(0)
+    in_memory = streamed.take(CACHED_BATCHES).cache().repeat()
+    for _ in in_memory.take(CACHED_BATCHES):  # fill the cache before timing
+        pass
+    return as_run_fn, streamed, in_memory, load_s
+
+
+def _steps_per_second(train_step: Callable[[Iterator], dict], batches: tf.data.Dataset, steps: int) -> float:
+    """Training steps per second over ``steps`` steps, after ``WARMUP_STEPS`` untimed ones."""
+    iterator = iter(batches)
+    for _ in range(WARMUP_STEPS):
+        logs = train_step(iterator)
+    float(logs["loss"])
+    start = time.perf_counter()
+    for _ in range(steps):
+        logs = train_step(iterator)
+    float(logs["loss"])  # wait for the last step
+    return steps / (time.perf_counter() - start)
+
+
 def input_benchmark(train_files: Sequence[str], transform_graph: str, batch_size: int, steps: int) -> dict[str, float]:
     """Training steps/s of the project's model fed by ``models.data.input_fn`` exactly as
     ``run_fn`` calls it (raw examples through the transform graph; in memory when the split
@@ -225,10 +253,8 @@ def input_benchmark(train_files: Sequence[str], transform_graph: str, batch_size
     memory is timed separately (``in_memory_load_s``).
     """
     _quiet_tensorflow()
-    import tensorflow as tf
     import tensorflow_transform as tft
 
-    from models import data
     from models import model as model_lib
     from models.hparams import HParams
     from pipeline.config import default_problem
@@ -236,42 +262,14 @@ def input_benchmark(train_files: Sequence[str], transform_graph: str, batch_size
     problem = default_problem()  # the benchmark's data is the taxi problem's
     tft_output = tft.TFTransformOutput(transform_graph)
     hparams = HParams(per_replica_batch_size=batch_size)
-
-    def dataset(max_bytes: int) -> tf.data.Dataset:
-        return data.input_fn(
-            train_files,
-            tft_output,
-            batch_size,
-            training=True,
-            in_memory_max_bytes=max_bytes,
-            label_key=problem.label_key,
-        )
-
-    start = time.perf_counter()
-    as_run_fn = dataset(hparams.in_memory_max_mb * 2**20)
-    load_s = time.perf_counter() - start
-    streamed = dataset(0)
-    in_memory = streamed.take(CACHED_BATCHES).cache().repeat()
-    for _ in in_memory.take(CACHED_BATCHES):  # fill the cache before timing
-        pass
-
+    as_run_fn, streamed, in_memory, load_s = _input_datasets(
+        train_files, tft_output, batch_size, hparams, problem.label_key
+    )
     model = model_lib.build_keras_model(problem, model_lib.categorical_sizes(problem, tft_output), hparams)
     train_step = model.make_train_function()
-
-    def steps_per_second(data: tf.data.Dataset) -> float:
-        iterator = iter(data)
-        for _ in range(WARMUP_STEPS):
-            logs = train_step(iterator)
-        float(logs["loss"])
-        start = time.perf_counter()
-        for _ in range(steps):
-            logs = train_step(iterator)
-        float(logs["loss"])  # wait for the last step
-        return steps / (time.perf_counter() - start)
-
-    cached = steps_per_second(in_memory)
-    fed = steps_per_second(as_run_fn)
-    streaming = steps_per_second(streamed)
+    cached = _steps_per_second(train_step, in_memory, steps)
+    fed = _steps_per_second(train_step, as_run_fn, steps)
+    streaming = _steps_per_second(train_step, streamed, steps)
     return {
         "input_steps_per_s": fed,
         "streamed_steps_per_s": streaming,

@@ -111,7 +111,7 @@ class PipelineConfig:
     span: int | None = None
     # With spans: the Trainer learns from this many newest spans (a rolling window), the
     # Evaluator judges on the newest span's eval rows. 4 (twelve months of quarterly spans):
-    # measured in docs/pipeline.md ("Spans and the rolling window").
+    # measured in docs/spans.md ("Spans and the rolling window").
     window_spans: int = 4
     # Start training from the champion's weights where the shapes allow
     # (models/warm_start.py). None: on when the data arrives as spans (each run has new
@@ -149,18 +149,13 @@ class PipelineConfig:
     # ``speedups`` parameter, so the compiled job and the cache key record it. False: every
     # library as shipped (TFX's CSV executor, StatisticsGen, Transform; TFMA's metrics).
     speedups: bool = True
-    # Transform's own statistics (TFX's default): pre-transform statistics of the train
-    # split (StatisticsGen's already cover it) and post-transform statistics and anomalies.
-    # For the latter TFX holds every transformed row in memory until all are written, so
-    # they cost time and memory that grow with the data (docs/performance.md). Off by
-    # default; on, Transform runs in-process rather than hold them beside several workers.
+    # Transform's own pre- and post-transform statistics and anomalies (TFX's default): they
+    # hold every transformed row in memory, so they are off here; on, Transform runs
+    # in-process (docs/pipeline.md).
     transform_statistics: bool = False
-    # Transform traces preprocessing_fn once as a TF1 graph (TFT's force_tf_compat_v1)
-    # instead of TF2 tf.functions, which it traces five times: the same transformed values
-    # (faster when TF2 traced it nine times, docs/performance.md), but a TF1 graph serves
-    # only through ``TFTransformOutput.transform_features_layer()`` in TF2 code (``transform_raw_features``
-    # fails eagerly), and preprocessing_fn may not use TF2-only APIs (TF2 SavedModels,
-    # Keras preprocessing layers). Off by default: TFX's and TFT's default is TF2.
+    # Transform traces preprocessing_fn once as a TF1 graph (TFT's force_tf_compat_v1): the
+    # same values, faster when TF2 traces it many times, but no TF2-only APIs in
+    # preprocessing_fn (docs/performance-techniques.md). Off: TFX's and TFT's default is TF2.
     transform_tf1_graph: bool = False
     extra_beam_args: tuple[str, ...] = ()
     enable_cache: bool = False
