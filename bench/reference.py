@@ -1,23 +1,7 @@
-"""References for a problem's model, computed on the rows of a run's own split: ExampleGen's
-Split-train and Split-eval tf.Examples, so every model is judged on exactly the rows the
-Evaluator judged ours on.
-
-- the trivial answer learnt from the train split: its commonest class (multi-class; for a
-  binary problem a constant score, AUC 0.5), or its mean (regression);
-- gradient-boosted trees as a user writing ten lines would fit them: scikit-learn's default
-  ``HistGradientBoostingClassifier/Regressor(random_state=0)`` on the spec's model inputs,
-  each typed as pandas reads the CSV (numbers as numbers, even where the spec treats an
-  integer code as a category; text as categories), categories through HGB's native
-  categorical support (scikit-learn's documented recipe: ``OrdinalEncoder`` codes and
-  ``categorical_features``; at most 255 codes a column, HGB's limit, the rarer values of a
-  larger vocabulary sharing one), missing values left to HGB's own handling; fit on one
-  core (OpenMP limited to one thread: with two, libgomp's spin-waiting made the fit 10 to 60
-  times slower whenever another process used the cores, as the pipeline's runs do);
-- (``with_linear=True``) a linear model, logistic regression or ridge, on median-imputed
-  standardised numbers and one-hot categories with "missing" a category of its own.
-
-The metric is the spec's blessing metric: AUC of the positive class's probability (binary),
-accuracy (multi-class, or binary with ``metric = "accuracy"``), RMSE or MAE (regression).
+"""References for a problem's model, computed on the rows of a run's own split (ExampleGen's
+Split-train and Split-eval), so every model is judged on exactly the rows the Evaluator judged
+ours on: the trivial answer, scikit-learn's default gradient-boosted trees (native
+categories, one core), and optionally a linear model; scored by the spec's blessing metric.
 Used by ``python -m bench.quality`` and by tests/problems/test_shipped_problems.py.
 """
 
@@ -188,7 +172,9 @@ def trivial(problem: Problem, y_train: np.ndarray, rows: int) -> list:
 
 
 def boosted_trees(problem: Problem, categorical: list[str]):
-    """Default HistGradientBoosting (``random_state=0``), categories native (module docstring)."""
+    """Default HistGradientBoosting (``random_state=0``), as a user writing ten lines would fit
+    it: categories native (``OrdinalEncoder`` codes and ``categorical_features``, at most
+    ``MAX_CATEGORIES`` codes a column, the rarer values sharing one), missing values left to HGB."""
     from sklearn.compose import ColumnTransformer
     from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
     from sklearn.pipeline import make_pipeline
@@ -258,7 +244,8 @@ def references(problem: Problem, train, eval_, with_linear: bool = False) -> dic
     scores = {TRIVIAL: score(problem, y_eval, trivial(problem, y_train, len(y_eval)))}
     from threadpoolctl import threadpool_limits
 
-    # One OpenMP thread (module docstring): the fit time stays the same when other processes share the cores.
+    # One OpenMP thread: with two, libgomp's spin-waiting made the fit 10 to 60 times slower whenever
+    # another process used the cores.
     with threadpool_limits(limits=1, user_api="openmp"):
         started = time.perf_counter()
         fitted = boosted_trees(problem, categorical).fit(x_train[categorical + numeric], y_train)

@@ -3,12 +3,7 @@ accumulate, and the quality and cost of the rolling window's size and of warm st
 
     python -m bench.replay [--runs 12] [--configs window4 cold window1 window8 pruned short short-cold]
 
-Each configuration replays the first ``--runs`` spans from scratch (``python -m
-authoring.replay``), one local run per span, with ``--accept-drift`` so every run trains and is
-evaluated (the benchmark measures training; the drift gate is measured by ``bench.drift``).
-Every run's candidate is judged on the same rows (the newest span's eval split), whatever the
-configuration: the figures compare like with like. Written to outputs/bench/replay.{json,md},
-beside configurations measured earlier.
+Written to outputs/bench/replay.{json,md} (docs/spans.md).
 """
 
 from __future__ import annotations
