@@ -342,7 +342,7 @@ def print_sizes(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     parser.add_argument("--data-root", default=DEFAULT_PROBLEM_DIR)
     parser.add_argument("--contract", help=f"The data contract (default: {CONTRACT_FILE} in --data-root).")
     parser.add_argument("--seed", type=int, default=0)
