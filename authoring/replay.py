@@ -3,7 +3,7 @@
 The rows are cut by the problem's ``time_column`` into one span per period, written as
 ``span-<n>/data.csv`` (oldest first); then each span is copied into the replay's data root
 and the local runner runs once, as a schedule would start it, the history
-(``report/history.py``) printed after every run (docs/pipeline.md, "Replaying history").
+(``report/history.py``) printed after every run (docs/spans.md, "Replaying history").
 
     python -m authoring.replay --problem data/taxi [--months-per-span 3] [--runs 16] [-- local runner flags]
 """

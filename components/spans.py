@@ -7,7 +7,7 @@ resolves the newest (or the one ``range_config`` names) on every orchestrator, V
 included. The rolling window is the spans before it: found here with TFX's own matching
 (so the window and the driver agree on what a span is), read from the data root by the
 same ExampleGen execution. No resolver is involved, which is what lets the window compile
-for Vertex AI Pipelines (docs/pipeline.md, "Spans and the rolling window").
+for Vertex AI Pipelines (docs/spans.md, "Spans and the rolling window").
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Keeps, for one pipeline, every artifact of the ``keep_runs`` most recent runs, the champion
 and every pushed model; everything else of the pipeline's is deleted and marked DELETED in
-ML Metadata (docs/pipeline.md, "Bounded growth": what stays, and why that is safe). The
+ML Metadata (docs/operating.md, "Bounded growth": what stays, and why that is safe). The
 command takes the run lock; ``prune_after_run`` is for the runner, which holds it already.
 
     python -m runs.prune --keep-runs K [--problem DIR] [--pipeline-name N] [--output-root DIR] [--dry-run]
@@ -329,7 +329,7 @@ def prune(
     if "://" in pipeline_root:
         raise ValueError(
             f"Pruning works on a local pipeline root, not {pipeline_root}: on Cloud Storage, use a lifecycle "
-            "rule (docs/pipeline.md, 'Bounded growth')."
+            "rule (docs/operating.md, 'Bounded growth')."
         )
     if not os.path.isfile(metadata_path):
         raise FileNotFoundError(f"No ML Metadata store at {metadata_path}: nothing was pruned.")

@@ -3,7 +3,7 @@
 After a steady run its summary is recorded with a fingerprint of everything the run read
 (the configuration, the project's code, the data files, the installed packages, the metadata
 store); a later run with the same fingerprint, whose outputs all still exist, prints that
-summary and starts nothing (docs/pipeline.md, "The run summary").
+summary and starts nothing (docs/run-report.md, "A rerun with nothing changed").
 """
 
 from __future__ import annotations

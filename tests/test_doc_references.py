@@ -13,7 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 TEXT_FILES = (".py", ".md", ".toml", ".yaml", ".pbtxt", ".txt", "Makefile", "Dockerfile", "run")
 DOC = re.compile(r"docs/([a-z0-9-]+\.md)")
-# docs/x.md, "Section" / docs/x.md ("Section") / docs/x.md, 'Section'
+# A section named in quotes after the doc: docs/<name>.md, "Section" (or ("Section"), or 'Section')
 SECTION = re.compile(r"docs/([a-z0-9-]+\.md)(?:,\s*|\s*\(|\s+)[\"'“]([A-Z][^\"'”\n]{2,80})[\"'”]")
 LINK = re.compile(r"\]\(([^)\s]+\.md)(#[^)\s]*)?\)")
 
