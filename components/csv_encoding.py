@@ -1,21 +1,11 @@
-"""CSV -> gzipped tf.Example TFRecords, the way CsvExampleGen does it, at C++ speed.
+"""CSV -> gzipped tf.Example TFRecords, as TFX's CsvExampleGen writes them, at C++ speed: the
+project's encoder behind the fast path of ``components.csv_example_gen`` (speedups on).
 
-The data work of ``components.csv_example_gen``, kept free of TensorFlow, TFX and Beam
-(it imports in a third of a second) because it also runs as worker processes:
-
-    python -m components.csv_encoding job.json
-
-Reading is pyarrow's streaming CSV reader; each column's tf.Example wire bytes are built
-with Arrow and numpy, a block at a time, and joined row by row in protobuf's deterministic
-order (no TensorFlow); framing and gzip are TFRecord's format written with google-crc32c
-and zlib.
-CsvExampleGen's rules kept here (the tests compare the two record by record):
-- column types are inferred over all rows with tfx_bsl's rule (INT, then FLOAT, then
-  STRING; an integer beyond int64 is STRING; a column with no value has no type);
-- an empty cell is a feature with an empty value list (a feature without a kind when
-  the column never has a value);
-- a row goes to the split chosen by the SHA-256 of its deterministic tf.Example bytes,
-  exactly as TFX's partition function does.
+Free of TensorFlow, TFX and Beam, because it also runs as worker processes
+(``python -m components.csv_encoding job.json``). The CsvExampleGen rules it keeps (types
+by tfx_bsl's rule, empty cells, the split by SHA-256 of the deterministic bytes) are
+compared record by record in the tests; what it mirrors of TFX and tfx_bsl is listed in
+``runtime/speedups`` ("fast-csv-example-gen").
 """
 
 from __future__ import annotations
@@ -679,6 +669,68 @@ def shard_path(split_dir: str, shard: int, shards: int, prefix: str = FILE_PREFI
     return os.path.join(split_dir, f"{prefix}-{shard:05d}-of-{shards:05d}.gz")
 
 
+class _ShardOutputs:
+    """One shard's outputs per split: its record file (None for a dropped split), the file
+    of its columns kept for Transform (None without), and its rows."""
+
+    def __init__(
+        self,
+        split_dirs: Sequence[str | None],
+        shard: int,
+        shards: int,
+        prefix: str,
+        types: dict[str, ColumnType],
+        columns_dirs: Sequence[str | None] | None,
+    ) -> None:
+        paths = [None if d is None else shard_path(d, shard, shards, prefix) for d in split_dirs]
+        self.writers = [None if p is None else GzipTFRecordWriter(p) for p in paths]
+        self.kept = [None] * len(split_dirs)
+        if columns_dirs is not None:
+            self.kept = [
+                None if c is None or p is None else _columns_writer(c, os.path.basename(p), types)
+                for c, p in zip(columns_dirs, paths, strict=True)
+            ]
+        self.counts = [0] * len(split_dirs)
+        self.types = types
+
+    def write(self, batch: pa.RecordBatch, buckets: Sequence[int] | None, seed: int, statistics: Any) -> None:
+        """A block's rows (``feature_batch``), each into its split's file, shuffled."""
+        records = encode_array(batch)
+        values = records.to_pylist()
+        splits = np.zeros(len(values), np.int64) if buckets is None else split_indices(values, buckets)
+        crcs = record_crcs(values)
+        # TFX's WriteSplit reshuffles before writing; a seeded shuffle per block keeps a
+        # sorted CSV (say, by time) from reaching the Trainer in that order.
+        order = np.random.default_rng(seed).permutation(len(values))
+        for i, writer in enumerate(self.writers):
+            rows = order[splits[order] == i]
+            if writer is not None:
+                taken = pa.array(rows, pa.int64())
+                writer.write(records.take(taken), crcs[rows])
+                if statistics is not None and statistics[i] is not None:
+                    statistics[i].add(batch.filter(pa.array(splits == i)))
+                if self.kept[i] is not None and len(rows):
+                    self.kept[i].write(_kept_columns(batch.take(taken), self.types))
+            self.counts[i] += len(rows)
+
+    def close(self) -> None:
+        for writer in [*self.writers, *self.kept]:
+            if writer is not None:
+                writer.close()
+
+
+def _shard_blocks(
+    paths: Sequence[str], shard: int, shards: int, block_bytes: int, headers: Mapping[str, str] | None
+) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """Every ``shards``-th block of the files from block ``shard`` on, with its number (from 1)."""
+    block_index = 0
+    for path in paths:
+        for block in read_blocks(path, block_bytes, headers):
+            block_index += 1
+            if (block_index - 1) % shards == shard:
+                yield block_index, block
+
+
 def write_shard(
     paths: Sequence[str],
     types: dict[str, ColumnType],
@@ -704,46 +756,13 @@ def write_shard(
     written row's columns. ``columns_dirs``: per split, where to keep the columns of each
     file written (``runtime.decoded_columns``), or None.
     """
-    paths_out = [None if d is None else shard_path(d, shard, shards, prefix) for d in split_dirs]
-    writers = [None if p is None else GzipTFRecordWriter(p) for p in paths_out]
-    kept = [None] * len(split_dirs)
-    if columns_dirs is not None:
-        kept = [
-            None if c is None or p is None else _columns_writer(c, os.path.basename(p), types)
-            for c, p in zip(columns_dirs, paths_out, strict=True)
-        ]
-    counts = [0] * len(split_dirs)
+    outputs = _ShardOutputs(split_dirs, shard, shards, prefix, types, columns_dirs)
     try:
-        block_index = 0
-        for path in paths:
-            for block in read_blocks(path, block_bytes, headers):
-                mine = block_index % shards == shard
-                block_index += 1
-                if not mine:
-                    continue
-                batch = feature_batch(block, types)
-                records = encode_array(batch)
-                values = records.to_pylist()
-                splits = np.zeros(len(values), np.int64) if buckets is None else split_indices(values, buckets)
-                crcs = record_crcs(values)
-                # TFX's WriteSplit reshuffles before writing; a seeded shuffle per block keeps a
-                # sorted CSV (say, by time) from reaching the Trainer in that order.
-                order = np.random.default_rng(block_index).permutation(len(values))
-                for i in range(len(split_dirs)):
-                    rows = order[splits[order] == i]
-                    if writers[i] is not None:
-                        taken = pa.array(rows, pa.int64())
-                        writers[i].write(records.take(taken), crcs[rows])
-                        if statistics is not None and statistics[i] is not None:
-                            statistics[i].add(batch.filter(pa.array(splits == i)))
-                        if kept[i] is not None and len(rows):
-                            kept[i].write(_kept_columns(batch.take(taken), types))
-                    counts[i] += len(rows)
+        for seed, block in _shard_blocks(paths, shard, shards, block_bytes, headers):
+            outputs.write(feature_batch(block, types), buckets, seed, statistics)
     finally:
-        for writer in [*writers, *kept]:
-            if writer is not None:
-                writer.close()
-    return counts
+        outputs.close()
+    return outputs.counts
 
 
 def _kept_columns(batch: pa.RecordBatch, types: Mapping[str, ColumnType]) -> pa.RecordBatch:

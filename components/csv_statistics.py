@@ -1,21 +1,8 @@
-"""StatisticsGen's statistics of a split, computed from the columns the fast CSV path encodes.
-
-TFX's StatisticsGen reads every tf.Example back and decodes it (tfx_bsl's decoder, most of
-its time at scale: docs/performance.md) before TFDV's generators see the columns. The fast
-CSV ExampleGen (``components.csv_example_gen``) already holds those columns, block by
-block, as the decoder would make them (``csv_encoding.feature_batch``), so its workers feed
-them to the same generators and StatisticsGen (``components.statistics_gen``) only copies
-the result.
-
-The same figures as StatisticsGen's Beam pipeline with its default options:
-- TFDV's ``BasicStatsGenerator``, the combiner Beam runs, a block at a time (its quantile
-  sketches merge as Beam merges them: exact on small data, within TFDV's epsilon beyond);
-- top values, rank histogram and distinct count of each string feature counted exactly, as
-  Beam's ``TopKUniquesStatsGenerator`` counts them (not the sketch TFDV's in-memory path
-  uses), ties broken the same way, and the proto made by the same TFDV function.
-The tests compare the two on the shipped problems.
-
-TFDV is imported on first use only: ``csv_encoding`` stays importable without TensorFlow.
+"""StatisticsGen's statistics of a split, computed by the fast CSV ExampleGen's workers from
+the columns they encode (speedups on), with TFDV's own generators and proto makers, for
+``components.statistics_gen`` to copy. The same figures as StatisticsGen's Beam pipeline
+with its default options (tested on the shipped problems); what it uses of TFDV is listed
+in ``runtime/speedups`` ("statistics-with-the-examples"). TFDV is imported on first use.
 """
 
 from __future__ import annotations

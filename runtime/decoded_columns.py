@@ -1,18 +1,8 @@
-"""Each split's columns as TFX's decoder reads its tf.Examples back, kept beside the
-examples by the fast ExampleGen (which holds them anyway: it encodes the examples from
-them), so that Transform can read them instead of decoding every record again
-(``runtime.speedups.transform_columns``).
-
-The layout and the file format, shared by the writer and the readers (Transform's TFXIO,
-AnomalyGate's label count): under
-the examples' URI, ``_decoded_columns/Split-<name>/<record file's name>.arrow`` for each
-record file of the split, an Arrow IPC stream (lz4) of that file's rows in its order. A
-column that never holds a value (a feature without a kind) has Arrow's null type: its
-feature decodes to nulls of whatever type the schema gives it. A reader uses the files
-only when every record file of the split has one (``kept_columns_files``), so files
-written by anything else (TFX's own ExampleGen, or with the speedups off) are never mixed
-in. Files on another file system (gs://) are listed and read through TFX's file I/O,
-imported only then: the CSV encoders that write the files import this module too.
+"""Each split's columns as TFX's decoder reads its tf.Examples back, kept beside the examples
+by the fast ExampleGen (speedups on) for Transform to read instead of decoding every record
+again (``runtime.speedups.transform_columns``): under the examples' URI,
+``_decoded_columns/Split-<name>/<record file>.arrow``, an Arrow IPC stream (lz4) per record
+file. A reader uses them only when every record file of the split has one.
 """
 
 from __future__ import annotations
