@@ -1,16 +1,6 @@
-"""The Trainer's ``run_fn``: training under the chosen strategy, then the export.
-
-Under every strategy the same code runs: the strategy comes from ``models/strategy.py``,
-the input pipeline from ``models/data.py`` (batched to the global batch, which
-tf.distribute splits among the replicas) and the export from ``models/signatures.py``.
-With several workers
-(MultiWorkerMirroredStrategy) each worker keeps its own share of every global batch, only
-the chief writes the serving model and TensorBoard logs, and every worker restores the
-same BackupAndRestore state, so a restarted Trainer resumes where it was interrupted.
-Under ParameterServerStrategy only the chief trains (``models/parameter_server.py``): the
-worker and ps tasks serve until it is done. At every epoch's end the validation metric
-(``model.monitored_metric``) drives the schedule in ``models/callbacks.py``. The problem
-spec (the task, the label, the features) comes in ``custom_config`` from the pipeline.
+"""The Trainer's ``run_fn``: choose the strategy, this process's role and the budget, read
+the inputs, build the model, fit, export, and record the training (``training.json``).
+docs/model.md describes the strategies, the input pipeline and the workers' roles.
 """
 
 from __future__ import annotations
@@ -37,7 +27,7 @@ from models.data import count_records, datasets, shared_shuffle_seed
 from models.hparams import PIPELINE_ROOT_KEY, WARM_START_KEY, HParams
 from models.iterator_release import releasing
 from models.preprocessing import problem_of
-from models.problem import ModelFamily, Task
+from models.problem import ModelFamily, Problem, Task
 from runtime import champion
 from runtime.paths import is_under
 from runtime.terminal import report_progress
@@ -141,41 +131,37 @@ def _wait_for_all_workers(strategy: tf.distribute.Strategy) -> None:
     barrier()
 
 
-def _train_trees(fn_args, problem, hparams: HParams, choice, worker: strategy_lib.WorkerInfo) -> None:
-    """The trees family (``models/trees.py``): the chief alone trains, on its CPU."""
-    if not worker.is_chief:
-        logging.info("Trees train on the chief alone: %s has nothing to do", worker.name)
-        return
-    if fn_args.train_steps:
-        logging.info("Trees ignore --train-steps (%d): they stop on their held-out loss", fn_args.train_steps)
-    reason = "YDF trains on this process's CPU threads"
-    if choice.kind != strategy_lib.MIRRORED:
-        reason += f"; the {choice.kind} strategy ({choice.reason}) is not used"
-    record = trees.train_and_export(
-        fn_args, problem, hparams.in_memory_max_mb * 2**20 if choice.kind != strategy_lib.TPU else 0,
-        fn_args.serving_model_dir,
-    )  # fmt: skip
-    record.update(
-        strategy="none (trees)",
-        reason=reason,
-        replicas=1,
-        workers=worker.num_workers,
-        task=problem.task.value,
-        warm_start=warm_start.WarmStart(None, reason="trees are grown afresh every run").to_record(),
-    )
-    tf.io.gfile.makedirs(fn_args.model_run_dir)
-    with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, TRAINING_RECORD), "w") as f:
-        f.write(json.dumps(record))
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What ``run_fn`` settles before training: the problem, the hyperparameters, the
+    strategy chosen, this process's role in the cluster and where backups go."""
+
+    problem: Problem
+    hparams: HParams
+    choice: strategy_lib.StrategyChoice
+    worker: strategy_lib.WorkerInfo
+    backup_dir: str
+
+    @property
+    def is_tpu(self) -> bool:
+        return self.choice.kind == strategy_lib.TPU
+
+    @property
+    def parameter_servers(self) -> bool:
+        return self.choice.kind == strategy_lib.PARAMETER_SERVER
+
+    @property
+    def serves_only(self) -> bool:
+        """A worker or ps task of parameter-server training: it serves, the chief trains."""
+        return self.parameter_servers and self.worker.task_type in strategy_lib.SERVING_ROLES
 
 
-def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) -> None:
-    """TFX Trainer entry point (``Trainer(run_fn='models.trainer.run_fn')``).
-
-    ``extra_callbacks`` run after this function's own (TFX passes none; tests use them).
-    """
+def _plan(fn_args) -> _Plan:
+    """The problem, the hyperparameters (the Tuner's choices when a Tuner ran upstream),
+    the strategy and this process's role; a TPU's local paths are refused here, before
+    anything touches the TPU."""
     hparams = HParams.from_custom_config(fn_args.custom_config)
     problem = problem_of(fn_args.custom_config)
-    # With a Tuner upstream, its best hyperparameters replace the configured ones.
     if getattr(fn_args, "hyperparameters", None):
         from models import tuning
 
@@ -183,27 +169,66 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
         logging.info("Hyperparameters chosen by the Tuner: %s", hparams)
     choice = strategy_lib.choose_strategy(os.environ, hparams.strategy)
     logging.info("Training strategy: %s (%s)", choice.kind, choice.reason)
-    is_tpu = choice.kind == strategy_lib.TPU
     backup_dir = hparams.backup_dir or os.path.join(fn_args.model_run_dir, BACKUP_SUBDIR)
-    if is_tpu:
+    if choice.kind == strategy_lib.TPU:
         strategy_lib.require_remote_paths(
             [*fn_args.train_files, *fn_args.eval_files, fn_args.serving_model_dir, fn_args.model_run_dir, backup_dir]
         )
     # Chief or not matters only when the processes train one model together.
-    parameter_servers = choice.kind == strategy_lib.PARAMETER_SERVER
     worker = (
         strategy_lib.worker_info(os.environ.get("TF_CONFIG"))
-        if choice.kind == strategy_lib.MULTI_WORKER or parameter_servers
+        if choice.kind in (strategy_lib.MULTI_WORKER, strategy_lib.PARAMETER_SERVER)
         else strategy_lib.SINGLE_PROCESS
     )
-    if problem.model == ModelFamily.TREES:
-        _train_trees(fn_args, problem, hparams, choice, worker)
-        return
-    if parameter_servers and worker.task_type in strategy_lib.SERVING_ROLES:
-        parameter_server.serve(worker, os.path.join(fn_args.model_run_dir, TRAINING_RECORD))
-        return
+    return _Plan(problem, hparams, choice, worker, backup_dir)
 
-    strategy = strategy_lib.create_strategy(choice)
+
+def _train_trees(fn_args, plan: _Plan) -> dict | None:
+    """The trees family (``models/trees.py``): the chief alone trains, on its CPU. Its
+    training record; None on the other workers."""
+    worker, choice = plan.worker, plan.choice
+    if not worker.is_chief:
+        logging.info("Trees train on the chief alone: %s has nothing to do", worker.name)
+        return None
+    if fn_args.train_steps:
+        logging.info("Trees ignore --train-steps (%d): they stop on their held-out loss", fn_args.train_steps)
+    reason = "YDF trains on this process's CPU threads"
+    if choice.kind != strategy_lib.MIRRORED:
+        reason += f"; the {choice.kind} strategy ({choice.reason}) is not used"
+    record = trees.train_and_export(
+        fn_args, plan.problem, 0 if plan.is_tpu else plan.hparams.in_memory_max_mb * 2**20, fn_args.serving_model_dir
+    )
+    record.update(
+        strategy="none (trees)",
+        reason=reason,
+        replicas=1,
+        workers=worker.num_workers,
+        task=plan.problem.task.value,
+        warm_start=warm_start.WarmStart(None, reason="trees are grown afresh every run").to_record(),
+    )
+    return record
+
+
+@dataclasses.dataclass(frozen=True)
+class _Setup:
+    """The strategy and what it decides: the global batch, the budget, and the
+    hyperparameters training uses (the plan's, weight averaging off for a short budget)."""
+
+    strategy: tf.distribute.Strategy
+    global_batch: int
+    budget: budget_lib.Budget
+    hparams: HParams
+
+    @property
+    def replicas(self) -> int:
+        return self.strategy.num_replicas_in_sync
+
+
+def _set_up_strategy_and_budget(fn_args, plan: _Plan) -> _Setup:
+    """Creates the strategy (refusing one whose chief is not TF_CONFIG's) and fits the
+    training budget to its global batch."""
+    worker, hparams = plan.worker, plan.hparams
+    strategy = strategy_lib.create_strategy(plan.choice)
     if worker.num_workers > 1 and strategy.extended.should_checkpoint != worker.is_chief:
         raise RuntimeError(
             f"TF_CONFIG makes {worker.name} {'the' if worker.is_chief else 'not the'} chief, but "
@@ -218,7 +243,6 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
         lambda: count_records(fn_args.train_files),
         max_rows_seen=hparams.max_rows_seen,
     )
-    epochs, steps_per_epoch = budget.epochs, budget.steps_per_epoch
     logging.info("Training budget: %s", budget.reason)
     ema = hparams.ema_momentum_for(budget.max_steps)
     if ema != hparams.ema_momentum:
@@ -233,124 +257,232 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
         worker.num_workers,
         replicas,
         global_batch,
-        epochs,
-        steps_per_epoch,
+        budget.epochs,
+        budget.steps_per_epoch,
     )
+    return _Setup(strategy, global_batch, budget, hparams)
 
-    # Non-chief workers must still save (the save reads variables through collectives),
-    # but to a scratch location of their own that is removed afterwards.
-    scratch = None if worker.is_chief else tempfile.mkdtemp(prefix=f"trainer-{worker.task_type}{worker.task_index}-")
-    serving_dir = fn_args.serving_model_dir if scratch is None else os.path.join(scratch, "serving_model")
-    log_dir = fn_args.model_run_dir if scratch is None else os.path.join(scratch, "logs")
-    try:
-        # Its graph transforms the raw examples in the input pipeline (models/data.py): one
-        # loaded layer for both datasets, which the export then saves with the model.
-        tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
-        seed = shared_shuffle_seed(fn_args.model_run_dir) if worker.num_workers > 1 else None
-        # In memory on one machine only: a multi-worker or TPU input pipeline is rewritten
-        # and serialised by tf.distribute, which would copy the captured rows.
-        in_memory_bytes = hparams.in_memory_max_mb * 2**20 if worker.num_workers == 1 and not is_tpu else 0
-        validation_steps, evaluation_shards = None, 0
-        if parameter_servers:
-            parameter_server.transform_layer_per_worker(strategy, tf_transform_output)
-            train_ds = parameter_server.per_worker_dataset(
-                fn_args.train_files, tf_transform_output, global_batch, label_key=problem.label_key
-            )
-            # Keras' exact evaluation: one step per shard, each eval example counted once. Its
-            # val_loss is the data's loss alone (the other strategies' adds the L2 penalty).
-            validation_steps = evaluation_shards = parameter_server.evaluation_shards(
-                fn_args.eval_files, global_batch, fn_args.eval_steps
-            )
-            eval_ds = parameter_server.per_worker_eval_dataset(
-                fn_args.eval_files,
-                tf_transform_output,
-                global_batch,
-                evaluation_shards,
-                fn_args.eval_steps,
-                label_key=problem.label_key,
-            )
-        else:
-            train_ds, eval_ds = datasets(
-                fn_args,
-                tf_transform_output,
-                global_batch,
-                is_tpu,
-                seed,
-                in_memory_bytes,
-                train_rows=epochs * steps_per_epoch * global_batch,
-                label_key=problem.label_key,
-                replicas=replicas,
-            )
-            eval_ds, validation_steps = distributed_validation(strategy, eval_ds)
 
-        schedule = hparams.schedule()
-        target_scale = model_lib.target_scale(train_ds) if problem.task == Task.REGRESSION else model_lib.TargetScale()
-        with strategy.scope():
-            model = model_lib.build_keras_model(
-                problem,
-                model_lib.categorical_sizes(problem, tf_transform_output),
-                hparams,
-                # A TPU runs a whole epoch per call from the host: no host work between steps.
-                steps_per_execution=steps_per_epoch if is_tpu else 1,
-                target_scale=target_scale,
-                evaluation_shards=evaluation_shards,
-            )
-            schedule_state = callbacks_lib.attach_state(model, schedule.keep_best_epoch)
-            base, why_not = base_model(fn_args)
-            started = warm_start.apply(model, base, tf_transform_output, problem, why_not)
-        model.summary(print_fn=logging.info)
-        schedule_callbacks = callbacks_lib.schedule_callbacks(
-            schedule, schedule_state, model_lib.monitored_metric(problem), budget.warmup_epochs
+@dataclasses.dataclass(frozen=True)
+class _Outputs:
+    """Where this worker writes the serving model and the TensorBoard logs: the Trainer's
+    outputs on the chief; elsewhere a scratch directory of its own, removed afterwards
+    (non-chief workers must still save: the save reads variables through collectives)."""
+
+    serving_dir: str
+    log_dir: str
+    scratch: str | None = None
+
+    @classmethod
+    def for_worker(cls, fn_args, worker: strategy_lib.WorkerInfo) -> _Outputs:
+        if worker.is_chief:
+            return cls(fn_args.serving_model_dir, fn_args.model_run_dir)
+        scratch = tempfile.mkdtemp(prefix=f"trainer-{worker.task_type}{worker.task_index}-")
+        return cls(os.path.join(scratch, "serving_model"), os.path.join(scratch, "logs"), scratch)
+
+    def remove_scratch(self, worker: strategy_lib.WorkerInfo) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            logging.info("Non-chief worker %s: removed its scratch copy %s", worker.name, self.scratch)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Inputs:
+    """What ``fit`` reads, and the Transform output whose graph made it (which the export
+    saves with the model)."""
+
+    transform_output: tft.TFTransformOutput
+    train: object
+    eval: object
+    validation_steps: int | None
+    # Keras' exact evaluation under ParameterServerStrategy: its shards (0: none).
+    evaluation_shards: int = 0
+
+
+def _inputs(fn_args, plan: _Plan, setup: _Setup) -> _Inputs:
+    """The train and eval data: ExampleGen's raw examples through the Transform graph
+    (``models/data.py``), one loaded layer for both datasets."""
+    tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
+    if plan.parameter_servers:
+        return _parameter_server_inputs(fn_args, plan, setup, tf_transform_output)
+    return _synchronous_inputs(fn_args, plan, setup, tf_transform_output)
+
+
+def _parameter_server_inputs(fn_args, plan: _Plan, setup: _Setup, tf_transform_output) -> _Inputs:
+    """Datasets each worker builds for itself under ParameterServerStrategy."""
+    parameter_server.transform_layer_per_worker(setup.strategy, tf_transform_output)
+    label_key = plan.problem.label_key
+    train_ds = parameter_server.per_worker_dataset(
+        fn_args.train_files, tf_transform_output, setup.global_batch, label_key=label_key
+    )
+    # Keras' exact evaluation: one step per shard, each eval example counted once. Its
+    # val_loss is the data's loss alone (the other strategies' adds the L2 penalty).
+    shards = parameter_server.evaluation_shards(fn_args.eval_files, setup.global_batch, fn_args.eval_steps)
+    eval_ds = parameter_server.per_worker_eval_dataset(
+        fn_args.eval_files, tf_transform_output, setup.global_batch, shards, fn_args.eval_steps, label_key=label_key
+    )
+    return _Inputs(tf_transform_output, train_ds, eval_ds, validation_steps=shards, evaluation_shards=shards)
+
+
+def _synchronous_inputs(fn_args, plan: _Plan, setup: _Setup, tf_transform_output) -> _Inputs:
+    """Datasets of global batches for the synchronous strategies, the eval one distributed."""
+    worker = plan.worker
+    seed = shared_shuffle_seed(fn_args.model_run_dir) if worker.num_workers > 1 else None
+    # In memory on one machine only: a multi-worker or TPU input pipeline is rewritten
+    # and serialised by tf.distribute, which would copy the captured rows.
+    in_memory_bytes = plan.hparams.in_memory_max_mb * 2**20 if worker.num_workers == 1 and not plan.is_tpu else 0
+    train_ds, eval_ds = datasets(
+        fn_args,
+        tf_transform_output,
+        setup.global_batch,
+        plan.is_tpu,
+        seed,
+        in_memory_bytes,
+        train_rows=setup.budget.max_steps * setup.global_batch,
+        label_key=plan.problem.label_key,
+        replicas=setup.replicas,
+    )
+    eval_ds, validation_steps = distributed_validation(setup.strategy, eval_ds)
+    return _Inputs(tf_transform_output, train_ds, eval_ds, validation_steps)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Model:
+    """The compiled model, the epoch-end schedule's callbacks and how its warm start went."""
+
+    keras_model: keras.Model
+    schedule_callbacks: list
+    warm_start: warm_start.WarmStart
+
+
+def _build_model(fn_args, plan: _Plan, setup: _Setup, inputs: _Inputs) -> _Model:
+    """The model under the strategy's scope, warm-started from the champion when asked."""
+    problem, hparams = plan.problem, setup.hparams
+    schedule = hparams.schedule()
+    target_scale = model_lib.target_scale(inputs.train) if problem.task == Task.REGRESSION else model_lib.TargetScale()
+    with setup.strategy.scope():
+        model = model_lib.build_keras_model(
+            problem,
+            model_lib.categorical_sizes(problem, inputs.transform_output),
+            hparams,
+            # A TPU runs a whole epoch per call from the host: no host work between steps.
+            steps_per_execution=setup.budget.steps_per_epoch if plan.is_tpu else 1,
+            target_scale=target_scale,
+            evaluation_shards=inputs.evaluation_shards,
+        )
+        schedule_state = callbacks_lib.attach_state(model, schedule.keep_best_epoch)
+        base, why_not = base_model(fn_args)
+        started = warm_start.apply(model, base, inputs.transform_output, problem, why_not)
+    model.summary(print_fn=logging.info)
+    schedule_callbacks = callbacks_lib.schedule_callbacks(
+        schedule, schedule_state, model_lib.monitored_metric(problem), setup.budget.warmup_epochs
+    )
+    return _Model(model, schedule_callbacks, started)
+
+
+def _fit(
+    model: _Model,
+    inputs: _Inputs,
+    plan: _Plan,
+    setup: _Setup,
+    log_dir: str,
+    extra_callbacks: Sequence[keras.callbacks.Callback],
+) -> keras.callbacks.History:
+    """Keras ``fit`` within the budget, backed up and reported each epoch."""
+    epochs = setup.budget.epochs
+    backup_every_seconds = setup.hparams.backup_every_seconds if plan.worker.num_workers == 1 else 0
+    # fit's input iterators are deleted on a background thread (models/iterator_release.py).
+    with releasing(model.keras_model):
+        return model.keras_model.fit(
+            inputs.train,
+            epochs=epochs,
+            steps_per_epoch=setup.budget.steps_per_epoch,
+            validation_data=inputs.eval,
+            validation_steps=inputs.validation_steps,
+            callbacks=[
+                # Before the backup, so each epoch's backup holds the schedule's decisions.
+                *model.schedule_callbacks,
+                # Then the backup, so an epoch is backed up before any later callback sees its end.
+                IntervalBackup(plan.backup_dir, backup_every_seconds),
+                _LogStartEpoch(plan.backup_dir, epochs),
+                _EpochProgress(epochs),
+                keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch"),
+                *extra_callbacks,
+            ],
+            verbose=2,
         )
 
-        # fit's input iterators are deleted on a background thread (models/iterator_release.py).
-        with releasing(model):
-            history = model.fit(
-                train_ds,
-                epochs=epochs,
-                steps_per_epoch=steps_per_epoch,
-                validation_data=eval_ds,
-                validation_steps=validation_steps,
-                callbacks=[
-                    # Before the backup, so each epoch's backup holds the schedule's decisions.
-                    *schedule_callbacks,
-                    # Then the backup, so an epoch is backed up before any later callback sees its end.
-                    IntervalBackup(backup_dir, hparams.backup_every_seconds if worker.num_workers == 1 else 0),
-                    _LogStartEpoch(backup_dir, epochs),
-                    _EpochProgress(epochs),
-                    keras.callbacks.TensorBoard(log_dir=log_dir, update_freq="epoch"),
-                    *extra_callbacks,
-                ],
-                verbose=2,
-            )
-        signatures.export_serving_model(model, tf_transform_output, serving_dir, problem)
-        if scratch is None:
-            warm_start.save(model, tf_transform_output, problem, serving_dir)
-        if choice.kind == strategy_lib.MULTI_WORKER and worker.num_workers > 1:
-            _wait_for_all_workers(strategy)
-    finally:
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
-            logging.info("Non-chief worker %s: removed its scratch copy %s", worker.name, scratch)
-    if worker.is_chief:
-        # What the run report shows of the training besides its curves.
-        record = {
-            "strategy": strategy_lib.public_name(strategy),
-            "reason": choice.reason,
-            "replicas": replicas,
-            "workers": worker.num_workers,
-            "global_batch": global_batch,
-            "epochs": epochs,
-            "steps_per_epoch": steps_per_epoch,
-            "budget": budget.to_record(),
-            "task": problem.task.value,
-            "hparams": hparams.to_custom_config(),
-            "warm_start": started.to_record(),
-            **callbacks_lib.outcome(schedule_callbacks, history),
-        }
-        with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, TRAINING_RECORD), "w") as f:
-            f.write(json.dumps(record))
-        # BackupAndRestore deleted its state after the last epoch; drop the empty default dir.
-        if not hparams.backup_dir and tf.io.gfile.isdir(backup_dir) and not tf.io.gfile.listdir(backup_dir):
-            tf.io.gfile.rmtree(backup_dir)
-        logging.info("Serving model written to %s", serving_dir)
+
+def _export(model: _Model, inputs: _Inputs, plan: _Plan, setup: _Setup, outputs: _Outputs) -> None:
+    """The serving model (and, on the chief, what a later warm start reads); under
+    MultiWorkerMirroredStrategy every worker then waits for the others."""
+    signatures.export_serving_model(model.keras_model, inputs.transform_output, outputs.serving_dir, plan.problem)
+    if outputs.scratch is None:
+        warm_start.save(model.keras_model, inputs.transform_output, plan.problem, outputs.serving_dir)
+    if plan.choice.kind == strategy_lib.MULTI_WORKER and plan.worker.num_workers > 1:
+        _wait_for_all_workers(setup.strategy)
+
+
+def _network_record(plan: _Plan, setup: _Setup, model: _Model, history: keras.callbacks.History) -> dict:
+    """What the run report shows of the network's training besides its curves."""
+    return {
+        "strategy": strategy_lib.public_name(setup.strategy),
+        "reason": plan.choice.reason,
+        "replicas": setup.replicas,
+        "workers": plan.worker.num_workers,
+        "global_batch": setup.global_batch,
+        "epochs": setup.budget.epochs,
+        "steps_per_epoch": setup.budget.steps_per_epoch,
+        "budget": setup.budget.to_record(),
+        "task": plan.problem.task.value,
+        "hparams": setup.hparams.to_custom_config(),
+        "warm_start": model.warm_start.to_record(),
+        **callbacks_lib.outcome(model.schedule_callbacks, history),
+    }
+
+
+def _remove_empty_backup_dir(plan: _Plan) -> None:
+    """BackupAndRestore deletes its state after the last epoch: the empty default directory
+    goes too."""
+    backup_dir = plan.backup_dir
+    if not plan.hparams.backup_dir and tf.io.gfile.isdir(backup_dir) and not tf.io.gfile.listdir(backup_dir):
+        tf.io.gfile.rmtree(backup_dir)
+
+
+def _write_training_record(model_run_dir: str, record: dict) -> None:
+    """The chief's ``training.json`` (``read_training_record``); under parameter servers
+    its appearance also tells the serving tasks that training is done."""
+    tf.io.gfile.makedirs(model_run_dir)
+    with tf.io.gfile.GFile(os.path.join(model_run_dir, TRAINING_RECORD), "w") as f:
+        f.write(json.dumps(record))
+
+
+def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) -> None:
+    """TFX Trainer entry point (``Trainer(run_fn='models.trainer.run_fn')``).
+
+    ``extra_callbacks`` run after this function's own (TFX passes none; tests use them).
+    """
+    plan = _plan(fn_args)
+    if plan.problem.model == ModelFamily.TREES:
+        record = _train_trees(fn_args, plan)
+    elif plan.serves_only:
+        parameter_server.serve(plan.worker, os.path.join(fn_args.model_run_dir, TRAINING_RECORD))
+        return
+    else:
+        setup = _set_up_strategy_and_budget(fn_args, plan)
+        outputs = _Outputs.for_worker(fn_args, plan.worker)
+        try:
+            inputs = _inputs(fn_args, plan, setup)
+            model = _build_model(fn_args, plan, setup, inputs)
+            history = _fit(model, inputs, plan, setup, outputs.log_dir, extra_callbacks)
+            _export(model, inputs, plan, setup, outputs)
+        finally:
+            outputs.remove_scratch(plan.worker)
+        record = None
+        if plan.worker.is_chief:
+            _remove_empty_backup_dir(plan)
+            logging.info("Serving model written to %s", outputs.serving_dir)
+            record = _network_record(plan, setup, model, history)
+    # Only the chief records (the trees' and the network's alike).
+    if record is not None:
+        _write_training_record(fn_args.model_run_dir, record)
