@@ -1,13 +1,6 @@
-"""Keras' BackupAndRestore, backing up at most every so many seconds of training.
-
-Keras backs up at every epoch's end. A backup (model, optimizer, the schedule's state and
-its copy of the best weights) costs about a quarter of a second on a small model written
-locally, more on remote storage; short epochs (small data) then spend more time backing up
-than training. Here an epoch's end is backed up once ``every_seconds`` have passed since the
-last backup (or since training began): a restarted Trainer repeats at most that much
-training, and resumes, as with Keras, from the epoch after the last one backed up.
-Everything the schedule decides is in the same backup, so resuming from an earlier epoch
-decides as an uninterrupted run did from there.
+"""Keras' BackupAndRestore, backing up an epoch's end only once ``every_seconds`` have
+passed since the last backup (or since training began): on short epochs a backup costs more
+than the training (docs/model.md).
 """
 
 from __future__ import annotations

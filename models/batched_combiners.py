@@ -1,19 +1,7 @@
 """TFMA's metric combiners, batch by batch: each takes a whole (sub-)batch of labels,
 predictions and example weights where TFMA's takes one example, and produces TFMA's own
-accumulator, which TFMA's code merges and reads out (``models.batched_metrics`` puts them
-in place of TFMA's in its metrics' computations).
-
-- the calibration histogram and binary confusion matrices at thresholds (numpy);
-- the example count;
-- compilable Keras metrics (``SparseCategoricalAccuracy``, ``RootMeanSquaredError``):
-  the same Keras metric objects, updated on a few thousand rows at a time;
-- mean absolute and squared errors, weighted sums of labels and predictions (``MeanLabel``,
-  ``MeanPrediction``), multi-class confusion matrices (numpy);
-- ``HistogramMatrices``: the confusion matrices TFMA derives from the calibration histogram
-  (per slice and model), the same arithmetic as TFMA's Python loops in numpy.
-
-Sub-keys (per class), class aggregations and class weights make TFMA feed a metric one
-binary example per class: refused here, with the fix (TFMA's own metric classes).
+accumulator (``models.batched_metrics`` puts them in place of TFMA's). Metrics with
+sub-keys, class aggregations or class weights are refused, with the fix.
 """
 
 from __future__ import annotations

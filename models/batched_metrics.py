@@ -1,24 +1,6 @@
-"""TFMA's metrics, computed a batch at a time, for every task.
-
-TFMA 0.47 splits every batch of predictions into one Python dict per example and feeds
-them one by one to its metric combiners: that is most of the Evaluator's time, far more
-than the model itself. The classes here are TFMA's own metric classes, or for a Keras
-metric TFMA's wrapper of it (same arguments, same metric names, so keys and thresholds do
-not change), whose computations are TFMA's except that every combiner that sees examples
-is replaced by its batched version (``models.batched_combiners``), producing TFMA's own
-accumulators. Everything derived from those (AUC, accuracy, means, the plots) is TFMA's
-code, but for the confusion matrices TFMA derives from the calibration histogram
-(``HistogramMatrices``).
-
-Binary: ExampleCount, BinaryAccuracy, AUC, ConfusionMatrixPlot, CalibrationPlot.
-Multi-class: SparseCategoricalAccuracy (Keras), MultiClassConfusionMatrixPlot.
-Regression: RootMeanSquaredError (Keras), MeanAbsoluteError, MeanSquaredError, MeanLabel,
-MeanPrediction.
-
-They need batched extracts: ``models.evaluation`` slices each batch into one sub-batch per
-slice instead of TFMA's unbatching. Equality with TFMA's default computation, overall and
-per slice, is tested in ``tests/models/test_batched_metrics.py`` and
-``tests/models/test_evaluation.py``.
+"""TFMA's metrics, computed a batch at a time, for every task: TFMA's own metric classes
+(same names, keys and thresholds) whose combiners that see examples are the batched ones
+of ``models.batched_combiners``. Why, and what is tested: docs/pipeline.md (Evaluator).
 """
 
 from __future__ import annotations

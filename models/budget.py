@@ -1,21 +1,8 @@
 """How long the Trainer trains: a step count when one is given (``--train-steps``), else a
-budget from the data, within which the epoch-end schedule (``models/callbacks.py``) stops
-training once the validation metric stops improving.
-
-A fixed step count suits one data size only: on a few hundred rows it is hundreds of
-passes, on a million it is a fraction of one. The budget instead counts the rows training
-may see, from the training split's size: at least ``MIN_ROWS_SEEN`` (small data needs many
-passes before a network has learnt what trees find in a few), at most ``MAX_PASSES`` passes
-and at most ``max_rows_seen`` rows (``HParams.max_rows_seen``, default ``MAX_ROWS_SEEN``:
-large data learns in few passes, and time grows with every step). Epochs are one pass
-each, but on small data as many passes as make
-``MIN_EPOCH_STEPS`` steps (each epoch's validation and logs cost a few tenths of a second,
-more than tens of steps' training), at most ``MAX_EPOCH_PASSES`` (on tiny data much longer
-epochs overfit between two of the schedule's decisions), and shorter on large data (the
-schedule decides at least ``MIN_EPOCHS`` times).
-docs/model.md has the measurements behind the constants.
-
-Pure Python: the Trainer, the Tuner and the scaffold all ask the same function.
+budget of rows seen from the training split's size, within which the epoch-end schedule
+(``models/callbacks.py``) stops training. docs/model.md ("How long it trains") has the
+rules and the measurements behind the constants. Pure Python: the Trainer, the Tuner and
+the scaffold all ask the same function.
 """
 
 from __future__ import annotations

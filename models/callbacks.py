@@ -1,15 +1,7 @@
-"""The training schedule's callbacks: early stopping on the validation metric (AUC,
-accuracy or RMSE, as ``model.monitored_metric`` says for the task), a lower learning
-rate on a plateau, and the best epoch's weights kept (and restored when a later epoch was
-worse).
-
-They are Keras' own callbacks with one change: their decision state (epochs waited, best
-AUC so far, best epoch) lives in a variable that BackupAndRestore saves and restores with
-the weights, so a restarted Trainer continues the same schedule instead of starting a new
-one. All of them act at epoch ends only, on the validation logs every worker shares
-(MultiWorkerMirroredStrategy all-reduces the metrics, so every worker takes the same
-decision), and none runs per step (nothing on the host between a TPU's steps; and
-ParameterServerStrategy refuses per-step callbacks).
+"""The training schedule's callbacks: early stopping on the validation metric
+(``model.monitored_metric``), a lower learning rate on a plateau, and the best epoch's
+weights kept. Keras' own callbacks, but their decision state lives in a variable that
+BackupAndRestore saves, so a restarted Trainer continues the same schedule (docs/model.md).
 """
 
 from __future__ import annotations

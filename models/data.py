@@ -1,24 +1,12 @@
 """The Trainer's input pipeline: ExampleGen's raw examples through the Transform graph, as
-batched (features, label) datasets.
-
-Transform writes no transformed examples (``materialize=False`` in pipeline/pipeline.py):
-encoding and writing every transformed row was most of its time, and training reads only
-some of them. Here the raw tf.Examples ExampleGen wrote (gzipped TFRecords) are parsed
-with the raw schema Transform recorded, and the Transform graph
-(``transform_features_layer``, loaded once) runs inside tf.data, on the host, which is
-also where a TPU's input pipeline runs. The model gets the transformed features; the
-transformed label is split off as the target, never a model input.
-
-Datasets are batched to the global batch (per-replica batch x replicas in sync), which
-tf.distribute splits among the replicas. A split small enough is parsed and transformed
-once into memory, so training steps never wait for the input; larger ones stream from the
-files, parsed and transformed in blocks of rows in parallel. With several workers every
-worker reads the whole split and keeps its own share of each global batch
-(``distribute_by``), in one element order agreed through a shared seed.
+(features, label) datasets of global batches; a split small enough is loaded once into
+memory, a larger one streams from the files. docs/model.md ("Batches, input and
+distributed training") says why and how.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import zlib
@@ -301,35 +289,71 @@ def load_split(
     if not_dense:
         logging.info("Streaming %d file(s): the transformed feature(s) %s are not dense", len(files), not_dense)
         return None
+    share = _share_to_load(files, size, max_bytes, max_rows, batch_size)
+    if share is None:
+        return None
+    return _parse_into_memory(files, tf_transform_output, spec, share, seed)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Share:
+    """The rows of a split to load: ``loaded`` of its ``rows`` (``counts`` per file; none
+    counted when the whole split loads without), about ``load_bytes`` of its files."""
+
+    counts: list[int]
+    rows: int
+    loaded: int
+    load_bytes: float
+
+
+def _share_to_load(
+    files: Sequence[str], size: int, max_bytes: int, max_rows: int | None, batch_size: int
+) -> _Share | None:
+    """The rows to load from ``files`` (``size`` bytes), or None when they take more than
+    ``max_bytes``; ValueError when even one batch would."""
     counts = records_per_file(files) if max_rows or size > max_bytes else []
     rows = sum(counts)
     loaded = min(rows, max_rows or rows)
     load_bytes = size * loaded / rows if rows else size
-    if load_bytes > max_bytes:
-        batch_bytes = size * batch_size / rows if rows else 0
-        if batch_bytes > max_bytes:
-            raise ValueError(
-                f"in_memory_max_mb={max_bytes / 2**20:g} cannot hold one batch of {batch_size} rows (about "
-                f"{batch_bytes / 2**20:.2f} MB of these files): set in_memory_max_mb=0 to stream the files, or at "
-                f"least {math.ceil(batch_bytes / 2**20)} to load them"
-            )
-        logging.info(
-            "Streaming %d file(s): the %d rows to read take about %.1f MB of the %.1f MB of files (in-memory limit "
-            "%.1f MB, --hparam in_memory_max_mb)",
-            len(files),
-            loaded,
-            load_bytes / 2**20,
-            size / 2**20,
-            max_bytes / 2**20,
+    if load_bytes <= max_bytes:
+        return _Share(counts, rows, loaded, load_bytes)
+    batch_bytes = size * batch_size / rows if rows else 0
+    if batch_bytes > max_bytes:
+        raise ValueError(
+            f"in_memory_max_mb={max_bytes / 2**20:g} cannot hold one batch of {batch_size} rows (about "
+            f"{batch_bytes / 2**20:.2f} MB of these files): set in_memory_max_mb=0 to stream the files, or at "
+            f"least {math.ceil(batch_bytes / 2**20)} to load them"
         )
-        return None
+    logging.info(
+        "Streaming %d file(s): the %d rows to read take about %.1f MB of the %.1f MB of files (in-memory limit "
+        "%.1f MB, --hparam in_memory_max_mb)",
+        len(files),
+        loaded,
+        load_bytes / 2**20,
+        size / 2**20,
+        max_bytes / 2**20,
+    )
+    return None
+
+
+def _parse_into_memory(
+    files: Sequence[str],
+    tf_transform_output: tft.TFTransformOutput,
+    spec: dict,
+    share: _Share,
+    seed: int | None,
+) -> dict[str, tf.Tensor] | None:
+    """``share`` of the files' rows parsed and transformed into one tensor per transformed
+    feature (``spec``); None when there are none."""
     # Whole: the files one after the other (records one at a time through a parallel
     # interleave measured several times slower); sampled: the files in parallel, a block of
     # records at a time (sample_records).
     records = tf.data.TFRecordDataset(files, compression_type=_compression(files))
-    if loaded < rows:
-        records = sample_records(files, counts, loaded, random.randrange(2**31) if seed is None else seed)
-        logging.info("Loading a uniform sample of %d of the split's %d rows: what its passes read", loaded, rows)
+    if share.loaded < share.rows:
+        records = sample_records(files, share.counts, share.loaded, random.randrange(2**31) if seed is None else seed)
+        logging.info(
+            "Loading a uniform sample of %d of the split's %d rows: what its passes read", share.loaded, share.rows
+        )
     chunks = records.batch(LOAD_CHUNK_ROWS).map(
         transform_records(tf_transform_output), num_parallel_calls=tf.data.AUTOTUNE
     )
@@ -340,7 +364,7 @@ def load_split(
     logging.info(
         "Parsed and transformed %d rows from %.1f MB of files into memory",
         int(tf.shape(next(iter(data.values())))[0]),
-        load_bytes / 2**20,
+        share.load_bytes / 2**20,
     )
     return data
 

@@ -1,17 +1,7 @@
-"""Evaluator user code (TFX's ``custom_extractors`` hook): TFMA's extractors, with the
-metrics computed a batch at a time instead of one example at a time.
-
-TFMA computes predictions and labels a batch at a time, then splits every batch into one
-Python dict per example (``UnbatchExtractor``), finds each example's slices
-(``SliceKeyExtractor``) and feeds the examples one by one to its metric combiners; that
-per-example Python work is most of the Evaluator's time. Here both stages are replaced by
-one: each batch is cut into one sub-batch per slice it holds (the whole batch for the
-overall slice), carrying only what the metrics read (labels, predictions, example
-weights), and the metrics are ``models.batched_metrics``: TFMA's own metric classes with
-batched combiners. The slice keys are TFMA's, computed by TFMA's slicer once per distinct
-combination of slicing values in the batch. What the Evaluator writes is unchanged: the
-same metrics, plots, validation and blessing (tested against TFMA's default extractors and
-metrics in ``tests/models/test_evaluation.py``).
+"""Evaluator user code (TFX's ``custom_extractors`` hook): TFMA's extractors, with each
+batch cut into one sub-batch per slice (TFMA's slice keys) for the batched metrics of
+``models.batched_metrics``, instead of one example at a time. What the Evaluator writes is
+unchanged (docs/pipeline.md, Evaluator).
 """
 
 from __future__ import annotations

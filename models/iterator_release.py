@@ -1,21 +1,6 @@
 """Deletes the input iterators Keras' ``fit`` made on a background thread, not on the
-thread that trains.
-
-Deleting a tf.data iterator joins its autotuning thread (``Model::OptimizeLoop``). In
-TensorFlow 2.16 that thread can miss the cancellation and sleep until its next scheduled
-optimization, which comes at doubling intervals (10.2 s, 20.5 s, 41 s... after the
-iterator's first element): the delete then blocks for up to the iterator's own age. Keras
-deletes ``fit``'s training iterator when ``fit`` returns and each validation iterator when
-its ``evaluate`` returns, on the calling thread, so a run's wall time would take that
-sleep (tens of seconds after a long epoch loop) for nothing. docs/performance.md has the
-figures.
-
-``with releasing(model): model.fit(...)`` (or ``ReleaseInBackground.attach`` and
-``release``) wraps the model's own train and test functions
-(``Model.make_train_function`` / ``make_test_function``, the documented override points)
-so that they keep a reference to each iterator they are handed; a superseded iterator, and
-every kept one at ``release()``, is dropped on a background thread, which takes the wait
-instead. The thread is not a daemon: a process ends only once its iterators are gone.
+thread that trains: in TensorFlow 2.16 deleting one can block for up to its own age
+(docs/model.md, docs/performance.md). ``with releasing(model): model.fit(...)``.
 """
 
 from __future__ import annotations

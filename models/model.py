@@ -159,13 +159,37 @@ def build_keras_model(
     missing = sorted(set(categorical_feature_keys(problem)) - set(categorical_sizes))
     if missing:
         raise ValueError(f"categorical_sizes lacks {missing}")
-
     dense_inputs = {k: keras.layers.Input(shape=(1,), name=k, dtype=tf.float32) for k in dense_feature_keys(problem)}
     cat_inputs = {k: keras.layers.Input(shape=(1,), name=k, dtype=tf.int64) for k in categorical_feature_keys(problem)}
-
     regularizer = keras.regularizers.L2(hparams.l2) if hparams.l2 else None
+    deep_parts, wide_columns = _deep_parts_and_wide_columns(
+        problem, dense_inputs, cat_inputs, categorical_sizes, hparams, regularizer
+    )
+    outputs = 1 if problem.task != Task.MULTICLASS else problem.num_classes
+    deep_logit = _deep_logit(deep_parts, hparams, outputs)
+    if wide_columns:
+        wide_logit = _wide_logit(wide_columns, regularizer, outputs)
+        logit = keras.layers.Add(name="logit")([wide_logit, deep_logit])
+    else:
+        logit = deep_logit
+    output, loss, metrics = _head(problem, logit, target_scale)
+    model = keras.Model(inputs={**dense_inputs, **cat_inputs}, outputs=output)
+    _compile(model, hparams, loss, metrics, steps_per_execution, evaluation_shards)
+    return model
+
+
+def _deep_parts_and_wide_columns(
+    problem: Problem,
+    dense_inputs: dict,
+    cat_inputs: dict,
+    categorical_sizes: Mapping[str, int],
+    hparams: HParams,
+    regularizer,
+) -> tuple[list[tf.Tensor], list[tuple[tf.Tensor, int]]]:
+    """The deep part's inputs (the numbers, each category's embedding) and the wide part's
+    columns, as (category index, number of categories): the categories, the numbers' z-score
+    buckets (``hparams.wide_numbers``) and the spec's crosses."""
     deep_parts = list(dense_inputs.values())
-    # The wide part's columns: (category index, number of categories).
     wide_columns = []
     for key, layer_input in cat_inputs.items():
         size = int(categorical_sizes[key])
@@ -179,38 +203,49 @@ def build_keras_model(
             wide_columns.append(_z_score_bucket(key, layer_input, f"{key}_wide_bucket"))
     for pair in problem.features.crosses:
         wide_columns.append(_crossed(pair, dense_inputs, cat_inputs, categorical_sizes))
+    return deep_parts, wide_columns
 
+
+def _deep_logit(deep_parts: list[tf.Tensor], hparams: HParams, outputs: int) -> tf.Tensor:
+    """The deep part: its inputs through the hidden layers to ``outputs`` logits."""
     deep = keras.layers.concatenate(deep_parts) if len(deep_parts) > 1 else deep_parts[0]
     # Named, so a warm start finds each layer again (models/warm_start.py).
     for index, units in enumerate(hparams.hidden_units):
         deep = keras.layers.Dense(units, activation="relu", name=f"hidden_{index}")(deep)
         if hparams.dropout:
             deep = keras.layers.Dropout(hparams.dropout)(deep)
-    outputs = 1 if problem.task != Task.MULTICLASS else problem.num_classes
-    deep_logit = keras.layers.Dense(outputs, name="deep_logit")(deep)
-    if wide_columns:
-        wide_logit = _wide_logit(wide_columns, regularizer, outputs)
-        logit = keras.layers.Add(name="logit")([wide_logit, deep_logit])
-    else:
-        logit = deep_logit
+    return keras.layers.Dense(outputs, name="deep_logit")(deep)
+
+
+def _head(problem: Problem, logit: tf.Tensor, target_scale: TargetScale) -> tuple[tf.Tensor, keras.losses.Loss, list]:
+    """The task's output layer on the logit, its loss and its metrics."""
     name = problem.label.name
     if problem.task == Task.BINARY:
         output = keras.layers.Activation("sigmoid", name=f"{name}_probability")(logit)
-        loss = keras.losses.BinaryCrossentropy()
         metrics = [
             keras.metrics.AUC(name="auc", num_thresholds=AUC_THRESHOLDS),
             keras.metrics.BinaryAccuracy(name="accuracy"),
         ]
-    elif problem.task == Task.MULTICLASS:
+        return output, keras.losses.BinaryCrossentropy(), metrics
+    if problem.task == Task.MULTICLASS:
         output = keras.layers.Activation("softmax", name=f"{name}_probabilities")(logit)
-        loss = keras.losses.SparseCategoricalCrossentropy()
         metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
-    else:
-        output = keras.layers.Rescaling(target_scale.std, offset=target_scale.mean, name=name)(logit)
-        loss = keras.losses.MeanSquaredError()
-        metrics = [keras.metrics.RootMeanSquaredError(name="rmse"), keras.metrics.MeanAbsoluteError(name="mae")]
+        return output, keras.losses.SparseCategoricalCrossentropy(), metrics
+    output = keras.layers.Rescaling(target_scale.std, offset=target_scale.mean, name=name)(logit)
+    metrics = [keras.metrics.RootMeanSquaredError(name="rmse"), keras.metrics.MeanAbsoluteError(name="mae")]
+    return output, keras.losses.MeanSquaredError(), metrics
 
-    model = keras.Model(inputs={**dense_inputs, **cat_inputs}, outputs=output)
+
+def _compile(
+    model: keras.Model,
+    hparams: HParams,
+    loss: keras.losses.Loss,
+    metrics: list,
+    steps_per_execution: int,
+    evaluation_shards: int,
+) -> None:
+    """Compiles ``model`` with Adam (weight averaging when ``hparams.ema_momentum``) and
+    builds the optimizer's variables."""
     model.compile(
         optimizer=keras.optimizers.Adam(
             learning_rate=hparams.learning_rate,
@@ -230,7 +265,6 @@ def build_keras_model(
     # in its name scope, moved out of the step).
     with tf.name_scope(model.optimizer.name):
         model.optimizer.build(model.trainable_variables)
-    return model
 
 
 def categorical_sizes(problem: Problem, tf_transform_output) -> dict[str, int]:

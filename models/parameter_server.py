@@ -1,12 +1,6 @@
-"""Parameter-server training's two sides: the worker and ps tasks' servers, and the chief's
-per-worker datasets.
-
-Under ``ParameterServerStrategy`` only the chief runs ``run_fn``'s training: Keras ``fit``
-on the chief schedules each step on some worker's server, and the variables live on the ps
-tasks' servers. Every replica of a Vertex AI (or TFJob) training job runs the same Trainer
-executor, so on the worker and ps tasks ``run_fn`` starts this task's server and returns
-once the chief has written the model: the executor then finds the serving model the chief
-wrote (on storage every task shares) and the job ends with the chief.
+"""Parameter-server training's two sides: the worker and ps tasks' servers, which serve
+until the chief has written the model, and the chief's per-worker datasets
+(docs/model.md, "Parameter-server training").
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """A prediction problem, declared in one file (``problem.toml`` in the problem's folder):
-its columns and how each is treated, the label and how it is derived, the task, the
-Evaluator's slices and the metric that blesses a model.
-
-Everything else (Transform, the model's head, loss and metrics, the gates' label checks,
-the Evaluator's config, the signatures, the report) is derived from a ``Problem``; nothing
-else in the project names a data set's columns. The spec is read once where the pipeline
-is built and travels to the components as JSON (``to_json``), so the containers that run
-them need no file and no TOML parser. Pure Python: nothing here imports TensorFlow.
+its columns, the label, the task, the Evaluator's slices and the blessing metric. Everything
+else is derived from a ``Problem``, which travels to the components as JSON
+(docs/problems.md). Pure Python: nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -466,36 +461,40 @@ def _no_unknown_keys(spec: Mapping[str, Any], known: set[str], prefix: str) -> N
 
 
 def _validate(problem: Problem) -> None:
-    label, features = problem.label, problem.features
+    """Refuses a spec that cannot work, with one line saying what to change."""
+    _validate_name(problem)
+    _validate_label(problem)
+    _validate_feature_names(problem)
+    _validate_columns(problem)
+    _validate_features(problem)
+    _validate_blessing(problem)
+    _validate_time_column_and_slices(problem)
+
+
+def _validate_name(problem: Problem) -> None:
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,127}", problem.name):
         raise ProblemError(
             f"name {problem.name!r} must match [a-z0-9][a-z0-9-]{{0,127}} (it is the pipeline's default name, "
             "and Vertex AI Pipelines accepts only those)"
         )
+
+
+def _validate_label(problem: Problem) -> None:
+    """The label: its name, its column or expression, and what the task asks of it."""
+    label = problem.label
     if not label.name:
         raise ProblemError('label.name: name the label (it names the model\'s output), e.g. name = "generous"')
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", label.name):
         raise ProblemError(f"label.name {label.name!r} must be a Python-style identifier (it names the model's output)")
-    given = [k for k in ("positive", "expression") if getattr(label, k) is not None]
     if label.expression is not None and label.column is not None:
         raise ProblemError("label: give either column or expression, not both")
     if label.expression is None and label.column is None:
         raise ProblemError("label: give the label's column (label.column), or an expression over columns")
     if label.expression is not None:
-        comparison = _is_comparison(label.expression)
-        if problem.task == Task.BINARY and not comparison:
-            raise ProblemError(
-                f"label.expression {label.expression!r}: a binary label needs a comparison, e.g. 'tip > 0.2 * amount'"
-            )
-        if problem.task == Task.REGRESSION and comparison:
-            raise ProblemError(
-                f"label.expression {label.expression!r}: a regression target is arithmetic, not a comparison"
-            )
-        if problem.task == Task.MULTICLASS:
-            raise ProblemError("label.expression: a multi-class label is a column (label.column) with label.classes")
+        _validate_label_expression(problem.task, label.expression)
     if problem.task == Task.BINARY and label.column is not None and label.positive is None:
         raise ProblemError(f"label.positive: say which value of '{label.column}' is the positive class")
-    if problem.task != Task.BINARY and "positive" in given:
+    if problem.task != Task.BINARY and label.positive is not None:
         raise ProblemError("label.positive applies to binary problems only")
     if problem.task == Task.MULTICLASS and len(label.classes) < 3:
         raise ProblemError(
@@ -504,7 +503,25 @@ def _validate(problem: Problem) -> None:
         )
     if problem.task != Task.MULTICLASS and label.classes:
         raise ProblemError("label.classes applies to multi-class problems only")
-    for key in features.inputs + tuple(features.unused) + problem.slices + label.sources:
+
+
+def _validate_label_expression(task: Task, expression: str) -> None:
+    """A binary label's expression is a comparison, a regression target's arithmetic."""
+    comparison = _is_comparison(expression)
+    if task == Task.BINARY and not comparison:
+        raise ProblemError(
+            f"label.expression {expression!r}: a binary label needs a comparison, e.g. 'tip > 0.2 * amount'"
+        )
+    if task == Task.REGRESSION and comparison:
+        raise ProblemError(f"label.expression {expression!r}: a regression target is arithmetic, not a comparison")
+    if task == Task.MULTICLASS:
+        raise ProblemError("label.expression: a multi-class label is a column (label.column) with label.classes")
+
+
+def _validate_feature_names(problem: Problem) -> None:
+    """Every column the spec names is a name TensorFlow takes for a serving input."""
+    features = problem.features
+    for key in features.inputs + tuple(features.unused) + problem.slices + problem.label.sources:
         if not is_feature_name(key):
             suggested = feature_names([key])[key]
             raise ProblemError(
@@ -513,7 +530,12 @@ def _validate(problem: Problem) -> None:
                 f'header and name the feature in the spec: add [columns] {suggested} = "{key}" and write '
                 f"{suggested} where the spec says {key!r}"
             )
-    _validate_columns(problem)
+
+
+def _validate_features(problem: Problem) -> None:
+    """Each column listed once; some model input; the label neither an input's name nor
+    computed from inputs alone; crosses, buckets and integer ranges well-formed."""
+    label, features = problem.label, problem.features
     seen: dict[str, str] = {}
     for kind in ("log_numeric", "numeric", "categorical", "integer_categorical", "bucketized", "unused"):
         for key in getattr(features, kind):
@@ -538,15 +560,24 @@ def _validate(problem: Problem) -> None:
     for key, largest in features.integer_categorical.items():
         if not isinstance(largest, int) or largest < 0:
             raise ProblemError(f"features.integer_categorical.{key} = {largest!r}: give the largest valid value")
-    if problem.blessing.metric not in BLESSING_METRICS[problem.task]:
+
+
+def _validate_blessing(problem: Problem) -> None:
+    """The blessing metric fits the task, its threshold and tolerance their ranges."""
+    blessing = problem.blessing
+    if blessing.metric not in BLESSING_METRICS[problem.task]:
         raise ProblemError(
-            f"evaluation.metric {problem.blessing.metric!r} does not apply to {problem.task.value} problems: use "
+            f"evaluation.metric {blessing.metric!r} does not apply to {problem.task.value} problems: use "
             f"one of {', '.join(BLESSING_METRICS[problem.task])}"
         )
-    if problem.higher_is_better and not 0.0 <= problem.blessing.threshold <= 1.0:
-        raise ProblemError(f"evaluation.threshold must be in [0, 1] for {problem.blessing.metric}")
-    if problem.blessing.max_regression < 0:
+    if problem.higher_is_better and not 0.0 <= blessing.threshold <= 1.0:
+        raise ProblemError(f"evaluation.threshold must be in [0, 1] for {blessing.metric}")
+    if blessing.max_regression < 0:
         raise ProblemError("evaluation.max_regression must be >= 0")
+
+
+def _validate_time_column_and_slices(problem: Problem) -> None:
+    """The time column and the Evaluator's slices are columns the spec names."""
     if problem.time_column is not None and problem.time_column not in problem.raw_columns:
         raise ProblemError(f"time_column '{problem.time_column}' is not a column the spec names")
     for key in problem.slices:

@@ -1,23 +1,6 @@
-"""Export of the trained model with the signatures serving and evaluation need.
-
-- ``serving_default``: serialized raw ``tf.Example``s in (no label needed; the
-  Transform graph is inside), the prediction out, named after the problem's label
-  (``prediction_outputs`` says which for each task).
-- ``transform_features``: serialized raw examples in, transformed features out
-  (label included).
-- ``serving_raw``: the raw columns the model reads by name, each a string as it reads in the CSV (``""``
-  for a missing value), the same outputs: what a JSON request to an endpoint carries
-  (``{"instances": [{"<column>": "12.5", "<other>": "", ...}]}``), so a
-  client needs no protobuf library. Strings, because a JSON request cannot leave out a
-  named input nor say "missing" for a number; numbers are parsed inside the graph.
-  Same Transform graph and model as ``serving_default``, so the same probabilities.
-  Its input names are the columns' feature names: TensorFlow names a signature's inputs
-  after graph nodes, and a CSV header such as "Monthly Charges" cannot name one (the
-  problem's ``[columns]`` table maps it to ``monthly_charges``; docs/problems.md).
-- ``label``: serialized raw examples in, the label out, from ``preprocessing.label``
-  (the function ``preprocessing_fn`` uses) without the rest of the Transform graph. The
-  Evaluator gets its labels from it: through ``transform_features`` it would run the
-  whole Transform graph a second time for every example, beside ``serving_default``.
+"""Export of the trained model with the signatures serving and evaluation need:
+``serving_default`` (raw ``tf.Example``s in), ``serving_raw`` (each raw column as CSV text,
+by feature name), ``transform_features`` and ``label`` (docs/model.md, "Export").
 """
 
 from __future__ import annotations

@@ -1,24 +1,7 @@
-"""The trees family: gradient-boosted trees (TensorFlow Decision Forests) in the Trainer.
-
-A problem whose spec says ``[model] family = "trees"`` trains this instead of the network.
-It reads what the network reads (Transform's output through ``models/data.py``) and is
-exported with the same signatures (``models/signatures.py``), so the Evaluator, the Pusher,
-the serving checks and the report see a model like any other. Trees need neither z-scores
-nor buckets but lose nothing by them (a split on a z-score is a split on the number);
-vocabulary and bucket ids are given as categories.
-
-Its settings are TF-DF's defaults, as its users run it: 300 trees of depth 6 at most (one
-per class and round for several classes), stopped early on a tenth of the training split
-held out (as ``HistGradientBoosting`` does by default above 10,000 rows). What the
-network's run does and the trees do not:
-- no strategy: YDF trains on this process's CPU threads. With several workers only the
-  chief trains (the others return at once); with a TPU, the host's CPU trains;
-- no warm start from the champion (a forest is grown afresh each run);
-- no Tuner, no steps (``--train-steps`` has nothing to count) and no epochs: one pass of
-  the data is read into YDF's memory, which must hold the training split.
-The exported SavedModel holds TF-DF's inference ops: TensorFlow Serving has linked them
-since 2.11; a plain TensorFlow must load them first (``tensorflow_decision_forests``
-imported, as TFMA and tf.Transform do themselves when it is installed).
+"""The trees family: gradient-boosted trees (TensorFlow Decision Forests, TF-DF's defaults)
+trained in the Trainer when a problem's spec says ``[model] family = "trees"``. They read
+what the network reads and are exported with the same signatures; what they do not do
+(strategies, warm start, Tuner, steps) and where they serve: docs/model.md.
 """
 
 from __future__ import annotations

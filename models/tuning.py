@@ -1,12 +1,6 @@
-"""The Tuner's user code: a KerasTuner search over the model's hyperparameters, and the
-mapping of the best ones back onto ``HParams`` for the Trainer.
-
-Trials train ``models.model`` exactly as the Trainer does: ExampleGen's raw examples
-through the Transform graph (the Trainer's own datasets), the same steps and batch, judged
-on the validation metric the training schedule watches (``model.monitored_metric``). The
-search is random: trials are independent, so the cloud Tuner's
-parallel workers never wait on each other, and with a budget of a few trials a Bayesian
-model of the space would have little to learn from.
+"""The Tuner's user code: a KerasTuner random search over the model's hyperparameters,
+trials trained exactly as the Trainer trains, and the mapping of the best ones back onto
+``HParams`` for the Trainer (docs/model.md).
 """
 
 from __future__ import annotations
@@ -70,21 +64,53 @@ def _hparam(name: str, value: Any) -> Any:
 
 def tuner_fn(fn_args):
     """TFX Tuner entry point (``Tuner(tuner_fn='models.tuning.tuner_fn')``)."""
-    import keras_tuner
     import tensorflow_transform as tft
     from tfx.components.tuner.component import TunerFnResult
 
-    from models import budget as budget_lib
     from models import model as model_lib
-    from models.data import count_records, datasets
-    from models.iterator_release import releasing
+    from models.data import datasets
     from models.preprocessing import problem_of
 
     config = fn_args.custom_config or {}
     problem = problem_of(config)
-    objective, mode = model_lib.monitored_metric(problem)
-    base = HParams.from_custom_config(config.get(BASE_KEY))
-    space = config.get(SPACE_KEY) or SEARCH_SPACE
+    base, budget = _trial_hparams_and_budget(fn_args, HParams.from_custom_config(config.get(BASE_KEY)))
+    tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
+    tuner = _random_search(
+        problem,
+        base,
+        config.get(SPACE_KEY) or SEARCH_SPACE,
+        model_lib.categorical_sizes(problem, tf_transform_output),
+        max_trials=int(config.get(TRIALS_KEY, 1)),
+        directory=fn_args.working_dir,
+    )
+    train, evaluation = datasets(
+        fn_args,
+        tf_transform_output,
+        base.per_replica_batch_size,
+        False,
+        None,
+        base.in_memory_max_mb * 2**20,
+        train_rows=budget.max_steps * base.per_replica_batch_size,
+        label_key=problem.label_key,
+    )
+    return TunerFnResult(
+        tuner=tuner,
+        fit_kwargs={
+            "x": train,
+            "validation_data": evaluation,
+            "epochs": budget.epochs,
+            "steps_per_epoch": budget.steps_per_epoch,
+            "verbose": 2,
+        },
+    )
+
+
+def _trial_hparams_and_budget(fn_args, base: HParams):
+    """The budget each trial trains within (the Trainer's, on one replica), and ``base``
+    with weight averaging off when that budget is too short for it."""
+    from models import budget as budget_lib
+    from models.data import count_records
+
     budget = budget_lib.choose(
         fn_args.train_steps,
         base.epochs,
@@ -92,10 +118,20 @@ def tuner_fn(fn_args):
         lambda: count_records(fn_args.train_files),
         max_rows_seen=base.max_rows_seen,
     )
-    epochs, steps_per_epoch = budget.epochs, budget.steps_per_epoch
-    base = dataclasses.replace(base, ema_momentum=base.ema_momentum_for(budget.max_steps))
-    tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
-    sizes = model_lib.categorical_sizes(problem, tf_transform_output)
+    return dataclasses.replace(base, ema_momentum=base.ema_momentum_for(budget.max_steps)), budget
+
+
+def _random_search(
+    problem, base: HParams, space: Mapping[str, Any], sizes: Mapping[str, int], *, max_trials: int, directory: str
+):
+    """KerasTuner's random search over ``space``, each trial the model built from ``base``
+    with the trial's choices and judged on the metric the training schedule watches."""
+    import keras_tuner
+
+    from models import model as model_lib
+    from models.iterator_release import releasing
+
+    objective, mode = model_lib.monitored_metric(problem)
 
     def build(hp: keras_tuner.HyperParameters):
         values = {name: hp.Choice(name, list(choices)) for name, choices in space.items()}
@@ -112,30 +148,10 @@ def tuner_fn(fn_args):
             best = max if mode == "max" else min
             return {objective: best(history.history[objective])}
 
-    tuner = Search(
+    return Search(
         build,
         objective=keras_tuner.Objective(objective, direction=mode),
-        max_trials=int(config.get(TRIALS_KEY, 1)),
-        directory=fn_args.working_dir,
+        max_trials=max_trials,
+        directory=directory,
         project_name=problem.name.replace("-", "_"),
-    )
-    train, evaluation = datasets(
-        fn_args,
-        tf_transform_output,
-        base.per_replica_batch_size,
-        False,
-        None,
-        base.in_memory_max_mb * 2**20,
-        train_rows=epochs * steps_per_epoch * base.per_replica_batch_size,
-        label_key=problem.label_key,
-    )
-    return TunerFnResult(
-        tuner=tuner,
-        fit_kwargs={
-            "x": train,
-            "validation_data": evaluation,
-            "epochs": epochs,
-            "steps_per_epoch": steps_per_epoch,
-            "verbose": 2,
-        },
     )

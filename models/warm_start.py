@@ -1,18 +1,7 @@
-"""Warm start: a new model begins from the champion's weights where its shape allows.
-
-TFX hands ``run_fn`` the champion as ``fn_args.base_model`` (its serving directory, through
-the Champion component's pointer) when the Trainer has a ``base_model`` input; what to do
-with it is user code.
-Each exported model therefore keeps its Keras weights, and the vocabularies they were
-learnt over, beside its serving directory (``WEIGHTS_FILE``; the Pusher copies only the
-serving directory). A new model takes, layer by layer:
-- a layer of the same name and weight shapes: its weights as they are;
-- a vocabulary's embedding (``embed_<feature>``): row by row, by token, so a category keeps
-  what was learnt about it even when a new window's vocabulary orders or counts the
-  categories differently (new categories and out-of-vocabulary rows start afresh);
-- the wide part (one weight per category of every column): only when every vocabulary is
-  unchanged, as its rows are positions in all of them at once.
-Everything else starts from its initialiser, and the record says which layers did.
+"""Warm start: a new model begins from the champion's weights where its shape allows (a
+layer by name and shapes, an embedding row by row by token, the wide part only when no
+vocabulary changed). Each export keeps its weights and vocabularies beside its serving
+directory for the next run (docs/spans.md).
 """
 
 from __future__ import annotations
