@@ -132,9 +132,7 @@ def _state(step: dict) -> dict[str, tuple[list[str], int]]:
     return {version: (aliases, traffic) for version, aliases, traffic, _, _ in step["versions"]}
 
 
-pytestmark = pytest.mark.slow
-
-
+@pytest.mark.slow
 def test_every_push_is_a_version_of_one_registry_model_named_after_the_pipeline(released):
     done, refused, unimplemented = released
     assert len(done["models"]) == 1 and done["display_name"] == "penguins"
@@ -147,6 +145,7 @@ def test_every_push_is_a_version_of_one_registry_model_named_after_the_pipeline(
     assert not refused and not unimplemented
 
 
+@pytest.mark.slow
 def test_the_first_push_takes_all_the_traffic_and_the_champion_alias(released):
     step = released[0]["steps"]["push-1"]
     assert _state(step) == {"1": (["champion", "default"], 100)}
@@ -155,6 +154,7 @@ def test_the_first_push_takes_all_the_traffic_and_the_champion_alias(released):
     assert any("deployed in full" in change for change in step["changes"])
 
 
+@pytest.mark.slow
 def test_a_canary_shares_the_traffic_and_holds_the_candidate_alias(released):
     step = released[0]["steps"]["push-2-canary"]
     assert _state(step) == {"2": (["candidate"], 30), "1": (["champion", "default"], 70)}
@@ -162,6 +162,7 @@ def test_a_canary_shares_the_traffic_and_holds_the_candidate_alias(released):
     assert "deployed version 2 to penguins-endpoint with 30% of its traffic" in step["changes"]
 
 
+@pytest.mark.slow
 def test_promote_gives_the_candidate_everything_and_keeps_the_old_champion_as_previous(released):
     steps = released[0]["steps"]
     assert _state(steps["promote"]) == {"2": (["champion", "default"], 100), "1": (["previous"], 0)}
@@ -171,6 +172,7 @@ def test_promote_gives_the_candidate_everything_and_keeps_the_old_champion_as_pr
     assert _state(steps["promote-again"]) == _state(steps["promote"])  # changed nothing
 
 
+@pytest.mark.slow
 def test_rollback_after_promotion_restores_the_previous_champion(released):
     steps = released[0]["steps"]
     assert _state(steps["rollback-after-promotion"]) == {"2": ([], 0), "1": (["champion", "default"], 100)}
@@ -178,6 +180,7 @@ def test_rollback_after_promotion_restores_the_previous_champion(released):
     assert "nothing to roll back to" in steps["rollback-again"]["refused"]
 
 
+@pytest.mark.slow
 def test_rolling_back_a_canary_undeploys_it_and_removes_its_alias(released):
     steps = released[0]["steps"]
     assert _state(steps["push-3-canary"])["3"] == (["candidate"], 50)
@@ -185,6 +188,7 @@ def test_rolling_back_a_canary_undeploys_it_and_removes_its_alias(released):
     assert steps["rollback-canary"]["answered"] == {"1": 40}
 
 
+@pytest.mark.slow
 def test_a_push_in_full_replaces_a_running_canary_and_the_champion(released):
     steps = released[0]["steps"]
     assert _state(steps["push-4-canary"])["4"] == (["candidate"], 20)
@@ -194,6 +198,7 @@ def test_a_push_in_full_replaces_a_running_canary_and_the_champion(released):
     assert "version 4 is no longer the candidate" in steps["push-5-in-full"]["changes"]
 
 
+@pytest.mark.slow
 def test_registering_without_an_endpoint_moves_only_the_aliases(released):
     done = released[0]
     assert done["registered_versions"] == [["2", ["champion", "default"], None], ["1", ["previous"], None]]
@@ -201,12 +206,14 @@ def test_registering_without_an_endpoint_moves_only_the_aliases(released):
     assert done["registered"][1][-1] == "version 1 is now previous"
 
 
+@pytest.mark.slow
 def test_refusals_name_what_is_missing(released):
     steps = released[0]["steps"]
     assert "has no model in the registry" in steps["promote-before-any-push"]["refused"]
     assert "the endpoint no-such-endpoint does not exist" in steps["rollback-unknown-endpoint"]["refused"]
 
 
+@pytest.mark.slow
 def test_each_version_carries_its_evaluation_under_vertex_names(released):
     evaluations = released[0]["evaluations"]
     assert all(len(evaluations[v]) == 1 for v in ("1", "2", "3"))

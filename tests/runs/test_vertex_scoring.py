@@ -18,6 +18,9 @@ from rehearsal.cloud.standins import StandIns
 from tests.support import tiny_model
 from tests.support.problems import SHIPPED, SHIPPED_DIRS
 
+# Every test here scores with a pushed model (the slow ``scored`` fixture).
+pytestmark = pytest.mark.slow
+
 PROJECT, REGION = "my-proj", "us-central1"
 IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
 
@@ -74,9 +77,6 @@ def scored(tmp_path_factory, sample_dir):
     with open(gcs / "bucket" / "in" / "rows.csv", newline="") as f:
         given_rows = list(csv.DictReader(f))
     return done, rows, given_rows, refused, unimplemented, gcs
-
-
-pytestmark = pytest.mark.slow
 
 
 def test_every_row_comes_back_with_the_models_answer(scored):
