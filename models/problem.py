@@ -223,8 +223,8 @@ class Problem:
     features: Features
     blessing: Blessing
     slices: tuple[str, ...] = ()
-    # The column that orders the rows in time, if any: `python -m pipeline.replay` cuts the
-    # data into spans by it (docs/pipeline.md, "Spans and the rolling window").
+    # The column that orders the rows in time, if any: `python -m authoring.replay` cuts the
+    # data into spans by it (docs/spans.md, "Spans and the rolling window").
     time_column: str | None = None
     # The CSV header's names that are no feature names, by feature name (the spec's
     # ``[columns]`` table, e.g. ``monthly_charges = "Monthly Charges"``): CsvExampleGen
@@ -440,7 +440,7 @@ def load(directory: str) -> Problem:
     if not os.path.isfile(path):
         raise ProblemError(
             f"No problem spec at {path}. Point --problem at a folder holding {PROBLEM_FILE} (data/taxi is the "
-            "example), or draft one from your CSV: python -m pipeline.scaffold --csv FILE --label COLUMN"
+            "example), or draft one from your CSV: python -m authoring.scaffold --csv FILE --label COLUMN"
         )
     with open(path, "rb") as f:
         try:
