@@ -12,6 +12,7 @@ import sys
 import time
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 from launch.flags import add_pipeline_flags, configured, default, pipeline_config_kwargs
 from launch.local import metadata_config
@@ -25,9 +26,15 @@ from runtime.terminal import Terminal, say
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Run the TFX pipeline locally (LocalDagRunner) and print a summary.",
-    )
+    parser = argparse.ArgumentParser(description="Run the TFX pipeline locally (LocalDagRunner) and print a summary.")
+    _add_location_flags(parser)
+    _add_local_rarely_needed_flags(add_pipeline_flags(parser))
+    _add_after_run_flags(parser)
+    return parser.parse_args(argv)
+
+
+def _add_location_flags(parser: argparse.ArgumentParser) -> None:
+    """Where the data is read from and the outputs go."""
     parser.add_argument(
         "--data-root",
         default=None,
@@ -44,15 +51,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=default("output_root"),
         help="Where pipeline artifacts, ML Metadata and pushed models are written. (default: %(default)s)",
     )
-    rarely = add_pipeline_flags(parser)
-    rarely.add_argument(
+
+
+def _add_local_rarely_needed_flags(group: Any) -> None:
+    """How this machine runs Beam and the libraries, in the group of flags a user rarely needs."""
+    group.add_argument(
         "--beam-workers",
         type=int,
         default=0,
         help="Beam DirectRunner workers: 1 runs in-process, N>1 uses N processes, 0 chooses by "
         f"data size (one per core from {MULTI_PROCESS_MIN_MB} MB of CSV, else 1).",
     )
-    rarely.add_argument(
+    group.add_argument(
         "--speedups",
         action=argparse.BooleanOptionalAction,
         default=speedups.enabled(),
@@ -60,11 +70,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         f"--list-speedups). --no-speedups runs every library as shipped (also: {speedups.ENV_VAR}=0), "
         "to rule them out when a library misbehaves; outputs are the same. (default: %(default)s)",
     )
-    rarely.add_argument(
+    group.add_argument(
         "--list-speedups",
         action="store_true",
         help="Print every speedup (what it replaces, the library version it was written against) and exit.",
     )
+
+
+def _add_after_run_flags(parser: argparse.ArgumentParser) -> None:
+    """What the terminal shows, and what follows a run: pruning, the report."""
     parser.add_argument(
         "--verbose",
         action="store_true",
@@ -85,7 +99,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="Write the run report (outputs/report/<pipeline>/<run>/index.html) after the summary. "
         "(default: %(default)s)",
     )
-    return parser.parse_args(argv)
 
 
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
