@@ -63,14 +63,6 @@ def _add_local_rarely_needed_flags(group: Any) -> None:
         f"data size (one per core from {MULTI_PROCESS_MIN_MB} MB of CSV, else 1).",
     )
     group.add_argument(
-        "--speedups",
-        action=argparse.BooleanOptionalAction,
-        default=speedups.enabled(),
-        help="Run with the speedups that replace library internals (runtime/speedups; listed with "
-        f"--list-speedups). --no-speedups runs every library as shipped (also: {speedups.ENV_VAR}=0), "
-        "to rule them out when a library misbehaves; outputs are the same. (default: %(default)s)",
-    )
-    group.add_argument(
         "--list-speedups",
         action="store_true",
         help="Print every speedup (what it replaces, the library version it was written against) and exit.",
@@ -118,7 +110,6 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
             serving_data_root=os.path.abspath(args.serving_data_root) if args.serving_data_root else None,
             beam_workers=args.beam_workers or workers_for_data(data_root, args.data_pattern),
             beam_pool=args.speedups,
-            speedups=args.speedups,
             **kwargs,
         )
     )

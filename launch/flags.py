@@ -14,6 +14,7 @@ from models import problem as problem_lib
 from models.hparams import HParams
 from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR, PipelineConfig, Tuning
 from pipeline.flag_errors import FieldError, SettingsError
+from runtime import speedups
 
 T = TypeVar("T")
 # The flag that sets each field of the configuration (PipelineConfig and the settings it
@@ -82,6 +83,15 @@ def add_pipeline_flags(parser: argparse.ArgumentParser) -> Any:
         default=default("transform_tf1_graph"),
         help="Have Transform trace preprocessing_fn once as a TF1 graph instead of TF2 functions: same values, "
         "seconds faster; preprocessing_fn must then avoid TF2-only APIs (docs/pipeline.md). (default: %(default)s)",
+    )
+    rarely.add_argument(
+        "--speedups",
+        action=argparse.BooleanOptionalAction,
+        default=speedups.enabled(),
+        help="Run with the speedups that replace library internals (runtime/speedups; local_runner.py "
+        f"--list-speedups lists them). --no-speedups runs every library as shipped, in the compiled job too "
+        f"(locally also: {speedups.ENV_VAR}=0), "
+        "to rule them out when a library misbehaves; outputs are the same. (default: %(default)s)",
     )
     return rarely
 
@@ -271,6 +281,7 @@ def pipeline_config_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         blessing_threshold=args.blessing_threshold,
         infer_schema=args.infer_schema,
         accept_drift=args.accept_drift,
+        speedups=args.speedups,
         hparams=hparams_from_args(args),
         tuning=configured(lambda: Tuning(args.tuning_trials, getattr(args, "parallel_trials", 1)))
         if args.tune

@@ -138,3 +138,12 @@ def test_adding_some_flags_to_another_command_keeps_their_definition():
     assert vars(args) == {"problem": _parse([]).problem, "pipeline_name": "p"}
     with pytest.raises(SystemExit):
         parser.parse_args(["--window-spans", "2"])
+
+
+def test_no_speedups_reaches_the_configuration_both_runners_make():
+    import kubeflow_runner
+
+    assert PipelineConfig(**pipeline_config_kwargs(_parse([]))).speedups
+    assert not PipelineConfig(**pipeline_config_kwargs(_parse(["--no-speedups"]))).speedups
+    cloud = ["--output-root", "gs://b/o", "--data-root", "gs://b/d", "--image", "i", "--no-speedups"]
+    assert not kubeflow_runner.config_from_args(kubeflow_runner.parse_args(cloud)).speedups
