@@ -1,21 +1,7 @@
-"""TFX's Evaluator, comparing with the champion the Champion component points at, and
-never evaluating a model against itself, nor the same model on the same data twice.
-
-The baseline input is the Champion component's pointer (``runtime.champion``): it is
-replaced by the champion's own Model directory, or dropped when there is no champion. On a
-rerun with caching the Trainer is reused, so its model can be the champion itself; TFX's
-Evaluator would then run TFMA twice over the eval split to find a difference of exactly
-zero. This executor drops a baseline that is the candidate: the candidate's metrics and
-the absolute thresholds are the same, and a change threshold against itself can only pass.
-An evaluation already made with the same inputs (model, baseline, examples, configuration,
-code), in this run's or an earlier run's directory (``index_path``), is copied rather than
-recomputed, and the blessing derived from its validation
-result exactly as TFX derives it (``reused_evaluation_from`` records the source).
-
-Each blessing keeps the statistics of the data it was given (the optional ``statistics``
-input), which the next run's DriftGate compares with, and the pipeline's root (custom
-property ``pipeline_root``). A baseline not under that root is another pipeline's: it is
-dropped with one logged line and recorded on both outputs (``ignored_baseline``).
+"""The Evaluator, TFX's with a change: it compares with the champion the Champion component
+points at, never evaluates a model against itself, copies an identical earlier evaluation
+rather than recomputing it, and keeps the data's statistics and the pipeline's root in the
+blessing (docs/pipeline.md).
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""Spans under a data root and the rolling window of the newest ones.
-
-Data that arrives over time lands as spans: one folder or file per span, named by span
-number (``span-{SPAN}/*.csv``) or date (``{YYYY}-{MM}-{DD}/*.csv``), as TFX's
-``input_config`` patterns have it. TFX's ExampleGen ingests one span per run: its driver
-resolves the newest (or the one ``range_config`` names) on every orchestrator, Vertex
-included. The rolling window is the spans before it: found here with TFX's own matching
-(so the window and the driver agree on what a span is), read from the data root by the
-same ExampleGen execution. No resolver is involved, which is what lets the window compile
-for Vertex AI Pipelines (docs/spans.md, "Spans and the rolling window").
+"""Spans under a data root and the rolling window of the newest ones: the spans before the
+one TFX's driver resolved, found with TFX's own matching and read by the same ExampleGen
+execution, with no resolver (docs/spans.md, "Spans and the rolling window").
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Every place this project replaces or reaches into a third-party library's internals: one
-list, one switch, each entry checked against the installed library.
-
-The switch is ``PipelineConfig.speedups``, which reaches each of the project's components
-as its ``speedups`` execution parameter (so the compiled job and the cache key record it),
-and, for what a process installs in itself, the environment variable ``PIPELINE_SPEEDUPS``
-(``local_runner.py --no-speedups`` sets both). Off, every library runs as shipped.
-:func:`install`, :func:`active` and :func:`check` stop, naming the entry, when an upgrade
-changed the shape of what an entry replaces or reads.
+list, each entry checked against the installed library, and one switch
+(``PipelineConfig.speedups``, each component's ``speedups`` parameter; ``PIPELINE_SPEEDUPS``
+for what a process installs in itself). Off, every library runs as shipped (docs/speedups.md).
 """
 
 from __future__ import annotations

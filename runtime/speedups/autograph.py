@@ -1,17 +1,6 @@
-"""Keeps AutoGraph out of Keras 2's own code, as TensorFlow intends.
-
-Inside a ``tf.function``, AutoGraph rewrites every Python function it calls unless the
-function's module is on its do-not-convert list. That list names ``keras``, the package
-Keras 2 shipped as, but not ``tf_keras``, the package it ships as now (this project's
-Keras, see ``models/__init__.py``). So every trace of a Keras model (fit's train and
-test steps, predict, ``model.save``) re-parses and rewrites Keras's internals, which are
-written to run without it: measured here, AutoGraph's rewriting was most of the first
-training step's time, and the rule cuts that step several-fold. The rule is what
-TensorFlow applies to ``keras``; the functions traced by ``tf.function`` itself (a
-Keras train function, the export signatures) are still converted as before.
-
-Written against tensorflow 2.16.2 (``runtime.speedups`` checks where it keeps its rules);
-every process that builds the model installs it (``models/model.py``), Vertex's included.
+"""Keeps AutoGraph out of Keras 2's own code (``tf_keras``), as TensorFlow does for ``keras``:
+every trace of a Keras model otherwise re-parses Keras's internals (docs/speedups.md).
+Written against tensorflow 2.16.2; every process that builds the model installs it.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""Modules TFX imports at start-up that a local run does not use, loaded on first use instead.
-
-TFX's orchestrator imports every standard component, and the InfraValidator's executor
-imports its Kubernetes model-server runner, which imports the whole Kubernetes client: a
-sizeable share of every local run's start-up, for a component this pipeline does not run.
-Deferred (importlib's ``LazyLoader``), such a module is an empty module object until
-something reads an attribute of it; then it loads as it would have, so a pipeline that
-does run the InfraValidator gets the real runner. Only modules that others import whole
-(``from package import module``, ``import module``) can be deferred: a ``from module import
-name`` reads the attribute at once. Written against tfx 1.16.0, whose start-up imports the
-deferred module (a test checks it does).
+"""Modules TFX imports at start-up that a local run does not use (the InfraValidator's
+Kubernetes runner), loaded on first use instead (importlib's ``LazyLoader``;
+docs/speedups.md). Written against tfx 1.16.0.
 """
 
 from __future__ import annotations

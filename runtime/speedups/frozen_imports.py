@@ -1,12 +1,6 @@
-"""Heavy imports kept out of Python's cyclic garbage collections.
-
-Importing TensorFlow, Beam, TFX and their libraries creates about a million long-lived
-objects and almost no garbage, yet every full collection walks them all: during the
-imports, and again throughout a run (measured in docs/performance.md). Collecting is
-paused while they import, and what they created is then frozen (``gc.freeze``): full
-collections skip it, and what the run itself creates is collected as usual. Nothing of a
-library is replaced (``gc`` is Python's own, public switch), but the speedups' switch turns
-it off too (``runtime.start.heavy_imports``).
+"""Heavy imports kept out of Python's cyclic garbage collections: collecting is paused while
+they import, and what they created is then frozen (``gc.freeze``; docs/speedups.md). The
+speedups' switch turns it off too.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""Beam's pipeline option views, each built once per options object and view class.
-
-``Pipeline.apply`` reads the type-check settings through ``options.view_as(TypeOptions)``
-twice for every transform it applies, and each call builds a fresh argparse parser for the
-class and parses the pipeline's flags again. TFX's Beam components apply thousands of
-transforms, so a run spends about a second building the same parsers (docs/performance.md).
-A view holds nothing of its own: its values live in the dictionary it shares with the
-options it was made from, and its flags are theirs. So the view made by the first call
-serves every later one while the options keep the same flags and dictionary (a copy or an
-unpickled object is a new object with its own views). Values, defaults and overrides stay
-exactly Beam's. Written against apache-beam 2.61.0 (``runtime.speedups`` checks ``view_as``).
+"""Beam's pipeline option views, each built once per options object and view class rather
+than a fresh argparse parse per transform applied (docs/speedups.md). Values, defaults and
+overrides stay Beam's. Written against apache-beam 2.61.0.
 """
 
 from __future__ import annotations

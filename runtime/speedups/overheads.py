@@ -1,19 +1,7 @@
-"""Two costs of running Beam in this process that buy nothing here, taken away.
-
-- **dill's trace switch.** Beam's pickler switches dill's tracing off after every pickle
-  and unpickle (thousands per run, as Beam pickles every DoFn several times), by setting
-  the "dill" logger's level; each ``setLevel`` makes Python's logging clear the cached
-  level of every logger in the process. The level is now set only when it changes:
-  tracing behaves as before, and an unchanged level leaves nothing to clear.
-- **The in-process worker's side-input cache.** The worker Beam runs inside this process
-  keeps side inputs in a cache, weighing each value it keeps with objsize, which first
-  walks the globals of every loaded module: milliseconds per value with TensorFlow, Beam
-  and TFX loaded, more than re-reading the value from the runner's memory costs. The Beam
-  pool's worker processes run without that cache already (``runtime/beam_pool.py``);
-  the in-process worker now does too. Outputs do not change: the cache only avoids
-  decoding a side input twice.
-
-Written against dill 0.3.1.1 and apache-beam 2.61.0: two entries of ``runtime.speedups``.
+"""Two costs of running Beam in this process that buy nothing here: dill's trace switch
+resetting every logger's cached level after each pickle, and the in-process worker's
+side-input cache weighing each value with objsize (docs/speedups.md). Written against dill
+0.3.1.1 and apache-beam 2.61.0.
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
-"""Beam's pickles compressed with zlib at its fastest level instead of bz2 at its slowest,
-in processes whose pickles never leave this machine.
-
-Beam pickles every DoFn, its arguments and side-input views (with dill or cloudpickle,
-``runtime.beam_args``), several times per transform (to check them, to build the
-pipeline proto, again in the worker), and both its picklers compress each pickle with bz2
-at level 9 so that large ones stay under protocol buffer limits on remote runners. Pickles
-here are a few kilobytes, read back by this process or by the local Beam pool's processes,
-where bz2's cost buys nothing (docs/pipeline.md).
-
-Reading accepts both forms (a bz2 stream starts ``BZh``, a zlib stream never does), so a
-pickle made before the switch, or by a process without it, still loads. Writing switches
-only where :func:`install` is told the pickles stay here: ``local_runner.py`` when Beam runs
-locally, and the pool's processes (before their server starts: a worker may be handed a
-pickle at once). A remote runner's workers (Dataflow) read Beam's own form, and Vertex
-containers never install this module. Written against apache-beam 2.61.0 (its two
-picklers' module attribute ``bz2``; ``runtime.speedups`` checks it).
+"""Beam's pickles compressed with zlib at its fastest level instead of bz2 at its slowest, in
+processes whose pickles never leave this machine; reading accepts both (docs/speedups.md).
+Written against apache-beam 2.61.0.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""Beam's lookups of function signatures, computed once per function.
-
-Beam validates a DoFn by reading the signature of every one of its methods
-(``get_function_args_defaults``, through ``inspect.signature``), and does so again each time
-a pipeline is built, converted to its portable form and turned into the operations a worker
-runs. TFX's Beam components build hundreds of DoFns, so a run makes about 125,000 such
-lookups over fewer than a thousand distinct functions (docs/performance.md). A function's
-signature does not change, so each is computed once and kept for as long as the function
-lives. Nothing else changes: Beam still validates every DoFn, with the same signatures.
-Written against apache-beam 2.61.0 (``runtime.speedups`` checks the replaced function).
+"""Beam's lookups of function signatures, computed once per function rather than on every
+DoFn validation (docs/speedups.md); Beam still validates every DoFn. Written against
+apache-beam 2.61.0.
 """
 
 from __future__ import annotations

@@ -1,27 +1,8 @@
 """Transform reads each split's columns as the fast ExampleGen kept them
-(``runtime.decoded_columns``) instead of decoding every tf.Example of the split again.
-
-TFX's Transform executor reads a split through the TFXIO that
-``TransformProcessor._CreateTFXIO`` makes: for tf.Examples, tfx_bsl's ``TFExampleRecord``,
-whose Beam source reads the records and decodes them with the schema. Decoding is most of
-what Transform's analysis costs at scale, and ExampleGen had those columns in hand when it
-encoded the records. Within :func:`read_decoded_columns`, a split whose every record file
-has its columns kept, each of a type the schema decodes to, is read through
-:class:`KeptColumnsRecord`: TFX's own TFXIO for that split and schema (the same Arrow
-schema, tensors, projections, TensorFlow dataset and raw records) whose Beam source reads
-the kept files and gives every batch the schema's columns, as the decoder does: a feature
-the schema lacks is left out, one the data lacks (or never fills) is null. Any other split
-(examples from TFX's own ExampleGen, or written with the speedups off; a schema that types
-a column otherwise; raw records asked for) is read as TFX reads it.
-
-What can differ: a batch holds the rows of one CSV block of one file, where Beam's own
-batches hold up to 1,000. Analyzers that combine per-batch results in floating point
-(means, quantiles) may then differ in their last digits, as they do between two runs of
-Beam's dynamic batching; the vocabularies and every integer result do not.
-
-Written against TFX 1.16.0 and the tfx-bsl it pins (``runtime.speedups`` checks the
-shapes of the method replaced and of the two TFXIO methods overridden);
-``components.transform`` runs TFX's executor inside it.
+(``runtime.decoded_columns``) instead of decoding every tf.Example again, through TFX's own
+TFXIO for that split; any other split is read as TFX reads it. Floating-point analyzers may
+differ in their last digits, as between two runs of Beam's batching (docs/speedups.md).
+Written against TFX 1.16.0 and its tfx-bsl.
 """
 
 from __future__ import annotations

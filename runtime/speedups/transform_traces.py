@@ -1,27 +1,7 @@
-"""tf.Transform's tracing of ``preprocessing_fn`` during one Transform execution: once
-where TFX traced it four times to inspect it, and not again for the analysis' preliminary
-schema.
-
-Before its pipeline runs, TFX's Transform executor asks tf.Transform three questions about
-``preprocessing_fn``: which columns the analyzers read (asked twice), which columns the
-transform reads, and which analyzer cache entries it would use. Each answer traced the
-whole function again, with the same input specs, only to read the graph. Within
-:func:`one_inspection_trace` the first trace is kept and handed to the others. What
-tf.Transform then does with ``preprocessing_fn`` (analysis and the saved transform graph)
-traces as before, so the answers, the transform graph and its outputs do not change.
-
-One inspection clears a graph collection as it reads it (``analysis_graph_builder.build``
-empties ``TENSOR_REPLACEMENTS``); every hand-out restores the collections as the trace left
-them, so each inspection sees the graph it would have traced itself.
-
-Then tf.Transform's analysis traces the function for its graph, and at once again, with the
-same inputs, for the preliminary schema: which outputs carry a schema override (nothing is
-evaluated). That answer is in the analysis trace already (its override collection and the
-function's outputs), so it is read there, the way tf.Transform's ``metadata_fn`` reads it.
-The final schema, whose overrides are evaluated, is traced as before.
-
-Written against tensorflow-transform 1.16.0 (``runtime.speedups`` checks the shapes of the
-two functions it replaces); ``components.transform`` runs TFX's executor inside it.
+"""tf.Transform's tracing of ``preprocessing_fn`` in one Transform execution: once where TFX
+traced it four times to inspect it, and not again for the analysis' preliminary schema
+(docs/speedups.md). The answers, the transform graph and its outputs do not change. Written
+against tensorflow-transform 1.16.0.
 """
 
 from __future__ import annotations
