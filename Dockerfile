@@ -2,7 +2,7 @@
 # Pipelines v2, Vertex AI Training replicas), built from uv.lock: the same Python minor
 # version and the same packages as `make test` (tests/rehearsal/test_image.py
 # compares them). `make image` builds it here with podman; a cloud build is
-# `gcloud builds submit --config cloudbuild.yaml` (docs/vertex.md).
+# `gcloud builds submit --config cloudbuild.yaml` (docs/image.md).
 #
 # Layers: the base (Debian 12 with Python 3.11), then the locked environment, which is
 # rebuilt only when pyproject.toml or uv.lock change, then the project's code.
@@ -69,7 +69,7 @@ ENV PYTHONPATH=/pipeline
 
 # Dataflow starts Beam's SDK harness in the workers' container (--sdk_container_image) through
 # the image's entrypoint, /opt/apache/beam/boot, which only Beam's own SDK images hold: copied
-# from the one of the lock's Beam version and this Python (tests/pipeline/test_compiler.py
+# from the one of the lock's Beam version and this Python (tests/rehearsal/test_image.py
 # checks both). Vertex gives every task and training replica its own command, which replaces
 # the entrypoint. Here, where no registry is reachable, `make image` builds the `image`
 # stage above: the same image without these two lines.
