@@ -107,7 +107,8 @@ def transform(pipe, root, examples, validated_schema):
 def materialized(pipe, root, examples, validated_schema):
     """The pipeline's Transform but writing transformed examples (``materialize=True``), as
     it did before the Trainer transformed its own input: what the Trainer must still get."""
-    from tfx.components.transform.component import Transform
+    from components.transform import Transform
+    from runtime import speedups
 
     configured = node(pipe, "Transform")
     properties = configured.exec_properties
@@ -119,6 +120,7 @@ def materialized(pipe, root, examples, validated_schema):
         disable_statistics=properties["disable_statistics"],
         disable_analyzer_cache="updated_analyzer_cache" not in configured.outputs,
         materialize=True,
+        with_speedups=bool(properties[speedups.PARAMETER]),
     ).with_id("MaterializingTransform")
     assert component.exec_properties == properties, "configured unlike the pipeline's Transform"
     assert "transformed_examples" in component.outputs and "transformed_examples" not in configured.outputs
