@@ -472,7 +472,7 @@ def run_check(check: Check, name: str, scratch: Path) -> str:
             check(url, folder)
         return "ok"
     except Exception as error:  # every failure is a finding, reported in the table
-        return f"FAIL {type(error).__name__}: {' '.join(str(error).split())[:160]}"
+        return f"FAIL {type(error).__name__}: {' '.join(str(error).split())[:100]}"
 
 
 def conformance(names: Sequence[str], scratch: Path, checks: Sequence[Check] = CHECKS) -> dict[str, dict[str, str]]:
