@@ -29,7 +29,7 @@ from launch.submission import (
 from launch.vertex_push import add_push_flags, check_push_flags, push_from_args, pushes_to_vertex
 from pipeline.compiler import KfpMissingError, compile_pipeline, require_kfp
 from pipeline.config import CONTRACT_FILE, DEFAULT_OUTPUT_ROOT, PipelineConfig
-from pipeline.flag_errors import SettingsError, require, require_gcs
+from pipeline.flag_errors import require, require_gcs
 from pipeline.kubeflow_training import add_tfjob_flags, check_kubeflow_flags, tfjob_from_args
 from pipeline.vertex_training import add_training_flags, check_training_flags, training_from_args
 from rehearsal.serving import SERVING_TF_VERSION
@@ -202,7 +202,7 @@ def _compile_and_send(args: argparse.Namespace) -> int:
         config = config_from_args(args)
         schedule = schedule_from_args(args, config.pipeline_name) if args.schedule_cron is not None else None
         require_kfp()
-    except (SettingsError, KfpMissingError) as err:
+    except (ValueError, KfpMissingError) as err:  # SettingsError, ContractError, ProblemError: each names its fix
         say(f"error: {err}", err=True)
         return 2
     output_file = args.output_file or os.path.join(DEFAULT_OUTPUT_DIR, f"{config.pipeline_name}.json")

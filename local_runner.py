@@ -102,6 +102,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         raise SettingsError(f"--keep-runs must be at least 1 (the run just made), got {args.keep_runs}")
     kwargs = pipeline_config_kwargs(args)
     data_root = os.path.abspath(args.data_root or kwargs["problem"].data_root)
+    _check_local_paths(args, data_root)
     return configured(
         lambda: PipelineConfig(
             data_root=data_root,
@@ -113,6 +114,17 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
             **kwargs,
         )
     )
+
+
+def _check_local_paths(args: argparse.Namespace, data_root: str) -> None:
+    """The folders and the contract a local run reads exist (a gs:// path is the cloud's to check)."""
+    for flag, path, exists, kind in (
+        ("--data-root", data_root, os.path.isdir, "a directory"),
+        ("--serving-data-root", args.serving_data_root, os.path.isdir, "a directory"),
+        ("--schema-path", args.schema_path, os.path.isfile, "a file"),
+    ):
+        if path and not path.startswith("gs://") and not exists(path):
+            raise SettingsError(f"{flag} {path}: there is no such {kind.split()[-1]}; give {kind} that exists")
 
 
 def run(config: PipelineConfig) -> None:
@@ -141,7 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     with Terminal(os.path.join(log_dir, f"run-{stamp}.log"), verbose=args.verbose) as terminal:
         # Google client libraries warn at import about future Python/grpc/storage support; noise here.
         warnings.filterwarnings("ignore", category=FutureWarning)
-        if not args.speedups:
+        if args.speedups:
+            speedups.switch_on()
+        else:
             speedups.switch_off()
             say(f"Speedups off ({speedups.ENV_VAR}=0): every library runs as shipped.")
         try:

@@ -393,9 +393,7 @@ def _canonical_example_class() -> type:
     pool = descriptor_pool.DescriptorPool()
     pool.Add(proto)
     descriptor = pool.FindMessageTypeByName("csv_encoding.Example")
-    if hasattr(message_factory, "GetMessageClass"):  # protobuf >= 4.21
-        return message_factory.GetMessageClass(descriptor)
-    return message_factory.MessageFactory(pool).GetPrototype(descriptor)  # older, e.g. Python 3.10 images
+    return message_factory.GetMessageClass(descriptor)
 
 
 _CanonicalExample = _canonical_example_class()

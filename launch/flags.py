@@ -27,6 +27,7 @@ FLAG_OF_FIELD = {
     "train_steps": "--train-steps",
     "beam_workers": "--beam-workers",
     "tuning": "--tune",
+    "blessing_threshold": "--blessing-threshold",
     "trials": "--tuning-trials",
     "parallel_trials": "--parallel-trials",
     "project": "--project",
@@ -221,9 +222,13 @@ def hparams_from_args(args: argparse.Namespace) -> HParams:
     """The defaults, with --epochs, --batch-size and every --hparam NAME=VALUE; a name or value
     ``HParams`` refuses is a ``SettingsError`` naming it."""
     try:
-        hparams = HParams(epochs=args.epochs, per_replica_batch_size=args.batch_size)
+        hparams = HParams(epochs=args.epochs)
     except ValueError as err:
-        raise SettingsError(f"--epochs/--batch-size: {err}") from None
+        raise SettingsError(f"--epochs {args.epochs}: {err}") from None
+    try:
+        hparams = dataclasses.replace(hparams, per_replica_batch_size=args.batch_size)
+    except ValueError as err:
+        raise SettingsError(f"--batch-size {args.batch_size}: {err}") from None
     if not args.hparam:
         return hparams
     values = hparams.to_custom_config()
@@ -238,7 +243,7 @@ def hparams_from_args(args: argparse.Namespace) -> HParams:
     try:
         return HParams.from_custom_config(values)
     except (TypeError, ValueError) as err:
-        raise SettingsError(f"--hparam: {err}") from None
+        raise SettingsError(f"--hparam {' --hparam '.join(args.hparam)}: {err}") from None
 
 
 class _Only:
@@ -265,10 +270,14 @@ def add_shared_flags(parser: argparse.ArgumentParser, names: Sequence[str]) -> N
 
 
 def pipeline_config_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """``PipelineConfig`` arguments from the shared flags (paths are the runner's business).
-    Raises ``problem.ProblemError`` for a spec that cannot be used, naming the fix."""
+    """``PipelineConfig`` arguments from the shared flags (paths are the runner's business); a
+    spec that cannot be used is a ``SettingsError`` naming --problem and the fix."""
+    try:
+        problem = problem_lib.load(args.problem)
+    except problem_lib.ProblemError as err:
+        raise SettingsError(f"--problem {args.problem}: {err}") from None
     return dict(
-        problem=problem_lib.load(args.problem),
+        problem=problem,
         pipeline_name=args.pipeline_name,
         data_pattern=args.data_pattern,
         span=args.span,

@@ -12,7 +12,7 @@ import dataclasses
 import datetime
 import re
 import zoneinfo
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipeline.flag_errors import SettingsError, flag_value
 
@@ -75,7 +75,7 @@ def rfc3339(when: datetime.datetime) -> str:
     return when.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
 
 
-def add_schedule_flags(group: argparse._ArgumentGroup) -> None:
+def add_schedule_flags(group: Any) -> None:
     """The --schedule-* flags, in the submission group: a schedule replaces --submit's one run."""
     group.add_argument(
         "--schedule-cron",

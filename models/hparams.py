@@ -11,15 +11,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from models.budget import MAX_ROWS_SEEN
+from runtime import speedups
 
 # Trainer custom_config keys beside the hyperparameters: start from the latest blessed
 # model's weights (``fn_args.base_model``; models/warm_start.py), if that model is under
 # this pipeline's root (``PIPELINE_ROOT_KEY``).
 WARM_START_KEY = "warm_start"
 PIPELINE_ROOT_KEY = "pipeline_root"
-# Keys that travel in the Trainer's custom_config for others: these two, and the problem spec
-# (models/preprocessing.py's PROBLEM_KEY).
-_TRAVELLING = frozenset({WARM_START_KEY, PIPELINE_ROOT_KEY, "problem"})
+# Keys that travel in the Trainer's custom_config for others: these two, the problem spec
+# (models/preprocessing.py's PROBLEM_KEY) and the speedups switch.
+_TRAVELLING = frozenset({WARM_START_KEY, PIPELINE_ROOT_KEY, "problem", speedups.PARAMETER})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,7 +28,7 @@ from models.hparams import PIPELINE_ROOT_KEY, WARM_START_KEY, HParams
 from models.iterator_release import releasing
 from models.preprocessing import problem_of
 from models.problem import ModelFamily, Problem, Task
-from runtime import champion
+from runtime import champion, speedups
 from runtime.paths import is_under
 from runtime.terminal import report_progress
 
@@ -160,6 +160,7 @@ def _plan(fn_args) -> _Plan:
     """The problem, the hyperparameters (the Tuner's choices when a Tuner ran upstream),
     the strategy and this process's role; a TPU's local paths are refused here, before
     anything touches the TPU."""
+    speedups.follow(fn_args.custom_config)
     hparams = HParams.from_custom_config(fn_args.custom_config)
     problem = problem_of(fn_args.custom_config)
     if getattr(fn_args, "hyperparameters", None):

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from models.hparams import HParams
+from runtime import speedups
 
 # The searched hyperparameters and their choices. hidden_units is a string ("64,32"), as
 # KerasTuner's choices are scalars.
@@ -72,6 +73,7 @@ def tuner_fn(fn_args):
     from models.preprocessing import problem_of
 
     config = fn_args.custom_config or {}
+    speedups.follow(config)
     problem = problem_of(config)
     base, budget = _trial_hparams_and_budget(fn_args, HParams.from_custom_config(config.get(BASE_KEY)))
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)

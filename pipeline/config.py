@@ -230,8 +230,16 @@ class PipelineConfig:
                 '([model] family = "trees" in its problem.toml), grown with TF-DF\'s defaults: drop --tune, or '
                 "remove the [model] table to train and tune the network.",
             )
+        if self.span is not None and self.span < 0:
+            raise FieldError("span", f"must be 0 or more (a span number, or days since 1970-01-01), got {self.span}")
         # The problem's own checks apply to the blessing with the overrides.
-        dataclasses.replace(self.problem, blessing=self.blessing)
+        try:
+            dataclasses.replace(self.problem, blessing=self.blessing)
+        except problem_lib.ProblemError as err:
+            if self.blessing_threshold is None and self.max_regression is None:
+                raise
+            field = "blessing_threshold" if self.blessing_threshold is not None else "max_regression"
+            raise FieldError(field, f"{getattr(self, field)}: {err}") from None
 
     def for_problem(self, problem: Problem, **changes) -> PipelineConfig:
         """This configuration for another problem: its name, data and contract are the new

@@ -1,9 +1,10 @@
 """The one pipeline definition, run locally and compiled for Kubeflow/Vertex unchanged.
 
-ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> AnomalyGate -> DriftGate
-(against the champion's data) -> Transform -> Trainer -> Evaluator (against the champion)
--> Pusher (which records the new champion). The Champion component reads the champion
-record under the pipeline's root: no metadata query, the same on every orchestrator.
+ExampleGen -> StatisticsGen -> ImportSchemaGen (the contract; SchemaGen with --infer-schema)
+-> ExampleValidator -> AnomalyGate -> Champion -> DriftGate (against the champion's data) ->
+Transform -> Trainer -> Evaluator (against the champion) -> Pusher (which records the new
+champion). The Champion component reads the champion record under the pipeline's root: no
+metadata query, the same on every orchestrator.
 """
 
 from __future__ import annotations
@@ -40,12 +41,13 @@ from models.hparams import PIPELINE_ROOT_KEY, WARM_START_KEY
 from models.preprocessing import PROBLEM_KEY
 from models.problem import Task
 from pipeline.config import EVALUATOR_MODULE, PREPROCESSING_FN, RUN_FN, TUNER_FN, PipelineConfig
+from runtime import speedups
 
 EVAL_SPLIT = "eval"
 TRAIN_SPLIT = "train"
 # The Evaluator's metrics per task, by the names the spec's [evaluation] metric uses: the
-# class TFMA is given for each (its own, or Keras'), all computed a batch at a time
-# (models/batched_metrics.py).
+# class TFMA is given for each (its own, or Keras'), computed a batch at a time with the
+# speedups on (models/batched_metrics.py).
 _NAMED_METRICS = {
     "accuracy": "SparseCategoricalAccuracy",
     "rmse": "RootMeanSquaredError",
@@ -145,6 +147,7 @@ def _trainer(config: PipelineConfig, **inputs):
         PROBLEM_KEY: config.problem.to_json(),
         WARM_START_KEY: config.warm_start,
         PIPELINE_ROOT_KEY: config.pipeline_root,
+        speedups.PARAMETER: int(config.speedups),
     }
     if config.tfjob is not None:
         from components.tfjob import TfJobTrainer
@@ -166,6 +169,7 @@ def _tuner(config: PipelineConfig, **inputs):
 
     custom_config = tuning.tuner_custom_config(config.hparams, config.tuning.trials)
     custom_config[PROBLEM_KEY] = config.problem.to_json()
+    custom_config[speedups.PARAMETER] = int(config.speedups)
     if config.vertex_training is None:
         from tfx.components.tuner.component import Tuner
 

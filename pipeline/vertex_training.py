@@ -111,7 +111,7 @@ class VertexTraining:
     ) -> VertexTraining:
         """A chief plus ``replicas - 1`` workers: MultiWorkerMirroredStrategy."""
         if replicas < 2:
-            raise ValueError(f"multi-worker training needs at least 2 replicas, got {replicas}")
+            raise ValueError(f"multi-worker training needs at least 2 replicas (--training-replicas), got {replicas}")
         pool = dict(machine_type=machine_type, accelerator_type=accelerator_type, accelerator_count=accelerator_count)
         return cls(
             project,
@@ -142,7 +142,10 @@ class VertexTraining:
                 f"parameter-server training needs a chief and at least 1 worker (2 replicas), got {replicas}"
             )
         if parameter_servers < 1:
-            raise ValueError(f"parameter-server training needs at least 1 parameter server, got {parameter_servers}")
+            raise ValueError(
+                "parameter-server training needs at least 1 parameter server (--parameter-servers), "
+                f"got {parameter_servers}"
+            )
         if accelerator_type in TPU_TYPES:
             raise ValueError("parameter-server workers take GPUs, not TPUs; for a TPU use --vertex-training tpu")
         return cls(

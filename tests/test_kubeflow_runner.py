@@ -100,6 +100,8 @@ KFP = ["--kfp-host", "https://kfp.example.com", "--dry-run"]
         ),
         ([*cloud.CLOUD_ARGS, *KFP, "--tfjob", "--tfjob-workers", "-1"], "--tfjob-workers cannot be negative"),
         ([*cloud.CLOUD_ARGS, "--canary-percent", "10"], "--canary-percent needs an endpoint (--endpoint-name)"),
+        ([*cloud.CLOUD_ARGS, "--problem", "/no/such/problem"], "--problem /no/such/problem: No problem spec"),
+        ([*cloud.CLOUD_ARGS, "--blessing-threshold", "7"], "--blessing-threshold 7.0"),
         ([*cloud.CLOUD_ARGS, "--kfp-host", "localhost:8888"], "--kfp-host"),
         ([*cloud.CLOUD_ARGS, "--label", "oops"], "--label"),
         ([*cloud.CLOUD_ARGS, "--rehearse", "--submit", *cloud.PROJECT_ARGS], "--rehearse"),

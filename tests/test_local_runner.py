@@ -90,10 +90,30 @@ def test_transform_statistics_are_off_unless_asked():
     assert local_runner.config_from_args(local_runner.parse_args(["--transform-statistics"])).transform_statistics
 
 
-def test_serving_data_is_optional_and_taken_as_an_absolute_path():
+def test_serving_data_is_optional_and_taken_as_an_absolute_path(tmp_path, monkeypatch):
     assert local_runner.config_from_args(local_runner.parse_args([])).serving_data_root is None
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "requests").mkdir()
     config = local_runner.config_from_args(local_runner.parse_args(["--serving-data-root", "requests"]))
-    assert config.serving_data_root == os.path.abspath("requests")
+    assert config.serving_data_root == str(tmp_path / "requests")
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--data-root", "no-such-dir"], "--data-root"),
+        (["--serving-data-root", "no-such-dir"], "--serving-data-root"),
+        (["--schema-path", "no-such.pbtxt"], "--schema-path"),
+        (["--span", "-3", "--data-pattern", "span-{SPAN}/*.csv"], "--span must be 0 or more"),
+        (["--epochs", "0"], "--epochs 0"),
+        (["--blessing-threshold", "7"], "--blessing-threshold 7.0"),
+        (["--problem", "no-such-problem"], "--problem no-such-problem"),
+    ],
+)
+def test_settings_that_cannot_work_fail_before_running_naming_the_flag(flags, named, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert local_runner.main(["--output-root", str(tmp_path / "out"), *flags]) == 2
+    assert named in capsys.readouterr().err
 
 
 def test_the_run_report_is_written_unless_declined():

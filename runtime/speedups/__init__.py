@@ -437,6 +437,23 @@ def switch_off() -> None:
     os.environ[ENV_VAR] = "0"
 
 
+def follow(custom_config: dict[str, Any] | None) -> None:
+    """User code run by a component (the Trainer's ``run_fn``, the Tuner's ``tuner_fn``) whose
+    ``custom_config`` says the speedups are off: the switch goes off in this process and the
+    processes it starts, and what building the model installed (AutoGraph's rule) is undone."""
+    if (custom_config or {}).get(PARAMETER, 1):
+        return
+    from runtime.speedups import autograph
+
+    switch_off()
+    autograph.let_autograph_convert_tf_keras()
+
+
+def switch_on() -> None:
+    """Turns the speedups on in this process from now on, and in the processes it starts."""
+    os.environ[ENV_VAR] = "1"
+
+
 def by_name(name: str) -> Speedup:
     for speedup in SPEEDUPS:
         if speedup.name == name:

@@ -28,3 +28,14 @@ def keep_autograph_out_of_tf_keras() -> bool:
     if not any(isinstance(rule, rule_class) and rule.matches(PACKAGE) for rule in rules):
         config.CONVERSION_RULES = (rule_class(PACKAGE),) + tuple(rules)
     return True
+
+
+def let_autograph_convert_tf_keras() -> None:
+    """Takes the rule away again: AutoGraph converts Keras's internals as TensorFlow ships it."""
+    try:
+        from tensorflow.python.autograph.core import config
+    except ImportError:
+        return
+    rules, rule_class = getattr(config, "CONVERSION_RULES", None), getattr(config, "DoNotConvert", None)
+    if rules is not None and rule_class is not None:
+        config.CONVERSION_RULES = tuple(r for r in rules if not (isinstance(r, rule_class) and r.matches(PACKAGE)))

@@ -178,6 +178,7 @@ def test_hyperparameters_reach_the_trainer(pipe):
     # Whether to warm-start, and the root a base model must lie under to be this pipeline's.
     assert custom_config.pop(WARM_START_KEY) is False
     assert custom_config.pop(PIPELINE_ROOT_KEY) == PipelineConfig().pipeline_root
+    assert custom_config.pop("speedups") == 1
     assert custom_config == PipelineConfig().hparams.to_custom_config()
     assert trainer.exec_properties["run_fn"] == "models.trainer.run_fn"
     assert "base_model" not in trainer.inputs
@@ -310,7 +311,10 @@ def test_the_speedups_switch_is_in_the_compiled_job_and_the_cache_key():
         assert sped_up[node_id]["parameters"]["speedups"]["fieldValue"]["intValue"] == "1"
         assert plain[node_id]["parameters"]["speedups"]["fieldValue"]["intValue"] == "0"
     assert sped_up["Evaluator"] != plain["Evaluator"]
-    unswitched = set(sped_up) - {*SWITCHED, "Evaluator"}
+    for parameters, on in ((sped_up, 1), (plain, 0)):  # run_fn reads it from its custom_config
+        custom_config = parameters["Trainer"]["parameters"]["custom_config"]["fieldValue"]["stringValue"]
+        assert json.loads(custom_config)["speedups"] == on
+    unswitched = set(sped_up) - {*SWITCHED, "Evaluator", "Trainer"}
     assert all(sped_up[node_id] == plain[node_id] for node_id in unswitched)
 
 

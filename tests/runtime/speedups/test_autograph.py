@@ -34,3 +34,16 @@ def test_without_the_rule_keras_internals_would_be_converted(monkeypatch):
     monkeypatch.setattr(config, "CONVERSION_RULES", without)
     assert not conversion.is_allowlisted(keras.layers.Dense.call)  # what TensorFlow 2.16 does alone
     assert keep_autograph_out_of_tf_keras() and conversion.is_allowlisted(keras.layers.Dense.call)
+
+
+def test_a_component_told_to_run_as_shipped_takes_the_rule_away(monkeypatch):
+    from runtime import speedups
+
+    monkeypatch.setattr(config, "CONVERSION_RULES", config.CONVERSION_RULES)
+    monkeypatch.setenv(speedups.ENV_VAR, "1")
+    speedups.follow({speedups.PARAMETER: 1})
+    speedups.follow(None)
+    assert _rules_for_tf_keras() == 1 and speedups.enabled()
+    speedups.follow({speedups.PARAMETER: 0})
+    assert _rules_for_tf_keras() == 0 and not speedups.enabled()
+    assert not conversion.is_allowlisted(keras.layers.Dense.call)
