@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Sequence
 
 from launch.dataflow import add_dataflow_flags, check_dataflow_flags, dataflow_args
+from launch.flag_errors import require, require_gcs
 from launch.flags import add_pipeline_flags, configured, pipeline_config_kwargs
 from launch.schedule import Schedule, how_runs_find_data, schedule_from_args, schedule_summary
 from launch.submission import (
@@ -26,12 +27,17 @@ from launch.submission import (
     vertex_credentials,
     vertex_submission,
 )
+from launch.training import (
+    add_tfjob_flags,
+    add_training_flags,
+    check_kubeflow_flags,
+    check_training_flags,
+    tfjob_from_args,
+    training_from_args,
+)
 from launch.vertex_push import add_push_flags, check_push_flags, push_from_args, pushes_to_vertex
 from pipeline.compiler import KfpMissingError, compile_pipeline, require_kfp
 from pipeline.config import CONTRACT_FILE, DEFAULT_OUTPUT_ROOT, PipelineConfig
-from pipeline.flag_errors import require, require_gcs
-from pipeline.kubeflow_training import add_tfjob_flags, check_kubeflow_flags, tfjob_from_args
-from pipeline.vertex_training import add_training_flags, check_training_flags, training_from_args
 from rehearsal.serving import SERVING_TF_VERSION
 from rehearsal.session import add_rehearsal_flags, rehearsal_options, rehearse_compiled_job
 from runtime.terminal import Terminal, add_verbose_flag, command_log, say

@@ -14,10 +14,10 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from launch.flag_errors import SettingsError
 from launch.flags import add_pipeline_flags, configured, default, pipeline_config_kwargs
 from launch.local import metadata_config
 from pipeline.config import PipelineConfig
-from pipeline.flag_errors import SettingsError
 from runs.local_run import LOG_DIR, AfterRun, after_run, say_problem, say_reused
 from runs.run_lock import LockedError, hold_run_lock
 from runtime import speedups, start

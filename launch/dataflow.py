@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline.flag_errors import SettingsError, require_gcs
+from launch.flag_errors import SettingsError, require_gcs
 
 
 def add_dataflow_flags(parser: argparse.ArgumentParser) -> None:

@@ -10,10 +10,11 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from launch.flag_errors import SettingsError
 from models import problem as problem_lib
 from models.hparams import HParams
 from pipeline.config import CONTRACT_FILE, DEFAULT_PROBLEM_DIR, PipelineConfig, Tuning
-from pipeline.flag_errors import FieldError, SettingsError
+from pipeline.field_error import FieldError
 from runtime import speedups
 
 T = TypeVar("T")

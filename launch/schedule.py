@@ -14,7 +14,7 @@ import re
 import zoneinfo
 from typing import TYPE_CHECKING, Any
 
-from pipeline.flag_errors import SettingsError, flag_value
+from launch.flag_errors import SettingsError, flag_value
 
 if TYPE_CHECKING:
     from pipeline.config import PipelineConfig

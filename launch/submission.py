@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from launch.flag_errors import SettingsError
 from launch.schedule import MAX_CONCURRENT_RUNS, Schedule, add_schedule_flags, check_schedule_flags, rfc3339
-from pipeline.flag_errors import SettingsError
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials

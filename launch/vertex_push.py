@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from launch.flag_errors import SettingsError
 from pipeline.config import DEFAULT_SERVING_IMAGE, VertexEndpoint
-from pipeline.flag_errors import SettingsError
 
 
 def add_push_flags(parser: argparse.ArgumentParser) -> None:

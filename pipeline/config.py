@@ -15,7 +15,7 @@ from components import spans
 from models import problem as problem_lib
 from models.hparams import HParams
 from models.problem import Blessing, ModelFamily, Problem
-from pipeline.flag_errors import FieldError
+from pipeline.field_error import FieldError
 from pipeline.kubeflow_training import TfJob
 from pipeline.vertex_training import VertexTraining
 from runtime import beam_args

@@ -1,20 +1,14 @@
-"""Kubeflow's training operator for the Trainer: a TFJob of a chief, workers and parameter
-servers (``components/tfjob.py`` launches it), built from typed settings and the --tfjob
-flags, and checked before anything is compiled.
-
-The chief is always there (it writes the model); workers make it MultiWorkerMirrored
-training, workers with parameter servers ParameterServerStrategy training, as
-``models/strategy.py`` reads the operator's ``TF_CONFIG``.
+"""The Trainer's TFJob on Kubeflow's training operator: a chief, workers and parameter servers
+(``components/tfjob.py`` launches it; ``launch/training.py`` makes it from the --tfjob flags).
+``models/strategy.py`` picks the strategy from the operator's ``TF_CONFIG``.
 """
-
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import re
 from typing import Any
 
-from pipeline.flag_errors import FieldError, SettingsError
+from pipeline.field_error import FieldError
 
 _KUBERNETES_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$")
@@ -56,63 +50,3 @@ class TfJob:
 
         settings = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
         return {TFJOB_KEY: {**settings, "name_prefix": name_prefix}}
-
-
-def add_tfjob_flags(parser: argparse.ArgumentParser) -> None:
-    """The --tfjob flags: train in a TFJob on the Kubeflow cluster the job runs on."""
-    group = parser.add_argument_group("Kubeflow's training operator for the Trainer (with --kfp-host)")
-    group.add_argument(
-        "--tfjob",
-        action="store_true",
-        help="Train in a TFJob (kubeflow.org/v1) in the cluster: a chief, --tfjob-workers workers and "
-        "--tfjob-parameter-servers parameter servers, each a container of --image.",
-    )
-    group.add_argument("--tfjob-workers", type=int, default=0, help="Workers beside the chief.")
-    group.add_argument("--tfjob-parameter-servers", type=int, default=0, help="Parameter servers (needs workers).")
-    group.add_argument("--tfjob-namespace", help="Namespace of the TFJob (default: the pipeline task's own).")
-    group.add_argument("--tfjob-service-account", help="Service account of the TFJob's pods.")
-    group.add_argument("--tfjob-cpu", help="CPU of each replica, as Kubernetes writes it (e.g. 4, 500m).")
-    group.add_argument("--tfjob-memory", help="Memory of each replica, as Kubernetes writes it (e.g. 16Gi).")
-
-
-def check_kubeflow_flags(args: argparse.Namespace, on_kubeflow: bool, pushes_to_vertex: bool) -> None:
-    """Flags that cannot work where the job runs: Vertex AI's options (its Training, its
-    endpoints and registry: ``pushes_to_vertex``) on an open-source Kubeflow cluster
-    (``on_kubeflow``), a TFJob anywhere else."""
-    if not on_kubeflow:
-        if args.tfjob:
-            raise SettingsError(
-                "--tfjob trains on a Kubeflow cluster's training operator: add --kfp-host (or --rehearse-as kubeflow)"
-            )
-        return
-    target = "--kfp-host" if args.kfp_host else "--rehearse-as kubeflow"
-    for given, flag in (
-        (args.vertex_training, "--vertex-training"),
-        (pushes_to_vertex, "--endpoint-name/--register-model"),
-    ):
-        if given:
-            raise SettingsError(
-                f"{flag} is Vertex AI's, and {target} runs the job on an open-source Kubeflow cluster: drop "
-                f"{flag.split('/')[0]} (the Pusher then writes to the serving directory under --output-root)"
-            )
-
-
-def tfjob_from_args(args: argparse.Namespace) -> TfJob | None:
-    """The Trainer's TFJob from the --tfjob flags (a value it refuses is a ``FieldError``)."""
-    given = [flag for flag in ("workers", "parameter_servers", "namespace", "service_account", "cpu", "memory")
-             if getattr(args, f"tfjob_{flag}") not in (None, 0)]  # fmt: skip
-    if not args.tfjob:
-        if given:
-            raise SettingsError(f"--tfjob-{given[0].replace('_', '-')} sets the Trainer's TFJob: add --tfjob")
-        return None
-    if args.vertex_training:
-        raise SettingsError("--tfjob and --vertex-training each choose where the Trainer trains: choose one")
-    return TfJob(
-        image=args.image,
-        workers=args.tfjob_workers,
-        parameter_servers=args.tfjob_parameter_servers,
-        namespace=args.tfjob_namespace,
-        service_account=args.tfjob_service_account,
-        cpu=args.tfjob_cpu,
-        memory=args.tfjob_memory,
-    )

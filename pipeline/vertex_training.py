@@ -1,15 +1,11 @@
 """Vertex AI Training for the Trainer: worker pools for one GPU machine, several workers,
-parameter servers, or a TPU VM, built from typed settings, and the --vertex-training flags.
-Inside the job ``run_fn`` picks its strategy from what Vertex sets (docs/model.md).
+parameter servers, or a TPU VM (``launch/training.py`` makes them from the --vertex-training
+flags). Inside the job ``run_fn`` picks its strategy from what Vertex sets (docs/model.md).
 """
-
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from typing import Any
-
-from pipeline.flag_errors import SettingsError
 
 # Vertex AI's AcceleratorType names (google.cloud.aiplatform_v1.types.AcceleratorType,
 # client 1.165), without the UNSPECIFIED placeholder; a test keeps this list in step.
@@ -239,72 +235,3 @@ class VertexTraining:
                 "job_spec": {"worker_pool_specs": self.worker_pool_specs()},
             },
         }
-
-
-def add_training_flags(parser: argparse.ArgumentParser) -> None:
-    """The --vertex-training flags: the job's kind and its pools' machines (tuning trials too)."""
-    training = parser.add_argument_group("Vertex AI Training for the Trainer")
-    training.add_argument(
-        "--vertex-training",
-        choices=KINDS,
-        help="Train on Vertex AI: one GPU machine, several workers, a chief with workers and parameter servers, "
-        "or a TPU VM.",
-    )
-    training.add_argument("--training-machine-type", help="Machine type (default: n1-standard-8; TPU: cloud-tpu).")
-    training.add_argument("--accelerator-type", help="e.g. NVIDIA_TESLA_T4 (gpu default), TPU_V3 (tpu default).")
-    training.add_argument("--accelerator-count", type=int, help="Accelerators per machine (gpu: 1, tpu: 8).")
-    training.add_argument(
-        "--training-replicas",
-        type=int,
-        default=3,
-        help="Machines for --vertex-training multi-worker or parameter-server (a chief plus N-1 workers). "
-        "(default: %(default)s)",
-    )
-    training.add_argument(
-        "--parameter-servers",
-        type=int,
-        default=1,
-        help="Parameter-server machines for --vertex-training parameter-server. (default: %(default)s)",
-    )
-    training.add_argument(
-        "--parallel-trials",
-        type=int,
-        default=1,
-        help="With --tune and --vertex-training: tuning trials run at once, one Vertex AI machine each. "
-        "(default: %(default)s)",
-    )
-    training.add_argument(
-        "--ps-machine-type", help="Parameter-server machine type (default: n1-highmem-4; they hold the variables)."
-    )
-
-
-def check_training_flags(args: argparse.Namespace) -> None:
-    """Tuning on Vertex AI: parallel trials need it, and its trials cannot run on a TPU."""
-    if args.parallel_trials != 1 and not (args.tune and args.vertex_training):
-        raise SettingsError("--parallel-trials runs tuning trials on Vertex AI: add --tune and --vertex-training")
-    if args.tune and args.vertex_training == "tpu":
-        raise SettingsError(
-            "--tune with --vertex-training tpu: trials run on GPU or CPU machines; tune with --vertex-training gpu, "
-            "then train on the TPU"
-        )
-
-
-def training_from_args(args: argparse.Namespace) -> VertexTraining | None:
-    """The Trainer's Vertex AI job from the --vertex-training flags (unset ones: builder defaults)."""
-    if not args.vertex_training:
-        return None
-    try:
-        return VertexTraining.of_kind(
-            args.vertex_training,
-            args.project,
-            args.region,
-            args.image,
-            replicas=args.training_replicas,
-            parameter_servers=args.parameter_servers,
-            machine_type=args.training_machine_type,
-            accelerator_type=args.accelerator_type,
-            accelerator_count=args.accelerator_count,
-            ps_machine_type=args.ps_machine_type,
-        )
-    except ValueError as err:
-        raise SettingsError(f"--vertex-training {args.vertex_training}: {err}") from err

@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
+from launch.flag_errors import SettingsError
 from launch.flags import FLAG_OF_FIELD, add_pipeline_flags, add_shared_flags, configured, pipeline_config_kwargs
 from pipeline.config import PipelineConfig
-from pipeline.flag_errors import SettingsError
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:

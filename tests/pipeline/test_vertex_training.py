@@ -29,6 +29,7 @@ def _expected(worker_pool_specs: list[dict]) -> dict:
         # No warm start without spans; the root a base model must lie under to be this pipeline's.
         WARM_START_KEY: False,
         PIPELINE_ROOT_KEY: "gs://b/o/pipelines/taxi-big-tipper",
+        "speedups": 1,
         "ai_platform_enable_vertex": True,
         "ai_platform_vertex_region": "us-central1",
         "ai_platform_training_args": {"project": "p", "job_spec": {"worker_pool_specs": worker_pool_specs}},

@@ -1,7 +1,5 @@
-"""A setting that cannot work: ``FieldError`` names the configuration's field, ``SettingsError``
-the flag as the user typed it (``launch.flags`` turns one into the other); the runners print
-it and exit with 2. Imports nothing of the project, so any module may raise them.
-"""
+"""A flag value that cannot work (``SettingsError``, naming the flag as the user typed it and
+the fix; the runners print it and exit with 2), and the checks several flag groups share."""
 
 from __future__ import annotations
 
@@ -11,14 +9,6 @@ from typing import Any
 
 class SettingsError(ValueError):
     """A flag value that cannot work; the message names the flag and the fix."""
-
-
-class FieldError(ValueError):
-    """A configuration value that cannot work: ``field`` names it, ``problem`` says why and the fix."""
-
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(f"{field} {problem}")
-        self.field, self.problem = field, problem
 
 
 def require_gcs(flag: str, value: str | None) -> None:
