@@ -273,6 +273,8 @@ def add_shared_flags(parser: argparse.ArgumentParser, names: Sequence[str]) -> N
 def pipeline_config_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """``PipelineConfig`` arguments from the shared flags (paths are the runner's business); a
     spec that cannot be used is a ``SettingsError`` naming --problem and the fix."""
+    if not args.tune and args.tuning_trials != Tuning.trials:
+        raise SettingsError(f"--tuning-trials {args.tuning_trials} sets the Tuner's budget: add --tune")
     try:
         problem = problem_lib.load(args.problem)
     except problem_lib.ProblemError as err:

@@ -147,3 +147,8 @@ def test_no_speedups_reaches_the_configuration_both_runners_make():
     assert not PipelineConfig(**pipeline_config_kwargs(_parse(["--no-speedups"]))).speedups
     cloud = ["--output-root", "gs://b/o", "--data-root", "gs://b/d", "--image", "i", "--no-speedups"]
     assert not kubeflow_runner.config_from_args(kubeflow_runner.parse_args(cloud)).speedups
+
+
+def test_a_tuning_budget_without_tuning_is_refused():
+    with pytest.raises(SettingsError, match=r"^--tuning-trials 0 sets the Tuner's budget: add --tune$"):
+        pipeline_config_kwargs(_parse(["--tuning-trials", "0"]))
