@@ -110,7 +110,6 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
             schema_path=os.path.abspath(args.schema_path) if args.schema_path else None,
             serving_data_root=os.path.abspath(args.serving_data_root) if args.serving_data_root else None,
             beam_workers=args.beam_workers or workers_for_data(data_root, args.data_pattern),
-            beam_pool=args.speedups,
             **kwargs,
         )
     )

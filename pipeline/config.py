@@ -141,10 +141,6 @@ class PipelineConfig:
     serving_data_root: str | None = None
     # 1: Beam runs in-process (fastest on small data); >1: that many worker processes.
     beam_workers: int = 1
-    # With beam_workers > 1, the workers are the run's pool of processes, shared by every
-    # Beam component (runtime/beam_pool.py); False: Beam's own, started by each component
-    # (what switching the speedups off chooses, runtime/speedups).
-    beam_pool: bool = True
     # The project's speedups in its components (runtime/speedups): each gets it as its
     # ``speedups`` parameter, so the compiled job and the cache key record it. False: every
     # library as shipped (TFX's CSV executor, StatisticsGen, Transform; TFMA's metrics).
@@ -274,6 +270,13 @@ class PipelineConfig:
     @property
     def serving_model_dir(self) -> str:
         return os.path.join(self.output_root, "serving_model", self.pipeline_name)
+
+    @property
+    def beam_pool(self) -> bool:
+        """With beam_workers > 1, whether the workers are the run's pool of processes, shared
+        by every Beam component (runtime/beam_pool.py): with the speedups; without, Beam's own,
+        started by each component."""
+        return self.speedups
 
     @property
     def beam_pipeline_args(self) -> list[str]:
