@@ -2,6 +2,7 @@
 (``components/tfjob.py`` launches it; ``launch/training.py`` makes it from the --tfjob flags).
 ``models/strategy.py`` picks the strategy from the operator's ``TF_CONFIG``.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -2,6 +2,7 @@
 parameter servers, or a TPU VM (``launch/training.py`` makes them from the --vertex-training
 flags). Inside the job ``run_fn`` picks its strategy from what Vertex sets (docs/model.md).
 """
+
 from __future__ import annotations
 
 import dataclasses
