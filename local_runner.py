@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.metadata
 import os
 import sys
 import time
@@ -16,6 +17,7 @@ from typing import Any
 
 from launch.flag_errors import SettingsError
 from launch.flags import add_pipeline_flags, configured, default, pipeline_config_kwargs
+from launch.flink import add_flink_flags, check_cluster, check_flink_flags, flink_args
 from launch.local import metadata_config
 from pipeline.config import PipelineConfig
 from runs.local_run import LOG_DIR, AfterRun, after_run, say_problem, say_reused
@@ -29,6 +31,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Run the TFX pipeline locally (LocalDagRunner) and print a summary.")
     _add_location_flags(parser)
     _add_local_rarely_needed_flags(add_pipeline_flags(parser))
+    add_flink_flags(parser)
     _add_after_run_flags(parser)
     return parser.parse_args(argv)
 
@@ -100,6 +103,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         raise SettingsError(f"--beam-workers must be 0 (choose by data size) or more, got {args.beam_workers}")
     if args.keep_runs is not None and args.keep_runs < 1:
         raise SettingsError(f"--keep-runs must be at least 1 (the run just made), got {args.keep_runs}")
+    check_flink_flags(args)
     kwargs = pipeline_config_kwargs(args)
     data_root = os.path.abspath(args.data_root or kwargs["problem"].data_root)
     _check_local_paths(args, data_root)
@@ -109,10 +113,18 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
             output_root=os.path.abspath(args.output_root),
             schema_path=os.path.abspath(args.schema_path) if args.schema_path else None,
             serving_data_root=os.path.abspath(args.serving_data_root) if args.serving_data_root else None,
-            beam_workers=args.beam_workers or workers_for_data(data_root, args.data_pattern),
+            beam_workers=_beam_workers(args, data_root),
+            extra_beam_args=flink_args(args),
             **kwargs,
         )
     )
+
+
+def _beam_workers(args: argparse.Namespace, data_root: str) -> int:
+    """DirectRunner workers: as asked, or by data size; none with another runner."""
+    if args.flink_master:
+        return 1
+    return args.beam_workers or workers_for_data(data_root, args.data_pattern)
 
 
 def _check_local_paths(args: argparse.Namespace, data_root: str) -> None:
@@ -159,6 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             say(f"Speedups off ({speedups.ENV_VAR}=0): every library runs as shipped.")
         try:
             config = config_from_args(args)
+            check_cluster(args, importlib.metadata.version("apache-beam"))
         except ValueError as err:
             say(f"error: {err}", err=True)
             return 2

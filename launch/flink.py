@@ -1,0 +1,196 @@
+"""Apache Flink for the Beam-based components (ExampleGen, StatisticsGen, Transform,
+Evaluator): the --flink flags, their checks, the checks of the cluster and the job server
+before anything runs, and the Beam arguments they become (``PipelineConfig.extra_beam_args``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+
+from launch.flag_errors import SettingsError
+
+# The Flink versions this Beam's FlinkRunner has a job server for
+# (apache_beam.options.pipeline_options.FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS).
+SUPPORTED_FLINK_VERSIONS = ("1.17", "1.18", "1.19")
+DEFAULT_FLINK_VERSION = "1.19"
+# Each TaskManager's Python SDK workers: Beam's worker pool in the project's image, a
+# sidecar listening on the TaskManager's own localhost.
+DEFAULT_WORKER_POOL = "localhost:50000"
+# Job server versions other than the SDK's own that run this pipeline with the same results
+# (tests/flink_cluster): Maven Central serves no Flink job server of Beam 2.61 here.
+PROVEN_JOB_SERVER_VERSIONS = ("2.62.0",)
+_ADDRESS = re.compile(r"^(https?://)?[A-Za-z0-9_.-]+:\d{1,5}$")
+_JOB_SERVER_POM = re.compile(r"META-INF/maven/org\.apache\.beam/beam-runners-flink-(\d+\.\d+)/pom\.properties$")
+
+
+def add_flink_flags(parser: argparse.ArgumentParser) -> None:
+    """The --flink flags: which cluster, how parallel, which job server, where the SDK workers are."""
+    flink = parser.add_argument_group("Apache Flink for the Beam-based components")
+    flink.add_argument(
+        "--flink-master",
+        metavar="HOST:PORT",
+        help="Run ExampleGen, StatisticsGen, Transform and the Evaluator on this Flink session cluster "
+        "(its JobManager's REST address) instead of in this process or the task's container.",
+    )
+    flink.add_argument("--flink-parallelism", type=int, help="Parallelism of each Beam job (default: the cluster's).")
+    flink.add_argument(
+        "--flink-job-server-jar",
+        metavar="PATH_OR_URL",
+        help="Beam's Flink job server jar, started for each Beam job (default: Beam downloads "
+        "beam-runners-flink-<version>-job-server of its own version from Maven Central).",
+    )
+    flink.add_argument(
+        "--flink-job-endpoint",
+        metavar="HOST:PORT",
+        help="A Beam job server already running for the cluster, instead of one started from the jar.",
+    )
+    flink.add_argument(
+        "--flink-worker-pool",
+        metavar="HOST:PORT",
+        default=DEFAULT_WORKER_POOL,
+        help="Beam's SDK worker pool as each TaskManager reaches it: the project's image started with "
+        "`--worker_pool` beside each TaskManager. (default: %(default)s)",
+    )
+    flink.add_argument(
+        "--flink-version",
+        default=DEFAULT_FLINK_VERSION,
+        choices=SUPPORTED_FLINK_VERSIONS,
+        help="The cluster's Flink minor version, which names the job server. (default: %(default)s)",
+    )
+
+
+def check_flink_flags(args: argparse.Namespace) -> None:
+    """The flags' values, without reaching the cluster."""
+    if not args.flink_master:
+        for flag in ("--flink-parallelism", "--flink-job-server-jar", "--flink-job-endpoint"):
+            if getattr(args, flag[2:].replace("-", "_")) is not None:
+                raise SettingsError(f"{flag} needs --flink-master (the cluster's JobManager REST address)")
+        return
+    for flag, value in (
+        ("--flink-master", args.flink_master),
+        ("--flink-job-endpoint", args.flink_job_endpoint),
+        ("--flink-worker-pool", args.flink_worker_pool),
+    ):
+        if value is not None and not _ADDRESS.match(value):
+            raise SettingsError(f"{flag} must be HOST:PORT, got {value!r}")
+    if args.flink_parallelism is not None and args.flink_parallelism < 1:
+        raise SettingsError(f"--flink-parallelism must be at least 1, got {args.flink_parallelism}")
+    if args.flink_job_server_jar and args.flink_job_endpoint:
+        raise SettingsError("give --flink-job-server-jar or --flink-job-endpoint, not both: one job server")
+    jar = args.flink_job_server_jar
+    if jar and "://" not in jar and not os.path.isfile(jar):
+        raise SettingsError(f"--flink-job-server-jar {jar}: there is no such file; give the jar's path or URL")
+
+
+def flink_args(args: argparse.Namespace) -> tuple[str, ...]:
+    """Beam pipeline arguments that move the Beam-based components onto the Flink cluster."""
+    if not args.flink_master:
+        return ()
+    if args.flink_job_endpoint:
+        runner = ("--runner=PortableRunner", f"--job_endpoint={args.flink_job_endpoint}")
+    else:
+        master, version = args.flink_master, args.flink_version
+        runner = ("--runner=FlinkRunner", f"--flink_master={master}", f"--flink_version={version}")
+        if args.flink_job_server_jar:
+            runner += (f"--flink_job_server_jar={args.flink_job_server_jar}",)
+    parallelism = (f"--parallelism={args.flink_parallelism}",) if args.flink_parallelism else ()
+    workers = ("--environment_type=EXTERNAL", f"--environment_config={args.flink_worker_pool}")
+    return (*runner, *parallelism, *workers)
+
+
+@dataclass(frozen=True)
+class JobServer:
+    """What a job server jar is: Beam's version, and the Flink minor version it runs on."""
+
+    beam_version: str
+    flink_version: str
+
+
+def read_job_server(jar: str) -> JobServer:
+    """The Beam and Flink versions of a Flink job server jar, from Beam's Maven metadata in it
+    (or in the jars its manifest's Class-Path names)."""
+    with zipfile.ZipFile(jar) as archive:
+        for name in archive.namelist():
+            found = _JOB_SERVER_POM.search(name)
+            if found:
+                properties = archive.read(name).decode()
+                version = re.search(r"^version=(.+)$", properties, re.MULTILINE)
+                return JobServer(version.group(1).strip() if version else "unknown", found.group(1))
+        class_path = _manifest_class_path(archive)
+    base = jar.rsplit("/", 1)[0] if "/" in jar else "."
+    for entry in class_path:
+        if re.search(r"beam-runners-flink-\d+\.\d+-\d", entry):
+            return read_job_server(entry if entry.startswith("/") else f"{base}/{entry}")
+    raise SettingsError(f"--flink-job-server-jar {jar}: not a Beam Flink job server (no beam-runners-flink in it)")
+
+
+def _manifest_class_path(archive: zipfile.ZipFile) -> list[str]:
+    try:
+        manifest = archive.read("META-INF/MANIFEST.MF").decode()
+    except KeyError:
+        return []
+    unfolded = manifest.replace("\r\n ", "").replace("\n ", "")
+    found = re.search(r"^Class-Path: (.+)$", unfolded, re.MULTILINE)
+    return found.group(1).split() if found else []
+
+
+def check_job_server(jar: str, sdk_version: str, flink_version: str) -> JobServer:
+    """A job server of this SDK's Beam version (or one proved here) for the cluster's Flink."""
+    server = read_job_server(jar)
+    if server.beam_version != sdk_version and server.beam_version not in PROVEN_JOB_SERVER_VERSIONS:
+        raise SettingsError(
+            f"--flink-job-server-jar {jar} is Beam {server.beam_version}'s job server; this pipeline's Beam is "
+            f"{sdk_version}: give beam-runners-flink-{flink_version}-job-server-{sdk_version}.jar"
+        )
+    if server.flink_version != flink_version:
+        raise SettingsError(
+            f"--flink-job-server-jar {jar} runs on Flink {server.flink_version}, the cluster is Flink {flink_version}: "
+            f"give the job server for Flink {flink_version}"
+        )
+    return server
+
+
+def cluster_flink_version(master: str, timeout: float = 10.0) -> str:
+    """The Flink version the JobManager at ``master`` reports (its REST API's /config)."""
+    url = f"{master if master.startswith('http') else 'http://' + master}/config"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            version = json.load(response).get("flink-version", "")
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        reason = getattr(err, "reason", err)
+        raise SettingsError(
+            f"--flink-master {master}: no Flink JobManager answers there ({reason}); start the cluster "
+            "(`make flink` here) or give its JobManager's REST address"
+        ) from None
+    if not version:
+        raise SettingsError(f"--flink-master {master}: what answers there is not a Flink JobManager's REST API")
+    return version
+
+
+def check_cluster(args: argparse.Namespace, sdk_version: str) -> None:
+    """Before anything runs: the cluster answers, Beam supports its Flink, and the job server
+    jar (when given as a local file) is of this Beam and that Flink."""
+    if not args.flink_master or args.flink_job_endpoint:
+        return
+    version = cluster_flink_version(args.flink_master)
+    minor = ".".join(version.split(".")[:2])
+    if minor not in SUPPORTED_FLINK_VERSIONS:
+        raise SettingsError(
+            f"--flink-master {args.flink_master} runs Flink {version}, which Beam {sdk_version} does not support "
+            f"(it supports Flink {', '.join(SUPPORTED_FLINK_VERSIONS)}): run one of those"
+        )
+    if minor != args.flink_version:
+        raise SettingsError(
+            f"--flink-master {args.flink_master} runs Flink {version}: give --flink-version {minor} "
+            f"(it names the job server, now {args.flink_version})"
+        )
+    jar = args.flink_job_server_jar
+    if jar and "://" not in jar:
+        check_job_server(jar, sdk_version, minor)
