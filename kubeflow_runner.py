@@ -13,8 +13,9 @@ import warnings
 from collections.abc import Sequence
 
 from launch.dataflow import add_dataflow_flags, check_dataflow_flags, dataflow_args
-from launch.flag_errors import require, require_gcs
+from launch.flag_errors import SettingsError, require, require_gcs
 from launch.flags import add_pipeline_flags, configured, pipeline_config_kwargs
+from launch.flink import add_flink_flags, check_compiled_job_flink_flags, compiled_job_flink_args
 from launch.schedule import Schedule, how_runs_find_data, schedule_from_args, schedule_summary
 from launch.submission import (
     add_submission_flags,
@@ -84,6 +85,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     cloud.add_argument("--region", help="Google Cloud region, e.g. us-central1 (same cases as --project).")
     add_dataflow_flags(parser)
+    add_flink_flags(parser)
     add_training_flags(parser)
     add_tfjob_flags(parser)
 
@@ -114,6 +116,9 @@ def validate(args: argparse.Namespace) -> None:
             require("--region", args.region, why)
     check_kubeflow_flags(args, for_open_source_kubeflow(args), pushes_to_vertex(args))
     check_dataflow_flags(args)
+    check_compiled_job_flink_flags(args)
+    if args.dataflow and args.flink_master:
+        raise SettingsError("give --dataflow or --flink-master, not both: the Beam components run on one engine")
     check_training_flags(args)
     check_push_flags(args)
     check_submission_values(args)
@@ -134,7 +139,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
             schema_path=None
             if args.infer_schema
             else args.schema_path or f"{args.data_root.rstrip('/')}/{CONTRACT_FILE}",
-            extra_beam_args=dataflow_args(args),
+            extra_beam_args=dataflow_args(args) + compiled_job_flink_args(args),
             vertex_endpoint=push_from_args(args),
             vertex_training=training_from_args(args),
             tfjob=tfjob_from_args(args),

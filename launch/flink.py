@@ -105,6 +105,27 @@ def flink_args(args: argparse.Namespace) -> tuple[str, ...]:
     return (*runner, *parallelism, *workers)
 
 
+def check_compiled_job_flink_flags(args: argparse.Namespace) -> None:
+    """A compiled job's tasks read the job server jar from Cloud Storage or the web, not this disk."""
+    jar = args.flink_job_server_jar
+    if jar and "://" not in jar:
+        raise SettingsError(
+            f"--flink-job-server-jar {jar}: the job's tasks cannot read this machine's disk; "
+            "give a gs:// or https:// URL, or leave it out for Beam's own from Maven Central"
+        )
+    check_flink_flags(args)
+
+
+def compiled_job_flink_args(args: argparse.Namespace) -> tuple[str, ...]:
+    """The Flink arguments for a compiled job's tasks, whose image has no Java to start a job
+    server: unless one is reached at --flink-job-endpoint, Beam builds the job's jar from the
+    job server jar and submits it through the cluster's REST API (``--flink_submit_uber_jar``)."""
+    beam_args = flink_args(args)
+    if beam_args and not args.flink_job_endpoint:
+        beam_args += ("--flink_submit_uber_jar",)
+    return beam_args
+
+
 @dataclass(frozen=True)
 class JobServer:
     """What a job server jar is: Beam's version, and the Flink minor version it runs on."""

@@ -66,6 +66,39 @@ def test_dataflow_arguments_reach_every_beam_component(tmp_path):
     assert not any(a.startswith("--direct_") for a in transform_args)
 
 
+def test_flink_arguments_reach_every_beam_component(tmp_path):
+    output = tmp_path / "job.json"
+    argv = [*cloud.CLOUD_ARGS, "--output-file", str(output), "--flink-master", "flink-jobmanager:8081"]
+    assert kr.main([*argv, "--flink-parallelism", "4"]) == 0
+    executors = json.loads(output.read_text())["pipelineSpec"]["deploymentSpec"]["executors"]
+    beam_components = ("CsvExampleGen", "StatisticsGen", "Transform", "Evaluator")
+    for component in beam_components:
+        args = executors[f"{component}_executor"]["container"]["args"]
+        for expected in (
+            "--runner=FlinkRunner",
+            "--flink_master=flink-jobmanager:8081",
+            "--parallelism=4",
+            "--environment_type=EXTERNAL",
+            "--flink_submit_uber_jar",
+        ):
+            assert expected in args, (component, expected)
+        assert not any(a.startswith("--direct_") for a in args)
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--dataflow", "--dataflow-temp-location", "gs://b/tmp", "--flink-master", "jm:8081"], "not both"),
+        (["--flink-master", "jm:8081", "--flink-job-server-jar", "/tmp/js.jar"], "cannot read this machine's disk"),
+    ],
+)
+def test_flink_flags_a_compiled_job_cannot_use_are_refused(tmp_path, capsys, flags, named):
+    argv = [*cloud.CLOUD_ARGS, *cloud.PROJECT_ARGS, "--output-file", str(tmp_path / "job.json"), *flags]
+    assert kr.main(argv) == 2
+    assert named in capsys.readouterr().err
+    assert not (tmp_path / "job.json").exists()
+
+
 def test_endpoint_deployment_swaps_in_the_vertex_pusher(tmp_path):
     output = tmp_path / "job.json"
     argv = [
