@@ -1,5 +1,5 @@
 """Layers point one way: runtime <- models <- components <- pipeline <- launch <- report <-
-authoring <- runs <- rehearsal <- runners (and bench).
+authoring <- runs <- rehearsal <- flink_cluster <- runners (and bench).
 Checked on every import statement of every module of a package, subpackages and lazy
 imports inside functions included."""
 
@@ -12,7 +12,18 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 RUNNERS = {"local_runner", "kubeflow_runner"}
-LAYERS = ["runtime", "models", "components", "pipeline", "launch", "report", "authoring", "runs", "rehearsal"]
+LAYERS = [
+    "runtime",
+    "models",
+    "components",
+    "pipeline",
+    "launch",
+    "report",
+    "authoring",
+    "runs",
+    "rehearsal",
+    "flink_cluster",
+]
 # What each package may not import, by top-level name: every layer above it.
 FORBIDDEN = {package: {*LAYERS[index + 1 :], "bench", "tests", *RUNNERS} for index, package in enumerate(LAYERS)}
 
