@@ -32,12 +32,12 @@ BASE_CHANGES = ("ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 # machine, in this order; passed as the build secret `ca`, never stored in the image.
 CA_BUNDLE_CANDIDATES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
 GPU_GROUP = "gpu"
-# The Dockerfile's stage built here: all but Beam's SDK harness entrypoint, which comes from
-# Beam's own image in a registry (Dataflow's workers need it; no rehearsed task does).
-TARGET = "image"
 BUILD_LOCK = "/var/tmp/pipeline-image-build.lock"
 # Python's own packaging tools: an image may hold them where the lock does not list them.
 NOT_LOCKED = frozenset({"pip", "setuptools", "wheel"})
+# The image's entrypoint, Beam's SDK harness boot, and the Go module it is built from.
+BOOT = "/opt/apache/beam/boot"
+BEAM_GO_MODULE = "github.com/apache/beam/sdks/v2"
 
 
 class ImageError(RuntimeError):
@@ -90,7 +90,7 @@ def ca_bundle() -> str | None:
 
 
 def build_command(image: str, context: str, gpu: bool, ca: str | None) -> list[str]:
-    args = ["build", "--from", BASE_IMAGE, "--target", TARGET, "--network", "host", "--layers", "--tag", image]
+    args = ["build", "--from", BASE_IMAGE, "--network", "host", "--layers", "--tag", image]
     args += ["--file", os.path.join(context, "Dockerfile")]
     if ca:
         args += ["--secret", f"id=ca,src={ca}"]
@@ -135,20 +135,36 @@ def locked_groups(context: str = REPO_ROOT) -> set[str]:
         return set(tomllib.load(f).get("dependency-groups", {}))
 
 
+def python_in(image: str, code: str) -> str:
+    """What ``code`` prints, run by the image's ``python`` in place of its entrypoint (boot)."""
+    return podman.run("run", "--rm", "--network", "none", "--entrypoint", "python", image, "-c", code).stdout
+
+
 def installed_distributions(image: str) -> dict[str, str]:
     """Every distribution installed in the image's Python: normalized name -> version."""
     code = (
         "import importlib.metadata as m, json\n"
         "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
     )
-    process = podman.run("run", "--rm", "--network", "none", image, "python", "-c", code)
-    return {normalize(name): version for name, version in json.loads(process.stdout).items()}
+    return {normalize(name): version for name, version in json.loads(python_in(image, code)).items()}
+
+
+def boot_beam_version(image: str) -> str | None:
+    """The Beam version the image's boot was built from, as Go records it in the binary (what
+    ``go version -m`` prints as its ``mod`` line), or None without a boot built from Beam's module."""
+    code = (
+        "import os, re\n"
+        f"data = open({BOOT!r}, 'rb').read() if os.path.exists({BOOT!r}) else b''\n"
+        f"found = re.search(rb'\\nmod\\t{re.escape(BEAM_GO_MODULE)}\\tv(\\S+)\\t', data)\n"
+        "print(found.group(1).decode() if found else '')"
+    )
+    return python_in(image, code).strip() or None
 
 
 def marker_environment(image: str) -> dict[str, str]:
     """The image's PEP 508 marker values (its Python, platform and machine)."""
     code = "import json; from packaging.markers import default_environment as e; print(json.dumps(e()))"
-    return json.loads(podman.run("run", "--rm", "--network", "none", image, "python", "-c", code).stdout)
+    return json.loads(python_in(image, code))
 
 
 def locked_distributions(environment: dict[str, str], groups: tuple[str, ...] = (), context: str = REPO_ROOT) -> dict:
@@ -172,7 +188,8 @@ def locked_distributions(environment: dict[str, str], groups: tuple[str, ...] = 
 
 
 def differences_from_lock(image: str, groups: tuple[str, ...] = (), context: str = REPO_ROOT) -> list[str]:
-    """One line per distribution the image lacks, adds or holds at another version than the lock."""
+    """One line per distribution the image lacks, adds or holds at another version than the lock,
+    and one if its boot is not built from the locked Beam."""
     installed = installed_distributions(image)
     locked = locked_distributions(marker_environment(image), groups, context)
     lines = [f"{name}: locked {locked[name]}, not installed" for name in sorted(locked.keys() - installed.keys())]
@@ -183,6 +200,9 @@ def differences_from_lock(image: str, groups: tuple[str, ...] = (), context: str
         for name in sorted(locked.keys() & installed.keys())
         if locked[name] != installed[name]
     ]
+    booted = boot_beam_version(image)
+    if booted != locked.get("apache-beam"):
+        lines.append(f"{BOOT}: built from Beam {booted}, locked apache-beam {locked.get('apache-beam')}")
     return lines
 
 
@@ -208,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     if differences:
         say(f"error: {result.image} differs from uv.lock:\n  " + "\n  ".join(differences), err=True)
         return 1
-    say(f"Its Python packages are uv.lock's ({len(installed_distributions(args.tag))} distributions).")
+    count = len(installed_distributions(args.tag))
+    say(f"Its Python packages are uv.lock's ({count} distributions); its {BOOT} is the locked Beam's.")
     return 0
 
 

@@ -1,13 +1,22 @@
 """The project's image: built from uv.lock (its packages are the lock's), its dependency
-layers reused when only the code changes, nothing of the building machine baked in; and
+layers reused when only the code changes, nothing of the building machine baked in, its
+entrypoint Beam's boot built at the lock's Beam version and serving Beam's SDK workers; and
 the podman commands the rehearsal runs its containers with."""
 
 from __future__ import annotations
 
+import base64
+import fcntl
+import hashlib
 import json
 import re
 import shutil
+import socket
+import subprocess
+import sys
+import time
 import tomllib
+import zipfile
 
 import pytest
 import yaml
@@ -19,8 +28,9 @@ from rehearsal.containers import STAND_IN_FILES, Containers, left_behind
 CODE = ("models", "pipeline", "components", "runtime")
 
 
-def _in_image(tag: str, *command: str) -> str:
-    return podman.run("run", "--rm", "--network", "none", tag, *command).stdout
+def _in_image(tag: str, program: str, *args: str) -> str:
+    """What ``program`` prints in a container of the image, run in place of its entrypoint."""
+    return podman.run("run", "--rm", "--network", "none", "--entrypoint", program, tag, *args).stdout
 
 
 def test_the_images_python_packages_are_the_locks(rehearsal_image):
@@ -39,7 +49,9 @@ def test_the_lock_comparison_names_what_differs(rehearsal_image, monkeypatch):
     assert "a-package-nobody-installed: locked 1.0, not installed" in differences
     assert f"apache-beam: installed {locked['apache-beam']}, not in the lock" in differences
     assert f"tfx: locked 0.0.1, installed {locked['tfx']}" in differences
-    assert len(differences) == 3
+    beam = locked["apache-beam"]
+    assert f"{image.BOOT}: built from Beam {beam}, locked apache-beam None" in differences
+    assert len(differences) == 4
 
 
 def test_the_image_runs_python_3_11_keras_2_and_the_projects_code(rehearsal_image):
@@ -53,8 +65,10 @@ def test_nothing_of_the_building_machine_is_in_the_image(rehearsal_image):
     # No build secret (the CA bundle), no uv cache, no manifest or uv left from the build.
     leftovers = "find /run/secrets /root/.cache /build /tmp -type f 2>/dev/null; true"
     assert _in_image(rehearsal_image, "sh", "-c", leftovers) == ""
-    # The compiler was removed in the step that used it.
+    # The compiler was removed in the step that used it; Go, which built boot, stayed in its stage.
     assert _in_image(rehearsal_image, "sh", "-c", "command -v g++ || echo none").strip() == "none"
+    no_go = "command -v go; ls -d /usr/lib/go-* /root/go /root/.cache/go-build 2>/dev/null; true"
+    assert _in_image(rehearsal_image, "sh", "-c", no_go) == ""
 
 
 def test_a_change_to_the_code_rebuilds_the_code_layers_alone(rehearsal_image, tmp_path):
@@ -132,22 +146,36 @@ def _locked_version(name: str) -> str:
 
 def test_the_dockerfile_builds_from_a_public_dated_debian_12_with_the_locks_python():
     dockerfile = (REPO_ROOT / "Dockerfile").read_text()
-    first = re.search(r"^FROM (\S+)", dockerfile, re.M).group(1)
+    first, *later = re.findall(r"^FROM (\S+)", dockerfile, re.M)
     assert re.fullmatch(r"docker\.io/library/debian:bookworm-\d{8}-slim", first)
+    assert set(later) == {"base"}  # the one image pulled: Beam's boot is built, not copied from Beam's image
     requires = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
     assert requires == ">=3.11,<3.12" and "python3.11 " in dockerfile
     assert "uv sync --frozen --no-dev" in dockerfile
 
 
-def test_the_cloud_image_adds_beams_sdk_harness_of_the_locked_beam_and_python():
-    """Dataflow's workers start /opt/apache/beam/boot; the stage `make image` builds here stops before it."""
-    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
-    stages = re.findall(r"^FROM (\S+)(?: AS (\S+))?$", dockerfile, re.M)
-    assert (f"docker.io/apache/beam_python3.11_sdk:{_locked_version('apache-beam')}", "beam-sdk") in stages
-    assert stages[-1] == (image.TARGET, "")  # the last stage: the image, plus...
-    last = dockerfile[dockerfile.rindex("\nFROM ") :]
-    assert "COPY --from=beam-sdk /opt/apache/beam /opt/apache/beam" in last
-    assert 'ENTRYPOINT ["/opt/apache/beam/boot"]' in last
+def test_the_images_entrypoint_is_beams_boot_built_at_the_locks_beam_version(rehearsal_image):
+    """As in Beam's own SDK images: Dataflow's and Flink's SDK workers start the entrypoint."""
+    assert podman.inspect_image(rehearsal_image)["Config"]["Entrypoint"] == [image.BOOT]
+    assert image.boot_beam_version(rehearsal_image) == _locked_version("apache-beam")
+    started = podman.run("run", "--rm", "--network", "none", rehearsal_image, check=False)
+    assert started.returncode == 1 and "No id provided." in started.stderr  # boot's own check of its flags
+    # boot checks Beam is installed with `python -m pip show` and installs staged packages with pip.
+    assert "from /opt/venv/lib/python3.11/site-packages/pip " in _in_image(rehearsal_image, "pip", "--version")
+
+
+def test_boot_ships_the_licenses_of_beam_and_of_every_go_module_linked_in(rehearsal_image):
+    code = (
+        "import os, re\n"
+        f"data = open({image.BOOT!r}, 'rb').read()\n"
+        "for module in sorted(set(re.findall(rb'\\ndep\\t(\\S+)\\t', data))):\n"
+        "    folder = '/opt/apache/beam/third_party_licenses/golang/' + module.decode()\n"
+        "    print(module.decode(), len(os.listdir(folder)) if os.path.isdir(folder) else 0)"
+    )
+    linked = dict(line.split() for line in image.python_in(rehearsal_image, code).splitlines())
+    assert "google.golang.org/grpc" in linked and "google.golang.org/protobuf" in linked
+    assert [module for module, files in linked.items() if int(files) == 0] == []
+    assert "Apache License" in _in_image(rehearsal_image, "head", "-c", "200", "/opt/apache/beam/LICENSE")
 
 
 def test_cloud_build_builds_the_dockerfile_with_buildkit_and_pushes_the_image():
@@ -175,3 +203,86 @@ def test_the_ca_secret_is_used_when_given_and_optional(rehearsal_image, tmp_path
     finally:
         podman.run("rmi", "--force", tag, check=False)
     assert ("certificates: /run/secrets/ca" if with_secret else "certificates: the image's own") in out
+
+
+# Beam's worker pool always listens on this port (boot passes it to worker_pool_main); one
+# pool at a time on the machine.
+WORKER_POOL_PORT = 50000
+WORKER_POOL_LOCK = "/var/tmp/beam-worker-pool-50000.lock"
+PACKAGE = "bootprobe_pkg"
+# A portable job run from this machine's environment (the job service embedded in it) whose
+# SDK workers the image's `boot --worker_pool` starts, with a staged --extra_package that
+# boot installs in the worker; the assertion runs in the worker, so a failure fails the job.
+PIPELINE = f"""
+import sys
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
+
+def in_worker(x):
+    import {PACKAGE}
+    return x * 10, {PACKAGE}.__file__
+
+options = PipelineOptions(["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=EXTERNAL",
+    "--environment_config=localhost:{WORKER_POOL_PORT}", "--extra_package=" + sys.argv[1]])
+installed = "/opt/venv/lib/python3.11/site-packages/{PACKAGE}/__init__.py"
+with beam.Pipeline(options=options) as p:
+    assert_that(p | beam.Create([1, 2, 3]) | beam.Map(in_worker), equal_to([(n * 10, installed) for n in (1, 2, 3)]))
+print("the workers ran the staged package")
+"""
+
+
+def _wheel(folder, name: str = PACKAGE, version: str = "0.1") -> str:
+    """A pure-Python wheel of one module, nothing else (nothing to build or download)."""
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}/__init__.py": "",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = [f"{path},sha256={_digest(text)},{len(text.encode())}" for path, text in files.items()]
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name_in_wheel, text in files.items():
+            wheel.writestr(name_in_wheel, text)
+    return str(path)
+
+
+def _digest(text: str) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture
+def boot_worker_pool(rehearsal_image):
+    """The image run as `boot --worker_pool`, as a Flink cluster's SDK worker sidecar runs it."""
+    with open(WORKER_POOL_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _listening(WORKER_POOL_PORT):
+            pytest.fail(f"port {WORKER_POOL_PORT}, where boot's worker pool listens, is taken by another process")
+        name = f"pipeline-boot-worker-pool-{time.time_ns()}"
+        podman.run("run", "-d", "--network", "host", "--name", name, rehearsal_image, "--worker_pool")
+        try:
+            for _ in range(120):  # Beam's import in the container takes a few seconds
+                running = podman.run("container", "inspect", "--format", "{{.State.Running}}", name).stdout.strip()
+                if running != "true" or _listening(WORKER_POOL_PORT):
+                    break
+                time.sleep(0.5)
+            assert _listening(WORKER_POOL_PORT), podman.run("logs", name, check=False).stderr[-2000:]
+            yield name
+        finally:
+            podman.run("rm", "--force", name, check=False)
+
+
+@pytest.mark.slow
+def test_boot_serves_beams_sdk_workers_and_installs_a_staged_package(boot_worker_pool, tmp_path):
+    command = [sys.executable, "-c", PIPELINE, _wheel(tmp_path)]
+    # A worker that cannot start leaves the job waiting for it: the timeout ends the wait.
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "the workers ran the staged package" in done.stdout
