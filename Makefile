@@ -44,7 +44,7 @@ GPU ?=
 # podman command the project runs.
 export CONTAINERS_CONF := $(CURDIR)/rehearsal/containers.conf
 
-.PHONY: run test test-fast test-image lint format bench rehearse image serving-env setup lock clean system-tools
+.PHONY: run test test-fast test-image lint format bench rehearse image serving-env setup lock clean system-tools flink flink-down
 
 run: $(STAMP)
 	$(PY) local_runner.py $(RUN_ARGS)
@@ -92,6 +92,18 @@ rehearse: $(STAMP) $(SERVING_STAMP) image
 	$(PY) kubeflow_runner.py --rehearse --problem $(PROBLEM) --image $(IMAGE) \
 		--output-root gs://pipeline-rehearsal/outputs --data-root gs://pipeline-rehearsal/data \
 		--rehearse-gcs gs://pipeline-rehearsal/data=$(PROBLEM) --serving-python $(SERVING_PY) $(REHEARSE_ARGS)
+
+# A Flink 1.19 session cluster on this machine, as root (python -m flink_cluster --help): a
+# JobManager and two TaskManagers, each host a network namespace, each TaskManager with a
+# sidecar of the image running Beam's SDK worker pool; Flink's and Beam's parts fetched into
+# .tools/flink against their published checksums. Prints the flags that run a Beam Python
+# pipeline on it (Beam's Flink job server, EXTERNAL environment). `make flink-down` stops it.
+flink: $(STAMP) image
+	$(PY) -m flink_cluster fetch
+	$(PY) -m flink_cluster up
+
+flink-down: $(STAMP)
+	$(PY) -m flink_cluster down
 
 serving-env: $(SERVING_STAMP)
 

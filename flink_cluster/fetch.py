@@ -35,7 +35,11 @@ PYPI_INDEX = "https://pypi.org/simple"
 
 
 class FetchError(RuntimeError):
-    """A part could not be fetched, or did not match its published checksum."""
+    """A part could not be fetched (offline, no Maven, a registry refusing)."""
+
+
+class ChecksumError(FetchError):
+    """A part did not match its published checksum."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +100,7 @@ def index_entry(file: PyPIFile, index: str = PYPI_INDEX) -> dict:
     if entry is None:
         raise FetchError(f"{file.project} {file.version}: the index lists no {file.filename}")
     if entry["hashes"].get("sha256") != file.sha256:
-        raise FetchError(f"{file.filename}: the index publishes sha256 {entry['hashes']}, expected {file.sha256}")
+        raise ChecksumError(f"{file.filename}: the index publishes sha256 {entry['hashes']}, expected {file.sha256}")
     return entry
 
 
@@ -122,7 +126,7 @@ def download(file: PyPIFile, directory: Path, progress=print) -> Path:
     found = sha256_of(partial)
     if found != file.sha256:
         partial.unlink()
-        raise FetchError(f"{file.filename}: sha256 {found}, published {file.sha256}")
+        raise ChecksumError(f"{file.filename}: sha256 {found}, published {file.sha256}")
     partial.replace(target)
     return target
 
@@ -219,7 +223,8 @@ def maven(pom: Path, repository: Path, *goals: str) -> None:
     command = ["mvn", "--batch-mode", "--quiet", "--strict-checksums", f"-Dmaven.repo.local={repository}"]
     process = subprocess.run([*command, "-f", str(pom), *goals], capture_output=True, text=True, check=False)
     if process.returncode != 0:
-        raise FetchError(f"mvn {' '.join(goals[:1])} failed ({process.returncode}): {process.stdout[-3000:]}")
+        error = ChecksumError if "Checksum validation failed" in process.stdout else FetchError
+        raise error(f"mvn {' '.join(goals[:1])} failed ({process.returncode}): {process.stdout[-3000:]}")
 
 
 def manifest_lines(attributes: dict[str, str]) -> bytes:

@@ -31,7 +31,7 @@ def test_a_download_matching_its_checksum_is_kept(published, tmp_path):
 
 def test_a_download_unlike_its_checksum_is_refused_and_nothing_stays(published, tmp_path):
     wrong = fetch.PyPIFile(published.project, published.version, published.filename, "0" * 64)
-    with pytest.raises(fetch.FetchError, match="sha256"):
+    with pytest.raises(fetch.ChecksumError, match="sha256"):
         fetch.download(wrong, tmp_path / "downloads", progress=lambda line: None)
     assert list((tmp_path / "downloads").iterdir()) == []
 

@@ -1,0 +1,121 @@
+"""The cluster's configuration: each host's Flink settings name its own address and fixed
+ports, merged into Flink's shipped config.yaml; the sidecars join their TaskManager's
+namespace with the shared directories; the pipeline flags point at the JobManager."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flink_cluster import cluster, fetch
+from flink_cluster.network import Network
+
+SHIPPED = {
+    "env": {"java": {"opts": {"all": "--add-opens=java.base/java.lang=ALL-UNNAMED"}}},
+    "jobmanager": {"bind-host": "localhost", "rpc": {"address": "localhost", "port": 6123}},
+    "taskmanager": {"bind-host": "localhost", "host": "localhost", "numberOfTaskSlots": 1},
+    "rest": {"address": "localhost", "bind-address": "localhost"},
+}
+
+
+@pytest.fixture
+def spec(tmp_path) -> cluster.Cluster:
+    """A cluster over a stand-in Flink home holding only a shipped conf/."""
+    conf = tmp_path / "flink" / "conf"
+    conf.mkdir(parents=True)
+    (conf / "config.yaml").write_text(yaml.safe_dump(SHIPPED))
+    (conf / "log4j-console.properties").write_text("rootLogger.level = INFO\n")
+    return cluster.Cluster(
+        Network("flt", "10.89.8.0/24"),
+        image="localhost/pipeline:test",
+        shared=("/tmp", "/srv/outputs"),
+        state_dir=tmp_path / "state",
+        flink_home=tmp_path / "flink",
+    )
+
+
+def flat(config: dict, prefix: str = "") -> dict:
+    items = {}
+    for key, value in config.items():
+        items |= flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value}
+    return items
+
+
+def test_every_host_finds_the_jobmanager_at_its_address(spec):
+    for host in spec.network.hosts:
+        settings = cluster.flink_settings(spec, host)
+        assert settings["jobmanager.rpc.address"] == settings["rest.address"] == "10.89.8.2"
+        assert "localhost" not in settings.values()
+
+
+def test_each_taskmanager_announces_its_own_address_and_fixed_ports(spec):
+    first, second = (cluster.flink_settings(spec, host) for host in spec.taskmanagers)
+    assert (first["taskmanager.host"], second["taskmanager.host"]) == ("10.89.8.3", "10.89.8.4")
+    assert first["taskmanager.resource-id"] != second["taskmanager.resource-id"]
+    assert first["io.tmp.dirs"] != second["io.tmp.dirs"]
+    for settings in (first, second):
+        assert (settings["taskmanager.rpc.port"], settings["taskmanager.data.port"]) == (6122, 6121)
+        assert settings["blob.server.port"] == 6124
+
+
+def test_the_rest_api_binds_to_the_jobmanagers_address(spec):
+    settings = cluster.flink_settings(spec, spec.jobmanager)
+    assert settings["rest.bind-address"] == "10.89.8.2" and settings["rest.port"] == 8081
+
+
+def test_settings_merge_into_flinks_shipped_configuration(spec):
+    conf = cluster.write_conf(spec, spec.network.host("taskmanager1"))
+    written = flat(yaml.safe_load((conf / "config.yaml").read_text()))
+    assert written["env.java.opts.all"] == "--add-opens=java.base/java.lang=ALL-UNNAMED"  # Flink's default kept
+    assert written["taskmanager.host"] == "10.89.8.3"
+    assert written["jobmanager.rpc.address"] == "10.89.8.2"
+    assert (conf / "log4j-console.properties").exists()
+
+
+def test_merging_leaves_the_defaults_unchanged():
+    defaults = {"a": {"b": 1}}
+    assert cluster.merged(defaults, {"a.c.d": 2}) == {"a": {"b": 1, "c": {"d": 2}}}
+    assert defaults == {"a": {"b": 1}}
+
+
+def test_flinks_own_script_starts_each_host_in_its_namespace(spec):
+    command = cluster.flink_command(spec, spec.network.host("taskmanager2"))
+    assert command[:4] == ["ip", "netns", "exec", "flt-taskmanager2"]
+    assert command[-2:] == [str(spec.flink_home / "bin" / "taskmanager.sh"), "start-foreground"]
+    environment = cluster.flink_environment(spec, spec.jobmanager)
+    assert environment["FLINK_CONF_DIR"] == str(spec.state / "conf" / "jobmanager")
+
+
+def test_a_sidecar_runs_beams_worker_pool_on_its_taskmanagers_host(spec):
+    host = spec.network.host("taskmanager1")
+    command = cluster.sidecar_command(spec, host)
+    assert command[command.index("--network") + 1] == "ns:/run/netns/flt-taskmanager1"
+    assert command[command.index("--label") + 1] == "flink-cluster=flt"
+    volumes = [command[i + 1] for i, arg in enumerate(command) if arg == "--volume"]
+    assert volumes == ["/tmp:/tmp", "/srv/outputs:/srv/outputs"]
+    assert command[command.index("--tmpfs") + 1] == "/tmp/staged"  # each boot's staged files its own
+    assert command[-3:] == ["/opt/apache/beam/boot", "localhost/pipeline:test", "--worker_pool"]
+
+
+def test_the_pipeline_flags_point_beam_at_the_cluster(spec):
+    flags = cluster.pipeline_flags(spec, Path("/jars/job-server.jar"))
+    assert flags == [
+        "--runner=FlinkRunner",
+        "--flink_master=10.89.8.2:8081",
+        "--flink_version=1.19",
+        "--flink_job_server_jar=/jars/job-server.jar",
+        "--environment_type=EXTERNAL",
+        "--environment_config=localhost:50000",
+        "--parallelism=2",
+    ]
+
+
+def test_a_taskmanagers_address_is_read_from_its_rpc_path():
+    manager = {"path": "pekko.tcp://flink@10.89.7.3:6122/user/rpc/taskmanager_0"}
+    assert cluster.taskmanager_address(manager) == "10.89.7.3"
+
+
+def test_the_default_shared_storage_is_the_temp_dir_and_the_outputs():
+    assert cluster.default_shared()[1] == str(fetch.REPO_ROOT / "outputs")
