@@ -96,6 +96,6 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except (cluster.ClusterError, fetch.FetchError, network.NetworkError) as error:
+    except (cluster.ClusterError, fetch.FetchError, network.NetworkError, cluster.podman.PodmanError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)

@@ -142,8 +142,10 @@ def delete(network: Network) -> None:
             ip("netns", "delete", host.namespace)
     existing = links()
     for name in [host.host_veth for host in network.hosts] + [network.bridge]:
-        if name in existing:
-            ip("link", "delete", name)
+        # A veth's host end goes with its namespace, a moment after the namespace.
+        deleted = ip("link", "delete", name, check=False)
+        if name in existing and deleted.returncode != 0 and "Cannot find device" not in deleted.stderr:
+            raise NetworkError(f"ip link delete {name} failed: {deleted.stderr.strip()}")
 
 
 def leftovers(network: Network) -> list[str]:
