@@ -27,7 +27,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="append",
         metavar="DIR",
         help="a directory the client, TaskManagers and workers share at the same path (repeatable; "
-        "default: the system temp dir and the project's outputs/)",
+        "default: the system temp dir and the project's outputs/ and data/)",
     )
     parser.add_argument("--prefix", default="flink", help="names the namespaces, links and containers")
     parser.add_argument("--subnet", default="10.89.7.0/24", help="the hosts' addresses (default %(default)s)")

@@ -39,6 +39,8 @@ BOOT_STAGING = "/tmp/staged"
 JOBMANAGER = "jobmanager"
 ANY_ADDRESS = "0.0.0.0"
 STARTUP_SECONDS = 180
+TASKMANAGER_MEMORY, TASKMANAGER_NETWORK_MEMORY, SORT_SHUFFLE_BUFFERS = "3g", "768m", 64
+RESTART_ATTEMPTS = 3
 
 
 class ClusterError(RuntimeError):
@@ -46,8 +48,9 @@ class ClusterError(RuntimeError):
 
 
 def default_shared() -> tuple[str, ...]:
-    """The system temp dir (Beam's artifact staging, a test's files) and the project's outputs."""
-    return (tempfile.gettempdir(), str(fetch.REPO_ROOT / "outputs"))
+    """The system temp dir (Beam's artifact staging, a test's files), the project's outputs,
+    and its data (the problems' embedded CSV files, which a local run reads by default)."""
+    return (tempfile.gettempdir(), str(fetch.REPO_ROOT / "outputs"), str(fetch.REPO_ROOT / "data"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +62,7 @@ class Cluster:
     shared: tuple[str, ...] = dataclasses.field(default_factory=default_shared)
     state_dir: Path | None = None
     flink_home: Path = dataclasses.field(default_factory=fetch.flink_home)
-    slots_per_taskmanager: int = 1
+    slots_per_taskmanager: int = 2
 
     @property
     def state(self) -> Path:
@@ -88,7 +91,8 @@ class Cluster:
 
     @property
     def parallelism(self) -> int:
-        return len(self.taskmanagers) * self.slots_per_taskmanager
+        """One task per TaskManager: the other slots take a lost TaskManager's tasks."""
+        return len(self.taskmanagers)
 
 
 def pipeline_flags(cluster: Cluster, job_server_jar: Path | None = None) -> list[str]:
@@ -121,6 +125,11 @@ def flink_settings(cluster: Cluster, host: network.Host) -> dict[str, object]:
         "metrics.internal.query-service.port": QUERY_SERVICE_PORT,
         "parallelism.default": cluster.parallelism,
         "io.tmp.dirs": str(cluster.state / "tmp" / host.role),
+        # A lost TaskManager's tasks are restarted on the slots left (a cluster manager
+        # such as Kubernetes would also restart the TaskManager itself).
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": RESTART_ATTEMPTS,
+        "restart-strategy.fixed-delay.delay": "5 s",
     }
     if host.role == JOBMANAGER:
         return common | {"jobmanager.bind-host": ANY_ADDRESS, "rest.bind-address": host.address}
@@ -131,6 +140,13 @@ def flink_settings(cluster: Cluster, host: network.Host) -> dict[str, object]:
         "taskmanager.data.port": TASKMANAGER_DATA_PORT,
         "taskmanager.resource-id": host.namespace,
         "taskmanager.numberOfTaskSlots": cluster.slots_per_taskmanager,
+        # A Beam job's tasks (TFX's components have tens of operators each, every result a
+        # blocking partition that Flink's sort shuffle gives 512 buffers by default) need
+        # more of Flink's network buffers than its default 128 MB holds.
+        "taskmanager.memory.process.size": TASKMANAGER_MEMORY,
+        "taskmanager.memory.network.min": TASKMANAGER_NETWORK_MEMORY,
+        "taskmanager.memory.network.max": TASKMANAGER_NETWORK_MEMORY,
+        "taskmanager.network.sort-shuffle.min-buffers": SORT_SHUFFLE_BUFFERS,
     }
 
 

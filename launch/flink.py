@@ -23,6 +23,8 @@ DEFAULT_FLINK_VERSION = "1.19"
 # Each TaskManager's Python SDK workers: Beam's worker pool in the project's image, a
 # sidecar listening on the TaskManager's own localhost.
 DEFAULT_WORKER_POOL = "localhost:50000"
+# The image `make image` builds here, which `make flink` starts beside each TaskManager.
+LOCAL_IMAGE = "localhost/pipeline:rehearsal"
 # Job server versions other than the SDK's own that run this pipeline with the same results
 # (tests/flink_cluster): Maven Central serves no Flink job server of Beam 2.61 here.
 PROVEN_JOB_SERVER_VERSIONS = ("2.62.0",)
@@ -59,6 +61,12 @@ def add_flink_flags(parser: argparse.ArgumentParser) -> None:
         "`--worker_pool` beside each TaskManager. (default: %(default)s)",
     )
     flink.add_argument(
+        "--flink-sdk-image",
+        metavar="IMAGE",
+        help="The image the worker pool runs: the project's image, which holds TFX and the project's code, so "
+        "nothing is staged for the workers (default: --image for a compiled job, else " + LOCAL_IMAGE + ").",
+    )
+    flink.add_argument(
         "--flink-version",
         default=DEFAULT_FLINK_VERSION,
         choices=SUPPORTED_FLINK_VERSIONS,
@@ -69,7 +77,7 @@ def add_flink_flags(parser: argparse.ArgumentParser) -> None:
 def check_flink_flags(args: argparse.Namespace) -> None:
     """The flags' values, without reaching the cluster."""
     if not args.flink_master:
-        for flag in ("--flink-parallelism", "--flink-job-server-jar", "--flink-job-endpoint"):
+        for flag in ("--flink-parallelism", "--flink-job-server-jar", "--flink-job-endpoint", "--flink-sdk-image"):
             if getattr(args, flag[2:].replace("-", "_")) is not None:
                 raise SettingsError(f"{flag} needs --flink-master (the cluster's JobManager REST address)")
         return
@@ -89,8 +97,10 @@ def check_flink_flags(args: argparse.Namespace) -> None:
         raise SettingsError(f"--flink-job-server-jar {jar}: there is no such file; give the jar's path or URL")
 
 
-def flink_args(args: argparse.Namespace) -> tuple[str, ...]:
-    """Beam pipeline arguments that move the Beam-based components onto the Flink cluster."""
+def flink_args(args: argparse.Namespace, image: str = LOCAL_IMAGE) -> tuple[str, ...]:
+    """Beam pipeline arguments that move the Beam-based components onto the Flink cluster. The
+    workers' image is named so that TFX stages nothing for them: its own sdist, which it
+    builds otherwise, needs PyPI on every worker to install and duplicates the image's TFX."""
     if not args.flink_master:
         return ()
     if args.flink_job_endpoint:
@@ -101,7 +111,11 @@ def flink_args(args: argparse.Namespace) -> tuple[str, ...]:
         if args.flink_job_server_jar:
             runner += (f"--flink_job_server_jar={args.flink_job_server_jar}",)
     parallelism = (f"--parallelism={args.flink_parallelism}",) if args.flink_parallelism else ()
-    workers = ("--environment_type=EXTERNAL", f"--environment_config={args.flink_worker_pool}")
+    workers = (
+        "--environment_type=EXTERNAL",
+        f"--environment_config={args.flink_worker_pool}",
+        f"--sdk_container_image={args.flink_sdk_image or image}",
+    )
     return (*runner, *parallelism, *workers)
 
 
@@ -120,7 +134,7 @@ def compiled_job_flink_args(args: argparse.Namespace) -> tuple[str, ...]:
     """The Flink arguments for a compiled job's tasks, whose image has no Java to start a job
     server: unless one is reached at --flink-job-endpoint, Beam builds the job's jar from the
     job server jar and submits it through the cluster's REST API (``--flink_submit_uber_jar``)."""
-    beam_args = flink_args(args)
+    beam_args = flink_args(args, args.image)
     if beam_args and not args.flink_job_endpoint:
         beam_args += ("--flink_submit_uber_jar",)
     return beam_args

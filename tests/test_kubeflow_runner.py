@@ -80,6 +80,7 @@ def test_flink_arguments_reach_every_beam_component(tmp_path):
             "--parallelism=4",
             "--environment_type=EXTERNAL",
             "--flink_submit_uber_jar",
+            f"--sdk_container_image={cloud.IMAGE}",
         ):
             assert expected in args, (component, expected)
         assert not any(a.startswith("--direct_") for a in args)

@@ -7,8 +7,6 @@ the cluster stopped with nothing of it left."""
 from __future__ import annotations
 
 import collections
-import dataclasses
-import secrets
 import subprocess
 import sys
 import textwrap
@@ -45,39 +43,6 @@ PIPELINE = textwrap.dedent(
         )
     """
 )
-
-
-@pytest.fixture(scope="module")
-def job_server_jar():
-    """Flink's and Beam's parts, fetched unless cached (skipped when they cannot be fetched,
-    failed when one does not match its checksum)."""
-    try:
-        return fetch.fetch_all(progress=lambda line: None)[1]
-    except fetch.ChecksumError:
-        raise
-    except (OSError, fetch.FetchError) as error:
-        pytest.skip(f"Flink's and Beam's parts could not be fetched: {error}")
-
-
-def unused_network() -> network.Network:
-    """Names and a subnet of this run's own: other runs of this module, and a cluster that
-    `make flink` started, may be up on the machine meanwhile."""
-    for _ in range(20):
-        candidate = network.Network(f"ft{secrets.token_hex(2)}", f"10.89.{secrets.choice(range(8, 250))}.0/24")
-        if not network.in_use(candidate):
-            return candidate
-    pytest.fail("no unused subnet found in 10.89.8.0 to 10.89.249.0")
-
-
-@pytest.fixture(scope="module")
-def flink(job_server_jar, rehearsal_image, tmp_path_factory):
-    spec = cluster.Cluster(image=rehearsal_image, state_dir=tmp_path_factory.mktemp("flink"))
-    if why := cluster.missing_requirements(spec):
-        pytest.skip(why)
-    spec = dataclasses.replace(spec, network=unused_network())
-    cluster.up(spec, progress=lambda line: None)
-    yield spec
-    cluster.down(spec)
 
 
 @pytest.fixture(scope="module")

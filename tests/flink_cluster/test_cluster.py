@@ -117,5 +117,5 @@ def test_a_taskmanagers_address_is_read_from_its_rpc_path():
     assert cluster.taskmanager_address(manager) == "10.89.7.3"
 
 
-def test_the_default_shared_storage_is_the_temp_dir_and_the_outputs():
-    assert cluster.default_shared()[1] == str(fetch.REPO_ROOT / "outputs")
+def test_the_default_shared_storage_is_the_temp_dir_the_outputs_and_the_data():
+    assert cluster.default_shared()[1:] == (str(fetch.REPO_ROOT / "outputs"), str(fetch.REPO_ROOT / "data"))
