@@ -1,12 +1,15 @@
 """The whole pipeline with every Beam component (ExampleGen, StatisticsGen, Transform, the
 Evaluator) executed by the Flink cluster, as a user runs it (`local_runner.py --flink-master`),
 against the same command on the DirectRunner: the statistics, the contract's verdict,
-Transform's output, the metrics and the blessing, on the taxi data and the penguins."""
+Transform's output, the metrics and the blessing, on the taxi data and the penguins. During
+the penguins' run one TaskManager is killed (its JVM and its SDK workers) in the middle of a
+job: Flink's restart strategy recovers the job on the other's slots, and the results are the same."""
 
 from __future__ import annotations
 
 import glob
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -16,12 +19,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flink_cluster import cluster
+from flink_cluster import cluster, network
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-PROBLEMS = ("taxi", "penguins")
+# Each problem, and whether a TaskManager is killed during its run on the cluster.
+PROBLEMS = {"taxi": False, "penguins": True}
+POLL_SECONDS = 0.5
 # Training is not a Beam component: it runs in this process either way, but reads
 # Transform's output in the order Flink's tasks wrote it, so the model (and its metrics)
 # differs by the run-to-run noise of training (docs/flink.md).
@@ -33,25 +38,50 @@ TRANSFORM_RTOL, TRANSFORM_ATOL = 1e-4, 1e-5
 
 @dataclass(frozen=True)
 class Run:
+    problem: str
     root: Path
     pipeline: Path
     started_ms: int
     ended_ms: int
 
 
-def run_pipeline(problem: str, output_root: Path, *flags: str) -> Run:
-    started = int(time.time() * 1000)
+def local_runner(problem: str, output_root: Path, *flags: str) -> list[str]:
     command = [sys.executable, "local_runner.py", "--problem", f"data/{problem}", "--no-report"]
-    result = subprocess.run(
-        [*command, "--output-root", str(output_root), *flags],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return [*command, "--output-root", str(output_root), *flags]
+
+
+def finished(problem: str, process: subprocess.Popen, output_root: Path, started: int) -> Run:
+    output, _ = process.communicate(timeout=1800)
+    assert process.returncode == 0, output[-5000:]
     (pipeline,) = (output_root / "pipelines").iterdir()
-    return Run(output_root, pipeline, started, int(time.time() * 1000))
+    return Run(problem, output_root, pipeline, started, int(time.time() * 1000))
+
+
+def start(command: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def running_on(flink: cluster.Cluster, host: network.Host, since_ms: int) -> bool:
+    """Whether a job submitted since ``since_ms`` has a task running on ``host``."""
+    for job in cluster.rest(flink, "/jobs/overview")["jobs"]:
+        if job["state"] != "RUNNING" or job["start-time"] < since_ms:
+            continue
+        for vertex in cluster.rest(flink, f"/jobs/{job['jid']}")["vertices"]:
+            subtasks = cluster.rest(flink, f"/jobs/{job['jid']}/vertices/{vertex['id']}")["subtasks"]
+            if any(task["host"] == host.address and task["status"] == "RUNNING" for task in subtasks):
+                return True
+    return False
+
+
+def kill_when_running(flink: cluster.Cluster, host: network.Host, process: subprocess.Popen, since_ms: int) -> None:
+    """SIGKILL every process of ``host`` (its TaskManager and its SDK workers) once one of
+    its tasks runs: a lost machine."""
+    while process.poll() is None:
+        if running_on(flink, host, since_ms):
+            cluster.signal_all(set(network.pids(host)), signal.SIGKILL)
+            return
+        time.sleep(POLL_SECONDS)
+    pytest.fail(f"the run ended before any task ran on {host.address}")
 
 
 @pytest.fixture(scope="module", params=PROBLEMS)
@@ -59,20 +89,31 @@ def runs(request, flink, job_server_jar, tmp_path_factory) -> tuple[Run, Run]:
     """The DirectRunner's run and the Flink cluster's, of one problem, each in a fresh root
     on the cluster's shared storage."""
     problem = request.param
-    direct = run_pipeline(problem, tmp_path_factory.mktemp(f"{problem}-direct"))
-    on_flink = run_pipeline(
-        problem,
-        tmp_path_factory.mktemp(f"{problem}-flink"),
-        "--flink-master",
-        flink.master,
-        "--flink-parallelism",
-        str(flink.parallelism),
-        "--flink-job-server-jar",
-        str(job_server_jar),
-        "--flink-sdk-image",
-        flink.image,
-    )
-    return direct, on_flink
+    root = tmp_path_factory.mktemp(f"{problem}-direct")
+    started = int(time.time() * 1000)
+    direct = finished(problem, start(local_runner(problem, root)), root, started)
+    root = tmp_path_factory.mktemp(f"{problem}-flink")
+    flags = ["--flink-master", flink.master, "--flink-parallelism", str(flink.parallelism)]
+    flags += ["--flink-job-server-jar", str(job_server_jar), "--flink-sdk-image", flink.image]
+    started = int(time.time() * 1000)
+    process = start(local_runner(problem, root, *flags))
+    if PROBLEMS[problem]:
+        kill_when_running(flink, flink.taskmanagers[-1], process, started)
+    return direct, finished(problem, process, root, started)
+
+
+def test_a_lost_taskmanager_was_recovered_from(flink, runs):
+    _, on_flink = runs
+    if not PROBLEMS[on_flink.problem]:
+        pytest.skip("no TaskManager is killed during this problem's run")
+    lost = flink.taskmanagers[-1].address
+    exceptions = [
+        entry
+        for job in cluster.rest(flink, "/jobs/overview")["jobs"]
+        if on_flink.started_ms <= job["start-time"] <= on_flink.ended_ms
+        for entry in cluster.rest(flink, f"/jobs/{job['jid']}/exceptions")["exceptionHistory"]["entries"]
+    ]
+    assert any(lost in str(entry) for entry in exceptions), exceptions
 
 
 def artifact(run: Run, component: str, key: str) -> Path:
@@ -184,14 +225,25 @@ def test_transforms_output_equals_the_direct_runners(runs):
 def test_flinks_examples_are_the_direct_runners(runs):
     direct, on_flink = runs
     for split in ("train", "eval"):
-        assert sorted(raw_examples_of(direct, split)) == sorted(raw_examples_of(on_flink, split)), split
+        assert sorted(examples_of(on_flink, split)) == sorted(examples_of(direct, split)), split
 
 
-def raw_examples_of(run: Run, split: str) -> list[bytes]:
+def examples_of(run: Run, split: str) -> list[tuple]:
+    """ExampleGen's rows of ``split``, each as its features' values by name (the bytes of a
+    tf.Example depend on its encoder, not only on its values)."""
     import tensorflow as tf
 
     files = sorted(str(f) for f in (artifact(run, "CsvExampleGen", "examples") / f"Split-{split}").glob("*"))
-    return [record.numpy() for record in tf.data.TFRecordDataset(files, "GZIP")]
+    rows = []
+    for record in tf.data.TFRecordDataset(files, "GZIP"):
+        example = tf.train.Example.FromString(record.numpy())
+        rows.append(
+            tuple(
+                (name, tuple(getattr(feature, feature.WhichOneof("kind")).value) if feature.WhichOneof("kind") else ())
+                for name, feature in sorted(example.features.feature.items())
+            )
+        )
+    return rows
 
 
 def overall_metrics(run: Run) -> dict[str, float]:
