@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -46,7 +47,12 @@ def describe(spec: cluster.Cluster) -> str:
             f"Flink {fetch.FLINK_VERSION} session cluster: {hosts}; REST http://{spec.master}",
             f"Beam {fetch.JOB_SERVER_BEAM_VERSION}'s Flink job server: {fetch.job_server_jar()}",
             f"shared storage (same paths everywhere): {', '.join(spec.shared)}",
-            "Run a Beam Python pipeline on it with:",
+            "Run the pipeline on it (its output root on the shared storage) with:",
+            "  .venv/bin/python local_runner.py --output-root "
+            + os.path.join(spec.shared[0], "flink-run")
+            + f" --flink-master {spec.master} --flink-parallelism {spec.parallelism}"
+            + f" --flink-job-server-jar {fetch.job_server_jar()} --flink-sdk-image {spec.image}",
+            "or any Beam Python pipeline with:",
             "  " + " ".join(cluster.pipeline_flags(spec)),
             f"Logs: {spec.state / 'log'}; stop with: python -m flink_cluster down",
         ]

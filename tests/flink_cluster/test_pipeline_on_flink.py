@@ -268,3 +268,20 @@ def test_the_metrics_and_the_blessing_equal_the_direct_runners(runs):
         assert abs(got[name] - value) <= METRIC_TOLERANCE * max(1.0, abs(value)), (name, got[name], value)
     blessed = [os.path.exists(artifact(run, "Evaluator", "blessing") / "BLESSED") for run in runs]
     assert blessed[0] == blessed[1]
+
+
+def test_a_window_of_spans_is_read_on_the_cluster_as_locally(flink, job_server_jar, small_config, tmp_path_factory):
+    """ExampleGen with a rolling window of two spans, its Beam pipeline on the cluster (TFX's
+    executor, the older span's rows added), writes the rows the local fast path writes."""
+    from components.csv_example_gen import WINDOW_PROPERTY
+    from tests.components.test_csv_example_gen import _driven, _spans, _split_records, _windowed
+    from tests.support.harness import run_component
+
+    root = tmp_path_factory.mktemp("window")
+    data = _spans(root / "data", 3)
+    beam_args = [*cluster.pipeline_flags(flink, job_server_jar), f"--sdk_container_image={flink.image}"]
+    component = _driven(_windowed(small_config, data, 2), data)
+    on_flink = run_component(component, {}, str(root / "flink"), beam_args=beam_args)["examples"][0]
+    local = run_component(component, {}, str(root / "local"))["examples"][0]
+    assert on_flink.get_string_custom_property(WINDOW_PROPERTY) == "2-3"
+    assert _split_records(on_flink) == _split_records(local)
