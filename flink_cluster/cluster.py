@@ -132,7 +132,12 @@ def flink_settings(cluster: Cluster, host: network.Host) -> dict[str, object]:
         "restart-strategy.fixed-delay.delay": "5 s",
     }
     if host.role == JOBMANAGER:
-        return common | {"jobmanager.bind-host": ANY_ADDRESS, "rest.bind-address": host.address}
+        return common | {
+            "jobmanager.bind-host": ANY_ADDRESS,
+            "rest.bind-address": host.address,
+            # A job's tasks on every TaskManager rather than filling one's slots first.
+            "cluster.evenly-spread-out-slots": True,
+        }
     return common | {
         "taskmanager.host": host.address,
         "taskmanager.bind-host": ANY_ADDRESS,
