@@ -154,8 +154,12 @@ def refuse_unrehearsable(job: CompiledJob, serving_python: str | None, backend: 
         if any(a.startswith("--runner=") and "Dataflow" in a for a in task.executor["container"].get("args", [])):
             raise JobError(
                 f"task {task.name} cannot be rehearsed: its Beam pipeline runs on Dataflow (--dataflow), whose "
-                "service (job graph, workers, autoscaling) has no stand-in here. Rehearse without --dataflow: "
-                "the same Beam pipeline then runs in the task's container."
+                "service (the job graph, the worker VMs, autoscaling, the staging to GCS) has no stand-in here. "
+                "What Dataflow's workers run is tested instead: the image's entrypoint, Beam's boot, started "
+                "with the flags Dataflow's workers start it with, installs a staged package and runs the SDK "
+                "harness (tests/rehearsal/test_image.py::"
+                "test_boot_started_with_dataflows_worker_flags_installs_a_staged_package). Rehearse without "
+                "--dataflow: the same Beam pipeline then runs in the task's container."
             )
         if _class_path(task) == VERTEX_PUSHER and not (serving_python and os.path.exists(serving_python)):
             raise JobError(

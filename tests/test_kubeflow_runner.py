@@ -364,7 +364,13 @@ def test_dataflow_is_not_rehearsed_and_says_why(tmp_path, capsys):
     assert kr.main([*argv, "--output-file", str(tmp_path / "job.json")]) == 2
     err = capsys.readouterr().err
     assert "cannot be rehearsed: its Beam pipeline runs on Dataflow (--dataflow)" in err
-    assert "has no stand-in here" in err
+    assert "(the job graph, the worker VMs, autoscaling, the staging to GCS) has no stand-in here" in err
+    # What is rehearsed instead is named by its test, which exists.
+    from pipeline.config import REPO_ROOT
+
+    (named,) = [word.strip("().,") for word in err.split() if word.startswith("(tests/")]
+    path, test = named.split("::")
+    assert f"\ndef {test}(" in (REPO_ROOT / path).read_text() and "dataflow" in test
     assert not (tmp_path / "logs").exists()  # refused before any task ran
 
 

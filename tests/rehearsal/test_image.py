@@ -1,7 +1,8 @@
 """The project's image: built from uv.lock (its packages are the lock's), its dependency
 layers reused when only the code changes, nothing of the building machine baked in, its
-entrypoint Beam's boot built at the lock's Beam version and serving Beam's SDK workers; and
-the podman commands the rehearsal runs its containers with."""
+entrypoint Beam's boot built at the lock's Beam version and serving Beam's SDK workers (as
+Flink's worker pool and as Dataflow's workers start it); and the podman commands the
+rehearsal runs its containers with."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import base64
 import fcntl
 import hashlib
 import json
+import os
 import re
 import shutil
 import socket
@@ -210,26 +212,44 @@ def test_the_ca_secret_is_used_when_given_and_optional(rehearsal_image, tmp_path
 WORKER_POOL_PORT = 50000
 WORKER_POOL_LOCK = "/var/tmp/beam-worker-pool-50000.lock"
 PACKAGE = "bootprobe_pkg"
+# `docker` for Beam's DOCKER environment, answered by podman (the script says how).
+PODMAN_DOCKER = REPO_ROOT / "tests" / "support" / "podman_docker"
 # A portable job run from this machine's environment (the job service embedded in it) whose
-# SDK workers the image's `boot --worker_pool` starts, with a staged --extra_package that
-# boot installs in the worker; the assertion runs in the worker, so a failure fails the job.
+# SDK workers run in containers of the image, with a staged --extra_package that boot installs
+# in the worker. Arguments: the wheel, the environment's options (JSON) and the command line
+# expected as the worker container's process 1 (JSON: the program, then its flags' names,
+# sorted). The assertion runs in the worker, so a failure fails the job.
 PIPELINE = f"""
-import sys
+import json, sys
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
 def in_worker(x):
     import {PACKAGE}
-    return x * 10, {PACKAGE}.__file__
+    with open("/proc/1/cmdline") as f:
+        program, *flags = f.read().split("\\0")[:-1]
+    return x * 10, {PACKAGE}.__file__, (program, *sorted(flag.split("=")[0] for flag in flags))
 
-options = PipelineOptions(["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=EXTERNAL",
-    "--environment_config=localhost:{WORKER_POOL_PORT}", "--extra_package=" + sys.argv[1]])
+wheel, environment, process_1 = sys.argv[1], json.loads(sys.argv[2]), tuple(json.loads(sys.argv[3]))
+options = PipelineOptions(["--runner=PortableRunner", "--job_endpoint=embed", *environment, "--extra_package=" + wheel])
 installed = "/opt/venv/lib/python3.11/site-packages/{PACKAGE}/__init__.py"
 with beam.Pipeline(options=options) as p:
-    assert_that(p | beam.Create([1, 2, 3]) | beam.Map(in_worker), equal_to([(n * 10, installed) for n in (1, 2, 3)]))
+    expected = [(n * 10, installed, process_1) for n in (1, 2, 3)]
+    assert_that(p | beam.Create([1, 2, 3]) | beam.Map(in_worker), equal_to(expected))
 print("the workers ran the staged package")
 """
+
+
+def _run_job(tmp_path, environment: list[str], process_1: list[str], env: dict[str, str] | None = None) -> None:
+    """PIPELINE run with these environment options; it fails unless every element was
+    processed by a worker whose container's process 1 is ``process_1`` and that imported the
+    staged package from the image's venv."""
+    command = [sys.executable, "-c", PIPELINE, _wheel(tmp_path), json.dumps(environment), json.dumps(process_1)]
+    # A worker that cannot start leaves the job waiting for it: the timeout ends the wait.
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "the workers ran the staged package" in done.stdout
 
 
 def _wheel(folder, name: str = PACKAGE, version: str = "0.1") -> str:
@@ -281,8 +301,29 @@ def boot_worker_pool(rehearsal_image):
 
 @pytest.mark.slow
 def test_boot_serves_beams_sdk_workers_and_installs_a_staged_package(boot_worker_pool, tmp_path):
-    command = [sys.executable, "-c", PIPELINE, _wheel(tmp_path)]
-    # A worker that cannot start leaves the job waiting for it: the timeout ends the wait.
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "the workers ran the staged package" in done.stdout
+    """Flink's EXTERNAL environment: the pool (process 1) starts a boot per worker."""
+    environment = ["--environment_type=EXTERNAL", f"--environment_config=localhost:{WORKER_POOL_PORT}"]
+    _run_job(tmp_path, environment, [image.BOOT, "--worker_pool"])
+
+
+@pytest.mark.slow
+def test_boot_started_with_dataflows_worker_flags_installs_a_staged_package(rehearsal_image, tmp_path):
+    """Dataflow's worker VMs start the SDK container with boot's worker flags, no worker pool;
+    Beam's DOCKER environment starts it the same way (through PODMAN_DOCKER's `docker`), one
+    container per worker: boot fetches the staged package from the job's artifact service,
+    installs it and starts the SDK harness."""
+    environment = ["--environment_type=DOCKER", f"--environment_config={rehearsal_image}"]
+    flags = ["--artifact_endpoint", "--control_endpoint", "--id", "--logging_endpoint", "--provision_endpoint"]
+    label = f"test-{time.time_ns()}"
+    # Beam mounts the machine's application-default credentials into the container when there
+    # are some: none here.
+    no_credentials = str(tmp_path / "no-credentials.json")
+    path = f"{PODMAN_DOCKER}:{os.environ['PATH']}"
+    env = {**os.environ, "PATH": path, "GOOGLE_APPLICATION_CREDENTIALS": no_credentials, "PODMAN_DOCKER_LABEL": label}
+    try:
+        _run_job(tmp_path, environment, [image.BOOT, *flags], env)
+    finally:
+        left = podman.run("ps", "--all", "--quiet", "--filter", f"label=podman-docker={label}").stdout.split()
+        if left:
+            podman.run("rm", "--force", *left, check=False)
+    assert left == []  # Beam's end of the job removed its containers
