@@ -3,9 +3,11 @@ per component (ML Metadata) of the same run on the DirectRunner (default flags: 
 size) and on the cluster at each parallelism, and for each Flink job (the JobManager's REST API)
 where the time goes: the component's wall time against the job's duration, the client side
 between them from the run's log (job server start, staging and translation, submission, after
-the job, TFX), and inside the job (scheduling, its longest vertices).
+the job, TFX), and inside the job (scheduling, its critical path through its vertices, and on a
+cluster the benchmark started, the Python SDK workers its tasks started and how long each took).
 
     python -m bench.flink [--sizes 10,100] [--parallelisms 1,2] [--repeats 1] [--master HOST:PORT]
+    python -m bench.flink --report-only   # flink.md again from flink.json
 
 Without --master the benchmark starts a cluster of its own (as root: ``--prefix``, ``--subnet``)
 and stops it at the end, failed or not. Writes flink.json and flink.md in --output-dir after
@@ -16,20 +18,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime
 import json
 import os
 import re
 import shutil
 import signal
+import statistics
 import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from bench.generate import cached_dataset
 from bench.measure import latest_components, median_of, run_pipeline
@@ -54,6 +57,10 @@ MILESTONES = {
     "done": re.compile(r"Job state changed to DONE"),
 }
 _LOG_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),(\d{3}) ")
+# An SDK worker: started by a sidecar's worker pool (its ``podman logs -t``), connected to its
+# TaskManager (the TaskManager's log), by the worker id both name.
+_WORKER_STARTED = re.compile(r"^(\S+) Starting worker with command .*'--id=([^']+)'")
+_WORKER_CONNECTED = re.compile(r"Beam Fn Control client connected with id (\S+)")
 # The client side of a Beam component on Flink, in order (``client_phases``).
 PHASES = {
     "job_server_s": "job server start",
@@ -128,22 +135,39 @@ def job_record(detail: dict) -> dict[str, Any]:
     }
 
 
+def _vertex_end(vertex: dict[str, Any]) -> float:
+    return vertex["start_s"] + vertex["duration_s"]
+
+
+def _waited_for(current: dict[str, Any], started: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """What ``current`` waited for: its input that ended last, if that ended after ``current``
+    started (its data streamed in); else the vertex of the job that ended last before ``current``
+    started (Flink schedules a batch job's vertices region by region, as the blocking results a
+    region reads are finished: the inputs of its other vertices, broadcast ones included)."""
+    inputs = [started[i] for i in current["inputs"] if i in started]
+    latest_input = max(inputs, key=_vertex_end, default=None)
+    if latest_input is not None and _vertex_end(latest_input) > current["start_s"]:
+        return latest_input
+    earlier = [v for v in started.values() if v is not current and _vertex_end(v) <= current["start_s"]]
+    return max(earlier, key=_vertex_end, default=None)
+
+
 def critical_path(vertices: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Where a job's time went, vertex by vertex: from the vertex that ended last back through
-    the input of each that ended last, each step's seconds from when that input ended (or the
-    step started, if later) to the step's own end; in the order they ran. Flink's batch vertices
-    run as their inputs stream, so a vertex's own duration overlaps its inputs'; these do not."""
+    """Where a job's time went, vertex by vertex, in the order they ran: from the vertex that ended
+    last back through what each waited for (``_waited_for``). Each step's ``seconds`` run from the
+    end of what it waited for (or its own start, if later) to its own end, and ``wait_s`` from that
+    end to its start: so a path's seconds and waits add up to its last vertex's end (after the job's
+    start). Flink's batch vertices run as their inputs stream, so their own durations overlap."""
     started = {v["id"]: v for v in vertices if v["start_s"] is not None}
-
-    def end(vertex: dict[str, Any]) -> float:
-        return vertex["start_s"] + vertex["duration_s"]
-
-    current = max(started.values(), key=end, default=None)
+    current = max(started.values(), key=_vertex_end, default=None)
     steps: list[dict[str, Any]] = []
-    while current is not None:
-        previous = max((started[i] for i in current["inputs"] if i in started), key=end, default=None)
-        begin = current["start_s"] if previous is None else max(current["start_s"], end(previous))
-        steps.append({"name": current["name"], "seconds": end(current) - begin})
+    seen: set[str] = set()
+    while current is not None and current["id"] not in seen:
+        seen.add(current["id"])
+        previous = _waited_for(current, started)
+        ready = 0.0 if previous is None else _vertex_end(previous)
+        begin = max(current["start_s"], ready)
+        steps.append({"name": current["name"], "seconds": _vertex_end(current) - begin, "wait_s": begin - ready})
         current = previous
     return steps[::-1]
 
@@ -172,12 +196,83 @@ def match_jobs(
     return matched, unmatched
 
 
+# Inside a job: its SDK workers, from the sidecars' and the TaskManagers' logs.
+
+
+def worker_starts(lines: Iterable[str]) -> list[tuple[float, str]]:
+    """(epoch seconds, worker id) of each SDK worker a sidecar's pool started, from its
+    ``podman logs -t`` (RFC 3339 times in UTC, to the nanosecond)."""
+    found = []
+    for line in lines:
+        hit = _WORKER_STARTED.match(line)
+        if hit:
+            stamp = hit.group(1).rstrip("Z")
+            whole, _, fraction = stamp.partition(".")
+            moment = datetime.datetime.fromisoformat(f"{whole}.{fraction[:6].ljust(6, '0')}+00:00")
+            found.append((moment.timestamp(), hit.group(2)))
+    return found
+
+
+def worker_connects(lines: Iterable[str]) -> list[tuple[float, str]]:
+    """(epoch seconds, worker id) of each SDK worker that connected to a TaskManager, from its log."""
+    found = []
+    for line in lines:
+        stamp = _LOG_TIME.match(line)
+        hit = stamp and _WORKER_CONNECTED.search(line, stamp.end())
+        if hit:
+            found.append((_log_time(stamp), hit.group(1)))
+    return found
+
+
+def worker_start_seconds(
+    starts: Sequence[tuple[float, str]], connects: Sequence[tuple[float, str]], since: float, until: float
+) -> list[float]:
+    """How long each SDK worker started between ``since`` and ``until`` (a job's run) took from
+    the pool's start to its connection (the first of its id after it: ids restart with each job)."""
+    found = []
+    for started, worker in starts:
+        if since <= started <= until:
+            connected = next((t for t, other in connects if other == worker and started <= t <= until), None)
+            if connected is not None:
+                found.append(connected - started)
+    return found
+
+
+def read_worker_logs(spec: Any) -> dict[str, tuple[list[tuple[float, str]], list[tuple[float, str]]]]:
+    """Each TaskManager's SDK worker starts (its sidecar's log) and connections (its own log)."""
+    from rehearsal import podman
+
+    logs = {}
+    for host in spec.taskmanagers:
+        output = podman.run("logs", "-t", spec.container(host), check=False)
+        connects: list[tuple[float, str]] = []
+        for path in sorted((spec.state / "log" / host.role).glob("flink--taskexecutor-*.log*")):
+            with open(path, errors="replace") as lines:
+                connects += worker_connects(lines)
+        logs[host.role] = (worker_starts((output.stdout + output.stderr).splitlines()), connects)
+    return logs
+
+
+def add_worker_starts(jobs: Sequence[dict[str, Any]], logs: dict[str, tuple[list, list]], until: float) -> None:
+    """Each job's SDK worker start seconds by TaskManager (``sdk_worker_starts_s``)."""
+    for job in jobs:
+        end = job["end"] or until
+        job["sdk_worker_starts_s"] = {
+            role: worker_start_seconds(starts, connects, job["start"], end) for role, (starts, connects) in logs.items()
+        }
+
+
 # The client side, from the run's log.
 
 
-def log_milestones(lines: Iterator[str] | Sequence[str]) -> list[tuple[float, str, str | None]]:
-    """(epoch seconds, milestone, job id or None) for each line of a run's log that marks one of
-    ``MILESTONES``; the log's times are this machine's local time."""
+def _log_time(stamp: re.Match) -> float:
+    """Epoch seconds of a ``_LOG_TIME`` match (this machine's local time, as Python's and Flink's logs write it)."""
+    moment = datetime.datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")
+    return moment.timestamp() + int(stamp.group(2)) / 1000
+
+
+def log_milestones(lines: Iterable[str]) -> list[tuple[float, str, str | None]]:
+    """(epoch seconds, milestone, job id or None) for each line of a run's log that marks one of ``MILESTONES``."""
     found = []
     for line in lines:
         stamp = _LOG_TIME.match(line)
@@ -186,10 +281,7 @@ def log_milestones(lines: Iterator[str] | Sequence[str]) -> list[tuple[float, st
         for kind, pattern in MILESTONES.items():
             hit = pattern.search(line, stamp.end())
             if hit:
-                moment = datetime.datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")
-                found.append(
-                    (moment.timestamp() + int(stamp.group(2)) / 1000, kind, hit.groups()[0] if hit.groups() else None)
-                )
+                found.append((_log_time(stamp), kind, hit.groups()[0] if hit.groups() else None))
                 break
     return found
 
@@ -278,11 +370,19 @@ def runner_flags(parallelism: int | None, master: str, job_server_jar: str, imag
     return flags + ["--flink-job-server-jar", job_server_jar, "--flink-sdk-image", image]
 
 
+class Target(NamedTuple):
+    """The cluster the runs go to: its JobManager's REST address, and when the benchmark started
+    it, the cluster itself (whose logs tell each job's SDK worker starts)."""
+
+    master: str
+    spec: Any = None
+
+
 def measure_run(
-    data_dir: Path, run_dir: Path, flags: Sequence[str], master: str | None, stopped: threading.Event | None = None
+    data_dir: Path, run_dir: Path, flags: Sequence[str], target: Target | None, stopped: threading.Event | None = None
 ) -> dict[str, Any]:
     """One fresh run of the pipeline: wall time, seconds per component, the load average around
-    it; on the cluster (``master``) its Flink jobs and each finished Beam component's breakdown.
+    it; on the cluster (``target``) its Flink jobs and each finished Beam component's breakdown.
     A run killed by its deadline (``stopped`` set) is measured as far as it went."""
     output_root = run_dir / "outputs"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -306,10 +406,14 @@ def measure_run(
         "unfinished": {c.node_id: c.state for c in components if c.state not in ("complete", "cached")},
         "output_root": str(output_root),
     }
-    if master is None:
+    if target is None:
         return result
-    jobs = flink_jobs(master, since, until)
-    matched, unmatched = match_jobs(jobs, components)
+    jobs = flink_jobs(target.master, since, until)
+    if target.spec is not None:
+        add_worker_starts(jobs, read_worker_logs(target.spec), until)
+    # A component still running when its run was stopped holds every job since it started.
+    windows = [dataclasses.replace(c, finished=until) if c.state == "running" else c for c in components]
+    matched, unmatched = match_jobs(jobs, windows)
     milestones = read_milestones(output_root)
     by_id = {c.node_id: c for c in components}
     result["breakdown"] = {
@@ -333,7 +437,7 @@ def _summary_line(name: str, result: dict[str, Any]) -> str:
     return line + f", load {result['load_1min_before']:.1f} -> {result['load_1min_after']:.1f}"
 
 
-def benchmark_size(results: dict[str, Any], size: float, args: argparse.Namespace, master: str | None) -> bool:
+def benchmark_size(results: dict[str, Any], size: float, args: argparse.Namespace, target: Target | None) -> bool:
     """Every configuration at one size, ``args.repeats`` times, the results written after each
     run; False when a run took longer than ``args.run_timeout`` minutes (it is stopped, the rest not run)."""
     data_dir, rows = cached_dataset(args.output_dir, size, args.seed)
@@ -345,11 +449,11 @@ def benchmark_size(results: dict[str, Any], size: float, args: argparse.Namespac
         for parallelism in configs:
             name = config_name(parallelism)
             print(f"  {name}, repeat {repeat + 1}/{args.repeats}", flush=True)
-            flags = runner_flags(parallelism, master or "", args.job_server_jar, args.image)
+            flags = runner_flags(parallelism, target.master if target else "", args.job_server_jar, args.image)
             run_dir = args.output_dir / "flink-runs" / f"rows-{rows}" / name / f"repeat-{repeat}"
             shutil.rmtree(run_dir, ignore_errors=True)
             with deadline(args.run_timeout * 60) as expired:
-                result = measure_run(data_dir, run_dir, flags, None if parallelism is None else master, expired)
+                result = measure_run(data_dir, run_dir, flags, None if parallelism is None else target, expired)
             print(_summary_line(name, result), flush=True)
             repeats[name].append(result)
             entry["configs"][name] = {"median": median_of(repeats[name]), "repeats": repeats[name]}
@@ -362,7 +466,7 @@ def benchmark_size(results: dict[str, Any], size: float, args: argparse.Namespac
     return True
 
 
-@contextmanager
+@contextlib.contextmanager
 def deadline(seconds: float) -> Iterator[threading.Event]:
     """Past ``seconds``, kills the pipeline run in progress (this process's ``local_runner.py``
     children and everything under them) and sets the event it yields."""
@@ -392,6 +496,19 @@ def _cmdline(process: Any) -> list[str]:
         return process.cmdline()
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return []
+
+
+def rederived(results: dict[str, Any]) -> dict[str, Any]:
+    """Results read back with each job's critical path worked out again from its vertices, as this
+    version of the benchmark does (``--report-only``)."""
+    for entry in results["sizes"]:
+        for config in entry["configs"].values():
+            for repeat in config["repeats"]:
+                for job in (job for node_jobs in repeat.get("jobs", {}).values() for job in node_jobs):
+                    if all("id" in vertex and "inputs" in vertex for vertex in job["vertices"]):
+                        job["critical_path"] = critical_path(job["vertices"])
+            config["median"] = median_of(config["repeats"])
+    return results
 
 
 def write_results(results: dict[str, Any], output_dir: Path) -> None:
@@ -477,7 +594,9 @@ def path_label(job: dict[str, Any], min_seconds: float = PATH_MIN_S, steps: int 
     shown = [
         f"{vertex_label(step['name'], 50)} {step['seconds']:.1f}" for step in kept if step["seconds"] >= min_seconds
     ]
-    return " → ".join(shown) + f" (of {len(path)} steps, {sum(s['seconds'] for s in path):.1f} s)"
+    waits = sum(step.get("wait_s", 0.0) for step in path)
+    total = sum(step["seconds"] for step in path)
+    return " → ".join(shown) + f" (of {len(path)} steps: {total:.1f} s, waits {waits:.1f} s)"
 
 
 def jobs_table(jobs: dict[str, list[dict[str, Any]]]) -> list[str]:
@@ -495,11 +614,23 @@ def jobs_table(jobs: dict[str, list[dict[str, Any]]]) -> list[str]:
                     _seconds(job["to_running_s"]),
                     _seconds(job["to_first_task_s"]),
                     len(job["vertices"]),
+                    workers_label(job),
                     path_label(job),
                 ]
             )
     header = ["component", "job", "parallelism", "duration s", "to RUNNING s", "to first task s", "vertices"]
-    return _table([*header, "critical path: its longest steps (s)"], rows)
+    return _table([*header, "SDK workers started", "critical path: its longest steps (s)"], rows)
+
+
+def workers_label(job: dict[str, Any]) -> str:
+    """How many SDK workers a job started, how long one took (median), and on the TaskManager that
+    started most: how many, one after the other as the job's regions ran, and their seconds."""
+    by_taskmanager = job.get("sdk_worker_starts_s")
+    every = [seconds for starts in (by_taskmanager or {}).values() for seconds in starts]
+    if not every:
+        return "-"
+    busiest = max(by_taskmanager.values(), key=sum)
+    return f"{len(every)} × {statistics.median(every):.1f} s (one TaskManager: {len(busiest)}, {sum(busiest):.1f} s)"
 
 
 def flink_section(name: str, median: dict[str, Any], first: dict[str, Any]) -> list[str]:
@@ -535,10 +666,15 @@ NOTES = (
     "JobManager's start time: the job graph and the job server's class path uploaded), after the job (its "
     "end -> the client's `Job state changed to DONE`), and the rest (TFX before and after, the pipeline's "
     "construction in Python). To RUNNING: the job's INITIALIZING -> RUNNING; to first task: its start -> its "
-    "first vertex's start. Critical path: from the vertex that ended last back through the input of each "
-    "that ended last, each step counted from that input's end to its own (Flink's batch vertices run as "
-    f"their inputs stream, so their own durations overlap); its {PATH_STEPS_SHOWN} longest steps of "
-    f"{PATH_MIN_S:g} s or more shown, all of them in flink.json."
+    "first vertex's start. Critical path: from the vertex that ended last back through what each waited "
+    "for (its input that ended last if that ended after it started, its data streaming in; else the vertex "
+    "that ended last before it started, as Flink schedules a batch job region by region), each step counted "
+    "from that end to its own (Flink's batch vertices run as their inputs stream, so their own durations "
+    "overlap), waits: from that end to a step's start (scheduling, the first task's start included); its "
+    f"{PATH_STEPS_SHOWN} longest steps of {PATH_MIN_S:g} s or more shown, all of them in flink.json. SDK "
+    "workers started: Python SDK workers the job's tasks had the sidecars' pools start (a cluster the "
+    "benchmark started only), each from the pool's `Starting worker` to the TaskManager's `Beam Fn Control "
+    "client connected` of its id; median, and on the TaskManager that started most, their count and sum."
 )
 
 
@@ -577,10 +713,10 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)  # so that the cluster's ``finally`` stops it
 
 
-@contextmanager
-def own_cluster(args: argparse.Namespace) -> Iterator[str]:
-    """A cluster of the benchmark's own (``--prefix``, ``--subnet``, ``--image``): its master
-    address while the benchmark runs; stopped at the end, whatever happened (SIGTERM included)."""
+@contextlib.contextmanager
+def own_cluster(args: argparse.Namespace) -> Iterator[Target]:
+    """A cluster of the benchmark's own (``--prefix``, ``--subnet``, ``--image``) while the
+    benchmark runs; stopped at the end, whatever happened (SIGTERM included)."""
     from flink_cluster import cluster, fetch, network
 
     spec = cluster.Cluster(network.Network(args.prefix, args.subnet), image=args.image)
@@ -591,7 +727,7 @@ def own_cluster(args: argparse.Namespace) -> Iterator[str]:
     try:
         print(f"starting Flink cluster {args.prefix!r} on {args.subnet}", flush=True)
         cluster.up(spec)
-        yield spec.master
+        yield Target(spec.master, spec)
     finally:
         cluster.down(spec)
         signal.signal(signal.SIGTERM, previous)
@@ -599,26 +735,26 @@ def own_cluster(args: argparse.Namespace) -> Iterator[str]:
         print(f"cluster {args.prefix!r} stopped" + (f"; left running: {', '.join(left)}" if left else ""), flush=True)
 
 
-@contextmanager
-def cluster_for(args: argparse.Namespace) -> Iterator[str | None]:
-    """The cluster's master address: --master's, a cluster of our own, or None when no run needs one."""
+@contextlib.contextmanager
+def cluster_for(args: argparse.Namespace) -> Iterator[Target | None]:
+    """The cluster: --master's, one of our own, or None when no run needs one."""
     if not args.parallelism_list:
         yield None
     elif args.master:
-        yield args.master
+        yield Target(args.master)
     else:
-        with own_cluster(args) as master:
-            yield master
+        with own_cluster(args) as target:
+            yield target
 
 
-def describe_cluster(master: str | None, args: argparse.Namespace) -> str:
-    if master is None:
+def describe_cluster(target: Target | None, args: argparse.Namespace) -> str:
+    if target is None:
         return "none"
-    overview = rest(master, "/overview")
-    owner = f"started by the benchmark as {args.prefix!r} on {args.subnet}" if not args.master else "given by --master"
+    overview = rest(target.master, "/overview")
+    owner = f"started by the benchmark as {args.prefix!r} on {args.subnet}" if target.spec else "given by --master"
     return (
-        f"Flink {overview['flink-version']} session cluster at {master} ({owner}), {overview['taskmanagers']} "
-        f"TaskManagers, {overview['slots-total']} slots in all, SDK workers in {args.image}"
+        f"Flink {overview['flink-version']} session cluster at {target.master} ({owner}), "
+        f"{overview['taskmanagers']} TaskManagers, {overview['slots-total']} slots in all, SDK workers in {args.image}"
     )
 
 
@@ -650,6 +786,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--subnet", default="10.89.20.0/24", help="The addresses of the cluster the benchmark starts.")
     parser.add_argument("--image", default=cluster.DEFAULT_IMAGE, help="The SDK workers' image (the project's).")
     parser.add_argument("--job-server-jar", default=str(fetch.job_server_jar()), help="Beam's Flink job server.")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="Run nothing: write flink.md again from flink.json, each job's critical path worked out again.",
+    )
     parser.add_argument(
         "--output-dir",
         type=Path,
@@ -696,17 +837,22 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs every size and configuration; writes and prints the results."""
     args = parse_args(argv)
+    if args.report_only:
+        results = rederived(json.loads((args.output_dir / "flink.json").read_text()))
+        write_results(results, args.output_dir)
+        print(markdown(results))
+        return 0
     args.output_dir.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {
         "machine": machine_info(),
         "settings": {"seed": args.seed, "repeats": args.repeats, "parallelisms": args.parallelism_list},
         "sizes": [],
     }
-    with cluster_for(args) as master:
-        results["settings"]["cluster"] = describe_cluster(master, args)
+    with cluster_for(args) as target:
+        results["settings"]["cluster"] = describe_cluster(target, args)
         for size in args.size_list:
             print(f"size x{size:g}", flush=True)
-            if not benchmark_size(results, size, args, master):
+            if not benchmark_size(results, size, args, target):
                 break
     print()
     print(markdown(results))

@@ -82,27 +82,48 @@ def test_a_job_record_has_its_times_scheduling_vertices_and_critical_path():
     assert record["vertices"][2]["start_s"] is None
     # v2 ran from 2 s to 58 s, its input v1 ended at 5 s: 53 s of its own; v3 never started.
     assert record["critical_path"] == [
-        {"name": "DataSource (Impulse)", "seconds": 3.0},
-        {"name": "MapPartition (MapPartition at [4]{InputToRecord})", "seconds": 53.0},
+        {"name": "DataSource (Impulse)", "seconds": 3.0, "wait_s": 2.0},
+        {"name": "MapPartition (MapPartition at [4]{InputToRecord})", "seconds": 53.0, "wait_s": 0.0},
     ]
 
 
-def test_the_critical_path_follows_the_input_that_ended_last():
+def steps(path: list[dict]) -> list[tuple[str, float, float]]:
+    return [(step["name"], round(step["seconds"], 3), round(step["wait_s"], 3)) for step in path]
+
+
+def test_the_critical_path_follows_the_input_that_ended_last_while_it_ran():
     vertices = [
-        vertex("read", 0.0, 18.0),
+        vertex("read", 0.5, 17.5),
         vertex("infer", 0.5, 32.0, "read"),  # ends at 32.5
         vertex("split", 1.0, 74.0, "read", "infer"),  # waits for infer: 42.5 s of its own
         vertex("write", 1.0, 78.0, "split"),  # ends at 79
         vertex("side", 2.0, 5.0, "read"),  # ends early, on no path
-        vertex("late", 80.0, 6.0, "write"),  # started after its input ended: counted from its start
+        vertex("late", 80.0, 6.0, "write"),  # started 1 s after its input ended
     ]
     path = flink.critical_path(vertices)
-    assert [(step["name"], round(step["seconds"], 3)) for step in path] == [
-        ("read", 18.0),
-        ("infer", 14.5),
-        ("split", 42.5),
-        ("write", 4.0),
-        ("late", 6.0),
+    assert steps(path) == [
+        ("read", 17.5, 0.5),
+        ("infer", 14.5, 0.0),
+        ("split", 42.5, 0.0),
+        ("write", 4.0, 0.0),
+        ("late", 6.0, 1.0),
+    ]
+    assert sum(step["seconds"] + step["wait_s"] for step in path) == pytest.approx(86.0)  # the last end
+
+
+def test_a_vertex_scheduled_after_its_inputs_ended_waited_for_what_ended_just_before_it_started():
+    vertices = [
+        vertex("impulse", 0.2, 0.3),
+        vertex("analyze", 0.5, 150.0, "impulse"),  # ends at 150.5, an input of none of the tail
+        vertex("other", 0.5, 20.0, "impulse"),  # ends at 20.5
+        vertex("tail-impulse", 151.0, 0.5),  # its region scheduled once "analyze" finished
+        vertex("publish", 151.0, 19.0, "tail-impulse", "other"),  # ends at 170
+    ]
+    assert steps(flink.critical_path(vertices)) == [
+        ("impulse", 0.3, 0.2),
+        ("analyze", 150.0, 0.0),
+        ("tail-impulse", 0.5, 0.5),
+        ("publish", 18.5, 0.0),
     ]
 
 
@@ -208,6 +229,40 @@ def test_without_the_logs_milestones_the_whole_client_side_is_the_rest():
     assert phases["submit_s"] == 0.0
 
 
+def test_sdk_workers_are_read_from_the_pools_and_the_taskmanagers_logs():
+    pool = [
+        "2026-11-29T19:07:01.911843285Z Starting worker with command ['/opt/apache/beam/boot', '--id=1-1', "
+        "'--logging_endpoint=localhost:1']",
+        "2026-11-29T19:07:02.000000000Z 2026/11/29 19:07:02 Provision info:",
+        "2026-11-29T19:07:48.7Z Starting worker with command ['/opt/apache/beam/boot', '--id=2-1']",
+    ]
+    started = datetime.datetime(2026, 11, 29, 19, 7, 1, 911843, tzinfo=datetime.UTC).timestamp()
+    assert flink.worker_starts(pool) == [(started, "1-1"), (started + 46.788157, "2-1")]
+    connected = datetime.datetime(2026, 11, 29, 19, 7, 13, 329_000).timestamp()
+    taskmanager = [
+        log_line(connected - 11.0, "INFO GrpcLoggingService [] - Beam Fn Logging client connected."),
+        log_line(connected, "INFO FnApiControlClientPoolService [] - Beam Fn Control client connected with id 1-1"),
+    ]
+    assert flink.worker_connects(taskmanager) == [(pytest.approx(connected), "1-1")]
+
+
+def test_a_workers_start_runs_to_the_first_connection_of_its_id_within_the_job():
+    starts = [(100.0, "1-1"), (150.0, "2-1"), (300.0, "1-1"), (90.0, "9-1")]
+    connects = [(20.0, "1-1"), (111.0, "1-1"), (163.0, "2-1"), (312.0, "1-1"), (95.0, "9-1")]
+    # The second job's 1-1 is another worker; 9-1 started before the job; a start never connected is left out.
+    assert flink.worker_start_seconds(starts, connects, 99.0, 200.0) == [11.0, 13.0]
+    assert flink.worker_start_seconds(starts + [(180.0, "3-1")], connects, 99.0, 200.0) == [11.0, 13.0]
+    jobs = [job(JID_A, 99.0, 101.0), job(JID_B, 290.0, 30.0) | {"end": None}]
+    flink.add_worker_starts(jobs, {"taskmanager1": (starts, connects), "taskmanager2": ([], [])}, until=400.0)
+    assert jobs[0]["sdk_worker_starts_s"] == {"taskmanager1": [11.0, 13.0], "taskmanager2": []}
+    assert jobs[1]["sdk_worker_starts_s"] == {"taskmanager1": [12.0], "taskmanager2": []}
+
+
+def test_a_job_without_worker_figures_shows_none():
+    assert flink.workers_label(job(JID_A, 0.0, 1.0)) == "-"
+    assert flink.workers_label(job(JID_A, 0.0, 1.0) | {"sdk_worker_starts_s": {"taskmanager1": []}}) == "-"
+
+
 def test_the_dominant_phase_is_the_largest_over_the_components():
     breakdowns = {
         "CsvExampleGen": {"client_s": 26.0, "job_server_s": 3.0, "submit_s": 17.0, "tfx_s": 6.0},
@@ -242,12 +297,17 @@ def run_result(component_s: dict[str, float], wall: float, breakdown: dict | Non
     result |= {"load_1min_before": 1.0, "load_1min_after": 2.0, **extra}
     if breakdown is not None:
         path = [
-            {"name": "DataSource (Impulse)", "seconds": 5.0},
-            {"name": "CHAIN MapPartition (MapPartition at [5]Read/{ReadFromText}) -> FlatMap", "seconds": 12.0},
-            {"name": "Partition", "seconds": 0.2},
-            {"name": "GroupReduce (GroupReduce at Write/GroupByKey)", "seconds": 60.0},
+            {"name": "DataSource (Impulse)", "seconds": 5.0, "wait_s": 1.5},
+            {
+                "name": "CHAIN MapPartition (MapPartition at [5]Read/{ReadFromText}) -> FlatMap",
+                "seconds": 12.0,
+                "wait_s": 0.0,
+            },
+            {"name": "Partition", "seconds": 0.2, "wait_s": 0.5},
+            {"name": "GroupReduce (GroupReduce at Write/GroupByKey)", "seconds": 60.0, "wait_s": 0.0},
         ]
         details = {"parallelism": 2, "to_running_s": 0.4, "to_first_task_s": 1.5, "vertices": [{}] * 33}
+        details["sdk_worker_starts_s"] = {"taskmanager1": [11.0, 12.0, 13.0], "taskmanager2": [10.0, 30.0]}
         jobs = {"CsvExampleGen": [job(JID_A, 0.0, 80.0) | details | {"critical_path": path}]}
         result |= {"breakdown": breakdown, "jobs": jobs, "unmatched_jobs": []}
     return result
@@ -296,8 +356,10 @@ def test_the_markdown_shows_where_the_flink_time_goes(results):
     )
     assert "| CsvExampleGen | 100.0 | 1 | 80.0 | 20.0 | 2.0 | 3.0 | 12.0 | 2.0 | 1.0 |" in text
     assert "| total | 100.0 | 1 | 80.0 | 20.0 | 2.0 | 3.0 | 12.0 | 2.0 | 1.0 |" in text
-    path = "DataSource (Impulse) 5.0 → [5]Read/{ReadFromText} 12.0 → Write/GroupByKey 60.0 (of 4 steps, 77.2 s)"
-    assert f"| CsvExampleGen | BeamApp | 2 | 80.0 | 0.4 | 1.5 | 33 | {path} |" in text
+    path = "DataSource (Impulse) 5.0 → [5]Read/{ReadFromText} 12.0 → Write/GroupByKey 60.0"
+    path += " (of 4 steps: 77.2 s, waits 2.0 s)"
+    workers = "5 × 12.0 s (one TaskManager: 2, 40.0 s)"
+    assert f"| CsvExampleGen | BeamApp | 2 | 80.0 | 0.4 | 1.5 | 33 | {workers} | {path} |" in text
     assert "2 CPUs shared with other work" in text
 
 
