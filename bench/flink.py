@@ -409,21 +409,34 @@ def measure_run(
     if target is None:
         return result
     jobs = flink_jobs(target.master, since, until)
+    # A job still running (its run stopped) was measured up to now: its component's time so far too.
+    asked = time.time()
     if target.spec is not None:
-        add_worker_starts(jobs, read_worker_logs(target.spec), until)
-    # A component still running when its run was stopped holds every job since it started.
-    windows = [dataclasses.replace(c, finished=until) if c.state == "running" else c for c in components]
+        add_worker_starts(jobs, read_worker_logs(target.spec), asked)
+    return result | analyse_flink_run(components, jobs, read_milestones(output_root), asked)
+
+
+def analyse_flink_run(
+    components: Sequence[ComponentRun],
+    jobs: Sequence[dict[str, Any]],
+    milestones: Sequence[tuple[float, str, str | None]],
+    until: float,
+) -> dict[str, Any]:
+    """A run's Flink jobs by component (``match_jobs``), and each Beam component's breakdown
+    (``client_phases``). A component still running when the run was stopped at ``until`` holds
+    every job since it started; its breakdown is of its time so far (``so_far``)."""
+    windows = [
+        dataclasses.replace(c, finished=until, seconds=until - c.started) if c.state == "running" else c
+        for c in components
+    ]
     matched, unmatched = match_jobs(jobs, windows)
-    milestones = read_milestones(output_root)
-    by_id = {c.node_id: c for c in components}
-    result["breakdown"] = {
-        node: client_phases(by_id[node], node_jobs, milestones)
-        for node, node_jobs in matched.items()
-        if node in result["component_s"]
-    }
-    result["jobs"] = matched
-    result["unmatched_jobs"] = unmatched
-    return result
+    by_id = {c.node_id: c for c in windows}
+    breakdown = {}
+    for node, node_jobs in matched.items():
+        breakdown[node] = client_phases(by_id[node], node_jobs, milestones)
+        if by_id[node].state == "running":
+            breakdown[node]["so_far"] = True
+    return {"breakdown": breakdown, "jobs": matched, "unmatched_jobs": unmatched}
 
 
 def _summary_line(name: str, result: dict[str, Any]) -> str:
@@ -577,7 +590,10 @@ def breakdown_table(breakdown: dict[str, dict[str, Any]]) -> list[str]:
     """Each Beam component's wall time against its Flink jobs' and the client side's phases."""
     header = ["component", "wall s", "jobs", "in Flink jobs s", "client s", *PHASES.values()]
     keys = ["wall_s", "jobs", "in_jobs_s", "client_s", *PHASES]
-    rows = [[node, *(_figure(k, b.get(k)) for k in keys)] for node, b in breakdown.items()]
+    rows = [
+        [f"{node} (so far)" if b.get("so_far") else node, *(_figure(k, b.get(k)) for k in keys)]
+        for node, b in breakdown.items()
+    ]
     rows.append(["total", *(_figure(k, sum(b.get(k) or 0.0 for b in breakdown.values())) for k in keys)])
     return _table(header, rows)
 
@@ -590,6 +606,8 @@ def _figure(key: str, value: float | None) -> str:
 def path_label(job: dict[str, Any], min_seconds: float = PATH_MIN_S, steps: int = PATH_STEPS_SHOWN) -> str:
     """A job's critical path in a line: its ``steps`` longest steps of ``min_seconds`` or more, in order."""
     path = job.get("critical_path", [])
+    if not path:
+        return "-"
     kept = sorted(sorted(path, key=lambda s: s["seconds"], reverse=True)[:steps], key=path.index)
     shown = [
         f"{vertex_label(step['name'], 50)} {step['seconds']:.1f}" for step in kept if step["seconds"] >= min_seconds
@@ -635,19 +653,19 @@ def workers_label(job: dict[str, Any]) -> str:
 
 def flink_section(name: str, median: dict[str, Any], first: dict[str, Any]) -> list[str]:
     """Where a configuration's Flink time went: the breakdown (medians) and the jobs (first repeat)."""
-    phase, seconds, client = dominant_phase(median["breakdown"])
-    in_jobs = sum(b["in_jobs_s"] for b in median["breakdown"].values())
-    share = f"{100 * seconds / client:.0f}%" if client > 0 else "-"
-    lines = [
-        f"### {config_label(name)}: where the Beam components' time goes",
-        "",
-        f"In Flink jobs {in_jobs:.1f} s, client side {client:.1f} s; its largest part: "
-        f"{PHASES[phase]}, {seconds:.1f} s ({share}).",
-        "",
-        *breakdown_table(median["breakdown"]),
-        "",
-        *jobs_table(first["jobs"]),
-    ]
+    lines = [f"### {config_label(name)}: where the Beam components' time goes", ""]
+    if median["breakdown"]:
+        phase, seconds, client = dominant_phase(median["breakdown"])
+        in_jobs = sum(b["in_jobs_s"] for b in median["breakdown"].values())
+        share = f"{100 * seconds / client:.0f}%" if client > 0 else "-"
+        lines += [
+            f"In Flink jobs {in_jobs:.1f} s, client side {client:.1f} s; its largest part: "
+            f"{PHASES[phase]}, {seconds:.1f} s ({share}).",
+            "",
+            *breakdown_table(median["breakdown"]),
+            "",
+        ]
+    lines += jobs_table(first["jobs"])
     if first.get("unmatched_jobs"):
         lines += ["", f"Jobs in no component's window: {', '.join(j['name'] for j in first['unmatched_jobs'])}"]
     return lines + [""]

@@ -221,6 +221,26 @@ def test_two_jobs_of_a_component_add_up_each_with_its_own_job_server():
     assert phases["tfx_s"] == pytest.approx(160.0 - 100.0 - 6.0 - 8.0 - 28.0 - 4.0)
 
 
+def test_a_stopped_runs_running_component_holds_its_jobs_and_is_broken_down_so_far():
+    components = [
+        ComponentRun("CsvExampleGen", "complete", 100.0, started=1000.0, finished=1100.0),
+        # Still running when the run was stopped: ML Metadata last updated it when it started.
+        ComponentRun("StatisticsGen", "running", 0.1, started=1100.5, finished=1100.6),
+    ]
+    running_job = job(JID_B, 1120.0, 300.0) | {"state": "RUNNING", "end": None}
+    analysed = flink.analyse_flink_run(components, [job(JID_A, 1010.0, 80.0), running_job], [], until=1420.5)
+    assert {node: [j["jid"] for j in jobs] for node, jobs in analysed["jobs"].items()} == {
+        "CsvExampleGen": [JID_A],
+        "StatisticsGen": [JID_B],
+    }
+    assert analysed["unmatched_jobs"] == []
+    assert "so_far" not in analysed["breakdown"]["CsvExampleGen"]
+    so_far = analysed["breakdown"]["StatisticsGen"]
+    assert so_far["so_far"] is True
+    assert (so_far["wall_s"], so_far["in_jobs_s"], so_far["client_s"]) == (320.0, 300.0, 20.0)
+    assert flink.breakdown_table(analysed["breakdown"])[3].startswith("| StatisticsGen (so far) | 320.0 | 1 |")
+
+
 def test_without_the_logs_milestones_the_whole_client_side_is_the_rest():
     component = ComponentRun("Evaluator", "complete", 40.0, started=0.0, finished=40.0)
     phases = flink.client_phases(component, [job(JID_A, 10.0, 25.0)], [])
@@ -258,7 +278,8 @@ def test_a_workers_start_runs_to_the_first_connection_of_its_id_within_the_job()
     assert jobs[1]["sdk_worker_starts_s"] == {"taskmanager1": [12.0], "taskmanager2": []}
 
 
-def test_a_job_without_worker_figures_shows_none():
+def test_a_job_without_worker_figures_or_path_shows_none():
+    assert flink.path_label(job(JID_A, 0.0, 1.0)) == "-"
     assert flink.workers_label(job(JID_A, 0.0, 1.0)) == "-"
     assert flink.workers_label(job(JID_A, 0.0, 1.0) | {"sdk_worker_starts_s": {"taskmanager1": []}}) == "-"
 
