@@ -14,7 +14,7 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 
-from launch.flag_errors import SettingsError
+from launch.flag_errors import SettingsError, flag_value
 
 # The Flink versions this Beam's FlinkRunner has a job server for
 # (apache_beam.options.pipeline_options.FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS).
@@ -78,7 +78,7 @@ def check_flink_flags(args: argparse.Namespace) -> None:
     """The flags' values, without reaching the cluster."""
     if not args.flink_master:
         for flag in ("--flink-parallelism", "--flink-job-server-jar", "--flink-job-endpoint", "--flink-sdk-image"):
-            if getattr(args, flag[2:].replace("-", "_")) is not None:
+            if flag_value(args, flag) is not None:
                 raise SettingsError(f"{flag} needs --flink-master (the cluster's JobManager REST address)")
         return
     for flag, value in (
@@ -159,10 +159,9 @@ def read_job_server(jar: str) -> JobServer:
                 version = re.search(r"^version=(.+)$", properties, re.MULTILINE)
                 return JobServer(version.group(1).strip() if version else "unknown", found.group(1))
         class_path = _manifest_class_path(archive)
-    base = jar.rsplit("/", 1)[0] if "/" in jar else "."
     for entry in class_path:
         if re.search(r"beam-runners-flink-\d+\.\d+-\d", entry):
-            return read_job_server(entry if entry.startswith("/") else f"{base}/{entry}")
+            return read_job_server(os.path.join(os.path.dirname(jar), entry))
     raise SettingsError(f"--flink-job-server-jar {jar}: not a Beam Flink job server (no beam-runners-flink in it)")
 
 

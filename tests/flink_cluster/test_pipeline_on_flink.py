@@ -205,16 +205,17 @@ def transformed(run: Run, raw: list[bytes]) -> dict[str, np.ndarray]:
     return {name: value.numpy() for name, value in dense.items()}
 
 
-def raw_examples(run: Run, limit: int = 2000) -> list[bytes]:
+def raw_examples(run: Run, split: str) -> list[bytes]:
+    """ExampleGen's serialized tf.Examples of ``split``."""
     import tensorflow as tf
 
-    (files,) = [sorted(split.glob("*")) for split in artifact(run, "CsvExampleGen", "examples").glob("Split-eval")]
-    return [record.numpy() for record in tf.data.TFRecordDataset([str(f) for f in files], "GZIP").take(limit)]
+    files = sorted(str(f) for f in (artifact(run, "CsvExampleGen", "examples") / f"Split-{split}").glob("*"))
+    return [record.numpy() for record in tf.data.TFRecordDataset(files, "GZIP")]
 
 
 def test_transforms_output_equals_the_direct_runners(runs):
     direct, on_flink = runs
-    raw = raw_examples(direct)
+    raw = raw_examples(direct, "eval")[:2000]
     expected, got = transformed(direct, raw), transformed(on_flink, raw)
     assert got.keys() == expected.keys()
     for name, values in expected.items():
@@ -235,10 +236,9 @@ def examples_of(run: Run, split: str) -> list[tuple]:
     tf.Example depend on its encoder, not only on its values)."""
     import tensorflow as tf
 
-    files = sorted(str(f) for f in (artifact(run, "CsvExampleGen", "examples") / f"Split-{split}").glob("*"))
     rows = []
-    for record in tf.data.TFRecordDataset(files, "GZIP"):
-        example = tf.train.Example.FromString(record.numpy())
+    for record in raw_examples(run, split):
+        example = tf.train.Example.FromString(record)
         rows.append(
             tuple(
                 (name, tuple(getattr(feature, feature.WhichOneof("kind")).value) if feature.WhichOneof("kind") else ())
