@@ -52,11 +52,13 @@ class Task(str, enum.Enum):  # noqa: UP042 - str() and format() as they are ever
 
 
 class ModelFamily(str, enum.Enum):  # noqa: UP042 - as Task
-    """What the Trainer trains: the wide-and-deep network (``models/model.py``), or
-    gradient-boosted trees (``models/trees.py``, TensorFlow Decision Forests)."""
+    """What the Trainer trains: the wide-and-deep network (``models/model.py``),
+    gradient-boosted trees (``models/trees.py``), or whichever of the two scores better on a
+    validation part of the training split (``models/choice.py``)."""
 
     NETWORK = "network"
     TREES = "trees"
+    CHOOSE = "choose"
 
 
 # Metrics a model can be blessed on, per task: (Keras/TFMA name, higher is better).
