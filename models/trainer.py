@@ -5,11 +5,13 @@ docs/model.md describes the strategies, the input pipeline and the workers' role
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Sequence
 
 import tensorflow as tf
@@ -19,6 +21,7 @@ from absl import logging
 
 from models import budget as budget_lib
 from models import callbacks as callbacks_lib
+from models import choice as choice_lib
 from models import model as model_lib
 from models import parameter_server, signatures, trees, warm_start
 from models import strategy as strategy_lib
@@ -458,6 +461,98 @@ def _write_training_record(model_run_dir: str, record: dict) -> None:
         f.write(json.dumps(record))
 
 
+def _train_network(fn_args, plan: _Plan, extra_callbacks: Sequence[keras.callbacks.Callback]) -> dict | None:
+    """The network family: trained under the plan's strategy and exported; the chief's
+    training record, None on the other workers."""
+    setup = _set_up_strategy_and_budget(fn_args, plan)
+    outputs = _Outputs.for_worker(fn_args, plan.worker)
+    try:
+        inputs = _inputs(fn_args, plan, setup)
+        model = _build_model(fn_args, plan, setup, inputs)
+        history = _fit(model, inputs, plan, setup, outputs.log_dir, extra_callbacks)
+        _export(model, inputs, plan, setup, outputs)
+    finally:
+        outputs.remove_scratch(plan.worker)
+    if not plan.worker.is_chief:
+        return None
+    _remove_empty_backup_dir(plan)
+    logging.info("Serving model written to %s", outputs.serving_dir)
+    return _network_record(plan, setup, model, history)
+
+
+def _train_family(
+    family: ModelFamily, fn_args, plan: _Plan, extra_callbacks: Sequence[keras.callbacks.Callback]
+) -> dict | None:
+    if family == ModelFamily.TREES:
+        return _train_trees(fn_args, plan)
+    return _train_network(fn_args, plan, extra_callbacks)
+
+
+def _trial(family: ModelFamily, fn_args, plan: _Plan, fit_file: str, validation_file: str, folder: str) -> str:
+    """``family`` trained on the fit part, validated on the validation part, from scratch
+    (no warm start, a backup of its own), exported under ``folder``: its serving directory."""
+    trial_args = copy.copy(fn_args)
+    trial_args.train_files, trial_args.eval_files = [fit_file], [validation_file]
+    trial_args.serving_model_dir = os.path.join(folder, "serving_model")
+    trial_args.model_run_dir = os.path.join(folder, "model_run")
+    trial_args.base_model = None
+    _train_family(family, trial_args, dataclasses.replace(plan, backup_dir=os.path.join(folder, "backup")), ())
+    # The final model's layers are named as in a run without a trial (warm start reads them).
+    keras.backend.clear_session()
+    return trial_args.serving_model_dir
+
+
+def _choose(fn_args, plan: _Plan) -> choice_lib.Choice:
+    """Each family trained on the fit part of the training split and scored on its
+    validation part (``models/choice.py``); the better one."""
+    scratch = tempfile.mkdtemp(prefix="choose-family-")
+    try:
+        fit_file, validation_file, fit_rows, validation_rows = choice_lib.split_training_rows(
+            fn_args.train_files, os.path.join(scratch, "rows")
+        )
+        trials = []
+        for family in choice_lib.FAMILIES:
+            started = time.monotonic()
+            serving_dir = _trial(family, fn_args, plan, fit_file, validation_file, os.path.join(scratch, family.value))
+            metric = choice_lib.score(serving_dir, validation_file, plan.problem)
+            trials.append(choice_lib.Trial(family, metric, round(time.monotonic() - started, 1)))
+            logging.info(
+                "Choosing the family: the %s scored %s %.4f", family.value, plan.problem.blessing.metric, metric
+            )
+        chosen = choice_lib.better(plan.problem, trials)
+        choice = choice_lib.Choice(
+            chosen.family, plan.problem.blessing.metric, "", tuple(trials), fit_rows, validation_rows
+        )
+        logging.info("Model: %s", choice.describe())
+        return choice
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _train_choosing(fn_args, plan: _Plan, extra_callbacks: Sequence[keras.callbacks.Callback]) -> dict | None:
+    """The choose family: the better family by measurement where the data allows it
+    cheaply, else the network with the reason (and what choosing would cost)."""
+    reason = choice_lib.reason_not_to_choose(
+        count_records(fn_args.train_files),
+        plan.hparams.choose_up_to_rows,
+        single_process=plan.worker.num_workers == 1 and not plan.is_tpu and not plan.parameter_servers,
+        tuned=bool(getattr(fn_args, "hyperparameters", None)),
+    )
+    if reason:
+        logging.info("Model: the network, without a choice: %s", reason)
+        started = time.monotonic()
+        record = _train_family(ModelFamily.NETWORK, fn_args, plan, extra_callbacks)
+        # A choice would train the network once more on most of the rows, and the trees.
+        would_cost = (time.monotonic() - started) * (1 - 1 / choice_lib.VALIDATION_EVERY)
+        choice = choice_lib.not_chosen(plan.problem, reason, would_cost)
+    else:
+        choice = _choose(fn_args, plan)
+        record = _train_family(choice.family, fn_args, plan, extra_callbacks)
+    if record is not None:
+        record["choice"] = choice.to_record()
+    return record
+
+
 def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) -> None:
     """TFX Trainer entry point (``Trainer(run_fn='models.trainer.run_fn')``).
 
@@ -469,21 +564,10 @@ def run_fn(fn_args, extra_callbacks: Sequence[keras.callbacks.Callback] = ()) ->
     elif plan.serves_only:
         parameter_server.serve(plan.worker, os.path.join(fn_args.model_run_dir, TRAINING_RECORD))
         return
+    elif plan.problem.model == ModelFamily.CHOOSE:
+        record = _train_choosing(fn_args, plan, extra_callbacks)
     else:
-        setup = _set_up_strategy_and_budget(fn_args, plan)
-        outputs = _Outputs.for_worker(fn_args, plan.worker)
-        try:
-            inputs = _inputs(fn_args, plan, setup)
-            model = _build_model(fn_args, plan, setup, inputs)
-            history = _fit(model, inputs, plan, setup, outputs.log_dir, extra_callbacks)
-            _export(model, inputs, plan, setup, outputs)
-        finally:
-            outputs.remove_scratch(plan.worker)
-        record = None
-        if plan.worker.is_chief:
-            _remove_empty_backup_dir(plan)
-            logging.info("Serving model written to %s", outputs.serving_dir)
-            record = _network_record(plan, setup, model, history)
-    # Only the chief records (the trees' and the network's alike).
+        record = _train_network(fn_args, plan, extra_callbacks)
+    # Only the chief records (every family alike).
     if record is not None:
         _write_training_record(fn_args.model_run_dir, record)
