@@ -237,11 +237,21 @@ def _monitored(t: dict) -> str | None:
     return t.get("monitored") or next((key[len("best_") :] for key in t if key.startswith("best_val_")), None)
 
 
+def _choice(t: dict) -> str:
+    """How the Trainer chose the family (models/choice.py), when it chose."""
+    from models.choice import Choice
+
+    if not t.get("choice"):
+        return ""
+    said = Choice.from_record(t["choice"]).describe()
+    return f"<p class='choice'>Family: {_e(said[0].upper() + said[1:])}.</p>"
+
+
 def _trees_training(t: dict) -> str:
     """The trees family's training (models/trees.py): no epochs, a forest grown once."""
     held_out = "; ".join(f"{describe_metric(k)} {v:.4f}" for k, v in t.get("training_logs", {}).items())
     return (
-        "<section id='training'><h2>Training</h2><p>Gradient-boosted trees (TensorFlow Decision Forests): "
+        f"<section id='training'><h2>Training</h2>{_choice(t)}<p>Gradient-boosted trees (TensorFlow Decision Forests): "
         f"{t['trees']} trees over {t['features']} features, grown in {t['trained_seconds']} s ({_e(t['reason'])})"
         + (f"; on the tenth of the training split held out for early stopping: {_e(held_out)}" if held_out else "")
         + ".</p></section>"
@@ -283,7 +293,7 @@ def _training(report: Report) -> str:
         else ""
     )
     return (
-        f"<section id='training'><h2>Training</h2>{ran}{watched}{_schedule(t)}"
+        f"<section id='training'><h2>Training</h2>{_choice(t)}{ran}{watched}{_schedule(t)}"
         f"<div class='grid'>{figures}</div></section>"
     )
 

@@ -67,6 +67,8 @@ class RunSummary:
     warm_start: str | None = None
     # How much of the training data the model saw (models/budget.py's data_seen), when it trained.
     data_seen: str | None = None
+    # Which model family trained and why (models/choice.py's description), when the Trainer chose.
+    family: str | None = None
 
     def component(self, node_id: str) -> ComponentRun | None:
         return next((c for c in self.components if c.node_id == node_id), None)
@@ -177,6 +179,7 @@ def record_output(
         summary.tensorboard_dir = None if record.get("family") == "trees" else uri
         summary.warm_start = _warm_start(record)
         summary.data_seen = data_seen(record)
+        summary.family = _family(record)
     elif key == "examples" and WINDOW_PROPERTY in properties:
         # The window ends with the span ingested ("13-16", "2, 4-5"): on Vertex the driver's
         # span reaches the executor's output as a custom property, locally as a property.
@@ -186,6 +189,14 @@ def record_output(
         summary.drift = json.loads(properties["drift_report"])
     elif key == "anomalies" and "blessed" in properties:
         summary.anomalies_blessed = {split: bool(v) for split, v in properties["blessed"].items()}
+
+
+def _family(training_record: dict) -> str | None:
+    """The Trainer's choice of family, said in a line (None when the spec named the family)."""
+    from models.choice import Choice
+
+    record = training_record.get("choice")
+    return None if record is None else Choice.from_record(record).describe()
 
 
 def _warm_start(training_record: dict) -> str | None:
@@ -270,6 +281,8 @@ def format_summary(summary: RunSummary, blessing=None, contract: str | None = No
         lines.append(f"Data contract: {contract}")
     if summary.span is not None:
         lines.append(f"Data: span {summary.span}; the Trainer learnt from spans {summary.window}")
+    if summary.family:
+        lines.append(f"Family: {summary.family}")
     if summary.warm_start:
         lines.append(f"Training: {summary.warm_start}")
     if summary.data_seen:

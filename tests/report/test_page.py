@@ -496,3 +496,17 @@ def test_the_training_section_says_how_much_of_the_data_the_model_saw_and_the_fl
     seen = 2 * capped.steps_per_epoch * 256
     assert f"The model saw {seen:,} of the 10,000,000 training rows" in page
     assert "--hparam max_rows_seen=10000000 would show it every row once" in page
+
+
+def test_the_training_section_says_how_the_family_was_chosen():
+    from models.choice import Choice, Trial
+    from models.problem import ModelFamily
+
+    trials = (Trial(ModelFamily.NETWORK, 0.81, 20.0), Trial(ModelFamily.TREES, 0.84, 4.0))
+    chosen = Choice(ModelFamily.TREES, "auc", "", trials, 800, 200)
+    report = _report()
+    report.training = dict(family="trees", trees=40, features=15, trained_seconds=1.5, reason="YDF", choice=None)
+    assert "Family:" not in render(report)
+    report.training["choice"] = chosen.to_record()
+    said = chosen.describe()
+    assert f"Family: {said[0].upper()}{said[1:]}." in render(report)

@@ -4,6 +4,8 @@ is checked end to end in tests/test_local_runner.py.)"""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd
@@ -286,3 +288,21 @@ def test_a_baseline_of_another_pipeline_is_not_claimed_as_compared():
     text = format_summary(_summary(metrics={"accuracy": 0.97}, blessed=True, ignored_baseline="/out/taxi/model/7"))
     assert "another pipeline's model was ignored, /out/taxi/model/7" in text
     assert "no worse than the champion" not in text
+
+
+def test_the_trainers_choice_of_family_has_its_own_line(tmp_path):
+    from models.choice import Choice, Trial
+    from models.problem import ModelFamily
+    from models.trainer import TRAINING_RECORD
+    from report.run_summary import record_output
+
+    trials = (Trial(ModelFamily.NETWORK, 4.47, 30.0), Trial(ModelFamily.TREES, 4.30, 6.0))
+    chosen = Choice(ModelFamily.TREES, "rmse", "", trials, 16_000, 4_000)
+    (tmp_path / TRAINING_RECORD).write_text(json.dumps({"family": "trees", "choice": chosen.to_record()}))
+    summary = _summary()
+    record_output(summary, "Trainer", "model_run", str(tmp_path), {}, {})
+    assert f"Family: {chosen.describe()}" in format_summary(summary).splitlines()
+    (tmp_path / TRAINING_RECORD).write_text(json.dumps({"family": "trees"}))
+    named = _summary()
+    record_output(named, "Trainer", "model_run", str(tmp_path), {}, {})
+    assert named.family is None and "Family" not in format_summary(named)
