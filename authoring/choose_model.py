@@ -1,17 +1,17 @@
-"""Chooses a problem's model family by its eval metric: the network or the trees.
+"""Chooses a problem's model family once and writes it into its spec: the network or the trees.
 
     python -m authoring.choose_model --problem DIR [--output-root DIR] [--keep]
 
-Runs the pipeline locally once per family, each in a process of its own, and writes the
-family whose Evaluator scored the problem's blessing metric better into ``problem.toml`` as
-its ``[model]`` table, both figures in a comment; a tie keeps the network (docs/model.md,
-"Two model families").
+Runs the pipeline locally once, in a process of its own, with the Trainer choosing whatever
+the data's size (``models/choice.py``: both families trained on most of the training split,
+scored on the rest), and writes the chosen family into ``problem.toml`` as its ``[model]``
+table, both figures in a comment (docs/model.md, "Two model families"). For data above the
+size up to which every run chooses, so that later runs train the chosen family alone.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import os
 import re
@@ -20,6 +20,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
+from models.choice import Choice
 from models.problem import CONTRACT_FILE, PROBLEM_FILE, ModelFamily, Problem, ProblemError, load
 from pipeline.config import DEFAULT_OUTPUT_ROOT, PipelineConfig
 from runtime.terminal import Terminal, add_verbose_flag, command_log, say
@@ -29,14 +30,8 @@ from runtime.terminal import Terminal, add_verbose_flag, command_log, say
 _MODEL_TABLE = re.compile(r"(?:^#[^\n]*\n)*^\[model\][ \t]*\n(?:^[^\[#\s][^\n]*(?:\n|\Z))*", re.M)
 
 
-@dataclasses.dataclass(frozen=True)
-class Trial:
-    """One family's run: the blessing metric's value on the eval split, and its wall time."""
-
-    family: ModelFamily
-    metric: float | None
-    seconds: float
-    log: str
+# The limit the one run chooses under: every training split (the spec asked for the choice).
+ALWAYS_CHOOSE_FLAG = f"choose_up_to_rows={2**31 - 1}"
 
 
 def write_family(problem_dir: str, family: ModelFamily, why: str) -> None:
@@ -51,78 +46,66 @@ def write_family(problem_dir: str, family: ModelFamily, why: str) -> None:
     load(problem_dir)  # the edited spec still reads
 
 
-def better(problem: Problem, trials: Sequence[Trial]) -> Trial:
-    """The trial with the better metric for the problem's blessing (higher for AUC and
-    accuracy, lower for RMSE and MAE); the network on a tie or when a run measured nothing."""
-    measured = [t for t in trials if t.metric is not None]
-    if not measured:
-        raise RuntimeError("no run measured the metric: see the runs' logs: " + ", ".join(t.log for t in trials))
-    sign = 1 if problem.higher_is_better else -1
-    order = {ModelFamily.NETWORK: 1, ModelFamily.TREES: 0}
-    return max(measured, key=lambda t: (sign * t.metric, order[t.family]))
-
-
-def _variant(problem_dir: str, family: ModelFamily, scratch: str) -> str:
-    """A folder holding the problem's spec (with ``family``) and contract, not its data."""
-    folder = os.path.join(scratch, "problems", family.value)
+def _variant(problem_dir: str, scratch: str) -> str:
+    """A folder holding the problem's spec (with the choose family) and contract, not its data."""
+    folder = os.path.join(scratch, "problem")
     os.makedirs(folder, exist_ok=True)
     shutil.copy(os.path.join(problem_dir, PROBLEM_FILE), folder)
     if os.path.exists(os.path.join(problem_dir, CONTRACT_FILE)):
         shutil.copy(os.path.join(problem_dir, CONTRACT_FILE), folder)
-    write_family(folder, family, "A trial of python -m authoring.choose_model.")
+    write_family(folder, ModelFamily.CHOOSE, "A run of python -m authoring.choose_model.")
     return folder
 
 
 def _runner_args(variant: str, data_root: str, output_root: str) -> list[str]:
-    return ["--problem", variant, "--data-root", data_root, "--output-root", output_root, "--no-report"]
+    return [
+        *("--problem", variant, "--data-root", data_root, "--output-root", output_root, "--no-report"),
+        *("--hparam", ALWAYS_CHOOSE_FLAG),
+    ]
 
 
-def run_trial(problem: Problem, family: ModelFamily, scratch: str) -> Trial:
-    """The pipeline with ``family`` on the problem's data, in a process of its own (no
-    TensorFlow state shared between the two), and the metric its Evaluator measured."""
+def run_choice(problem: Problem, scratch: str) -> tuple[Choice, float]:
+    """The pipeline on the problem's data with the Trainer choosing whatever the data's size,
+    in a process of its own: the Trainer's choice and the run's wall seconds."""
     from launch.local import metadata_config, run_in_own_process
+    from models.trainer import read_training_record
     from report.run_summary import summarize_run
 
-    output_root = os.path.join(scratch, "runs", family.value)
-    variant = _variant(problem.directory, family, scratch)
-    args = _runner_args(variant, problem.data_root, output_root)
-    log = os.path.join(scratch, f"{family.value}.log")
-    _, seconds = run_in_own_process(args, log)
+    output_root = os.path.join(scratch, "runs")
+    variant = _variant(problem.directory, scratch)
+    log = os.path.join(scratch, "choice.log")
+    code, seconds = run_in_own_process(_runner_args(variant, problem.data_root, output_root), log)
     # The run's own configuration, as the runner built it from these flags (its store's path).
     config = PipelineConfig(problem=load(variant), data_root=problem.data_root, output_root=output_root)
-    summary = summarize_run(metadata_config(config), config.pipeline_name)
-    return Trial(family, summary.metrics.get(problem.blessing.metric), seconds, log)
+    try:
+        summary = summarize_run(metadata_config(config), config.pipeline_name)
+        record = read_training_record(summary.outputs["Trainer.model_run"])["choice"]
+    except (LookupError, OSError) as err:
+        raise RuntimeError(f"the run (exit code {code}) recorded no choice ({err}): see {log}") from None
+    return Choice.from_record(record), seconds
 
 
-def _figure(trial: Trial) -> str:
-    return "no figure" if trial.metric is None else f"{trial.metric:.4f}"
-
-
-def describe(problem: Problem, trials: Sequence[Trial], chosen: Trial) -> str:
-    """The comment the choice is written with: each family's figure and time."""
-    figures = ", ".join(f"{t.family.value} {_figure(t)} ({t.seconds:.0f} s)" for t in trials)
+def describe(choice: Choice, seconds: float) -> str:
+    """The comment the choice is written with: each family's figure, where, and the cost."""
+    figures = ", ".join(f"{t.family.value} {t.metric:.4f}" for t in choice.trials)
     return (
-        f"Chosen by `python -m authoring.choose_model` on {datetime.date.today()}: {problem.blessing.metric} on the "
-        f'eval split,\n{figures}: the {chosen.family.value} trains (docs/model.md, "Two model families").'
+        f"Chosen by `python -m authoring.choose_model` on {datetime.date.today()}: {choice.metric} on a "
+        f"validation part of the training split\n({choice.validation_rows:,} rows, not the eval split), {figures}; "
+        f'the run took {seconds:.0f} s (docs/model.md, "Two model families").'
     )
 
 
-def choose(problem_dir: str, scratch: str | None = None, keep: bool = False) -> tuple[Trial, list[Trial]]:
-    """Runs both families on the problem in ``problem_dir``, writes the better one into its
-    spec and returns it with both trials."""
+def choose(problem_dir: str, scratch: str | None = None, keep: bool = False) -> tuple[Choice, float]:
+    """Runs the pipeline once with the Trainer choosing, writes the chosen family into the
+    spec in ``problem_dir`` and returns the choice with the run's seconds."""
     problem = load(problem_dir)
     scratch = scratch or tempfile.mkdtemp(prefix=f"choose-{problem.name}-")
     try:
-        trials = []
-        for family in (ModelFamily.NETWORK, ModelFamily.TREES):
-            say(f"Running the pipeline with the {family.value} ...")
-            trial = run_trial(problem, family, scratch)
-            trials.append(trial)
-            seen = f" (see {trial.log})" if trial.metric is None else ""
-            say(f"  {family.value}: {problem.blessing.metric} {_figure(trial)}{seen} in {trial.seconds:.0f} s")
-        chosen = better(problem, trials)
-        write_family(problem_dir, chosen.family, describe(problem, trials, chosen))
-        return chosen, trials
+        say("Running the pipeline, its Trainer choosing between the network and the trees ...")
+        choice, seconds = run_choice(problem, scratch)
+        say(f"  {choice.describe()}")
+        write_family(problem_dir, choice.family, describe(choice, seconds))
+        return choice, seconds
     finally:
         if not keep:
             shutil.rmtree(os.path.join(scratch, "runs"), ignore_errors=True)

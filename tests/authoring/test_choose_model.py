@@ -1,4 +1,4 @@
-"""Choosing a problem's model family by its eval metric (authoring/choose_model.py)."""
+"""Choosing a problem's model family once, by the Trainer's choice (authoring/choose_model.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ import shutil
 import pytest
 
 from authoring import choose_model
-from authoring.choose_model import Trial
 from models.problem import PROBLEM_FILE, ModelFamily, load
-from tests.support.problems import SHIPPED, SHIPPED_DIRS
+from tests.support.problems import SHIPPED_DIRS
 
 
 @pytest.fixture
@@ -32,25 +31,22 @@ def test_the_family_is_written_as_a_model_table_replacing_an_earlier_one(species
     assert (species_dir / PROBLEM_FILE).read_text().count("[model]") == 1
 
 
-@pytest.mark.parametrize(
-    ("problem", "network", "trees", "chosen"),
-    [
-        ("penguins", 0.97, 0.98, ModelFamily.TREES),  # accuracy: higher wins
-        ("penguins", 0.98, 0.98, ModelFamily.NETWORK),  # a tie keeps the network
-        ("penguin-body-mass", 300.0, 310.0, ModelFamily.NETWORK),  # RMSE: lower wins
-        ("penguin-body-mass", 300.0, None, ModelFamily.NETWORK),  # a run without a figure loses
-        ("penguin-body-mass", None, 310.0, ModelFamily.TREES),
-    ],
-)
-def test_the_better_figure_for_the_blessing_metric_wins(problem, network, trees, chosen):
-    trials = [Trial(ModelFamily.NETWORK, network, 1.0, "n.log"), Trial(ModelFamily.TREES, trees, 1.0, "t.log")]
-    assert choose_model.better(SHIPPED[problem], trials).family == chosen
+def test_the_one_run_chooses_whatever_the_datas_size_on_a_copy_of_the_spec(species_dir, tmp_path):
+    args = choose_model._runner_args(choose_model._variant(str(species_dir), str(tmp_path)), "data", "out")
+    variant = args[args.index("--problem") + 1]
+    assert load(variant).model == ModelFamily.CHOOSE and load(str(species_dir)).model == ModelFamily.NETWORK
+    flag = args[args.index("--hparam") + 1]
+    name, value = flag.split("=")
+    assert name == "choose_up_to_rows" and int(value) >= 2**31 - 1
 
 
-def test_without_any_figure_nothing_is_chosen_and_the_logs_are_named():
-    trials = [Trial(ModelFamily.NETWORK, None, 1.0, "n.log"), Trial(ModelFamily.TREES, None, 1.0, "t.log")]
-    with pytest.raises(RuntimeError, match="n.log, t.log"):
-        choose_model.better(SHIPPED["penguins"], trials)
+def test_a_run_that_records_no_choice_is_an_error_naming_its_log(species_dir, tmp_path, monkeypatch):
+    from launch import local
+
+    monkeypatch.setattr(local, "run_in_own_process", lambda args, log: (1, 0.5))
+    with pytest.raises(RuntimeError, match=r"exit code 1.*choice\.log"):
+        choose_model.choose(str(species_dir), str(tmp_path / "scratch"))
+    assert load(str(species_dir)).model == ModelFamily.NETWORK
 
 
 @pytest.mark.slow
@@ -59,11 +55,12 @@ def test_both_families_run_on_the_problems_data_and_the_better_is_written(specie
     assert choose_model.main(["--problem", str(species_dir), "--output-root", str(tmp_path / "trials")]) == 0
     spec = load(str(species_dir))
     text = (species_dir / PROBLEM_FILE).read_text()
+    assert "validation part of the training split" in text and "not the eval split" in text
     figures = {
-        family: float(text.split(f"{family.value} ", 1)[1].split(" ", 1)[0])
+        family: float(text.split(f"{family.value} ", 1)[1].split(" ", 1)[0].rstrip(",;"))
         for family in (ModelFamily.NETWORK, ModelFamily.TREES)
     }
-    # Each family's run measured its accuracy; the written family is the better one's.
+    # Each family's trial measured its accuracy; the written family is the better one's.
     best = max(figures.values())
     assert spec.model == (ModelFamily.NETWORK if figures[ModelFamily.NETWORK] == best else ModelFamily.TREES)
     assert f'[model] family = "{spec.model.value}"' in capsys.readouterr().out
