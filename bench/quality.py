@@ -16,7 +16,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +36,8 @@ HIGHER_IS_BETTER = {"auc": True, "accuracy": True, "rmse": False, "mae": False}
 RUN_TIMEOUT_S = 3600
 # Lines of a failed run's log kept in the results.
 LOG_TAIL = 12
+# --model-family's default: the family the scaffold writes, as a user gets it.
+SCAFFOLDED = "scaffolded"
 
 
 def goal_met(metric: str, ours: float | None, boosted_trees: float | None) -> bool | None:
@@ -56,13 +57,13 @@ def _median(values: list[float]) -> float | None:
 # ---------------------------------------------------------------- one data set
 
 
-def scaffold(dataset: Dataset, folder: Path, family: str = "network") -> dict[str, Any]:
+def scaffold(dataset: Dataset, folder: Path, family: str = SCAFFOLDED) -> dict[str, Any]:
     """Writes the data set's CSV into ``folder`` and scaffolds the problem there, training
-    ``family`` ("network", "trees", or "choose": ``authoring.choose_model`` runs both and keeps
-    the better by the eval metric); its size and the scaffold's decisions."""
+    ``family`` (``SCAFFOLDED``: what the scaffold wrote; else "network", "trees" or "choose"
+    written into the spec); its size and the scaffold's decisions."""
     from authoring import choose_model
     from authoring import scaffold as scaffold_lib
-    from models.problem import ModelFamily
+    from models.problem import ModelFamily, load
 
     if folder.exists():
         shutil.rmtree(folder)
@@ -71,17 +72,9 @@ def scaffold(dataset: Dataset, folder: Path, family: str = "network") -> dict[st
     plan, _, _ = scaffold_lib.scaffold(
         str(csv_path), dataset.label, task=dataset.task, name=dataset.name, output=str(folder), force=True
     )
-    chosen: dict[str, Any] = {"family": family}
-    if family == "choose":
-        started = time.monotonic()
-        trial, trials = choose_model.choose(str(folder), scratch=str(folder.parent.parent / "choices" / dataset.name))
-        chosen = {
-            "family": trial.family.value,
-            "choice_s": round(time.monotonic() - started, 1),
-            "trials": {t.family.value: t.metric for t in trials},
-        }
-    elif family != ModelFamily.NETWORK.value:
+    if family != SCAFFOLDED:
         choose_model.write_family(str(folder), ModelFamily(family), f"bench.quality --model-family {family}")
+    chosen: dict[str, Any] = {"family": load(str(folder)).model.value}
     return {
         **chosen,
         "rows": len(data),
@@ -128,8 +121,10 @@ def training_figures(model_run_uri: str | None) -> dict[str, Any]:
     record = json.loads(Path(path).read_text()) if os.path.exists(path) else {}
     keys = ("epochs", "steps_per_epoch", "global_batch", "last_epoch", "best_epoch", "stopped_early_at_epoch")
     found: dict[str, Any] = {k: record.get(k) for k in keys}
+    choice = {"choice": record["choice"]} if record.get("choice") else {}
     if record.get("family") == "trees":
-        return {"family": "trees", "trees": record.get("trees")}
+        return {"family": "trees", "trees": record.get("trees"), "trained_s": record.get("trained_seconds"), **choice}
+    found.update(choice)
     found["monitored"] = monitored = record.get("monitored")
     found["best_monitored"] = record.get(f"best_{monitored}") if monitored else None
     found["final_learning_rate"] = record.get("final_learning_rate")
@@ -310,12 +305,24 @@ def training_cell(training: dict[str, Any]) -> str:
     return text
 
 
+def family_cell(result: dict[str, Any]) -> str:
+    """The family that trained, and for a Trainer's choice its validation figures:
+    "trees (network 4.47, trees 4.30)"."""
+    runs = [r for r in result.get("runs", []) if r.get("returncode") == 0]
+    record = runs[0].get("training", {}).get("choice") if runs else None
+    if not record:
+        return result.get("family", "-")
+    trials = ", ".join(f"{t['family']} {_metric(t['metric'])}" for t in record.get("trials", []))
+    return f"{record['family']} ({trials})" if trials else f"{record['family']} (not chosen)"
+
+
 HEADER = [
     "data set",
     "rows",
     "cols",
     "task",
     "metric",
+    "family",
     "ours",
     "HGB",
     "trivial",
@@ -341,6 +348,7 @@ def row(result: dict[str, Any]) -> list[str]:
         str(result.get("columns", "-")),
         result["task"],
         result.get("metric", "-"),
+        family_cell(result),
         _metric(result.get("ours")),
         _metric(result.get("boosted_trees")),
         _metric(result.get("trivial")),
@@ -379,6 +387,8 @@ def _heading(results: dict[str, Any]) -> list[str]:
 
 
 TABLE_NOTES = (
+    "family: the model family that trained; where the Trainer chose, in brackets each family's metric on the "
+    "validation part of the train split it chose on (models/choice.py). "
     "ours: the Evaluator's value of the problem's blessing metric on the eval split. HGB: scikit-learn's "
     "default HistGradientBoostingClassifier/Regressor(random_state=0) fit on the run's own train split "
     "(ExampleGen's) and scored on its eval split, on the spec's model inputs typed as pandas reads the CSV, "
@@ -401,6 +411,19 @@ def _curves(measured: Sequence[dict[str, Any]]) -> list[str]:
         if curve:
             lines.append(f"- {r['name']} ({training.get('monitored')}): " + ", ".join(f"{v:.4g}" for v in curve))
     return lines
+
+
+def _choices(measured: Sequence[dict[str, Any]]) -> list[str]:
+    """What the Trainer said of its choice of family, per data set (first run)."""
+    from models.choice import Choice
+
+    lines = []
+    for r in measured:
+        runs = [run for run in r.get("runs", []) if run.get("returncode") == 0]
+        record = runs[0].get("training", {}).get("choice") if runs else None
+        if record:
+            lines.append(f"- {r['name']}: {Choice.from_record(record).describe()}")
+    return ["", "The family each run trained, as its Trainer said (first run):", "", *lines] if lines else []
 
 
 def _load(measured: Sequence[dict[str, Any]], cpus: int) -> list[str]:
@@ -446,6 +469,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines += [table(measured), "", TABLE_NOTES, ""]
     lines += ["Validation curve the Trainer's schedule monitored, one value per epoch (first run):", ""]
     lines += _curves(measured)
+    lines += _choices(measured)
     lines += _load(measured, results["machine"]["cpus"])
     lines += ["", "Data sets (each shipped inside its package; nothing downloaded):", ""]
     lines += [_dataset_line(r) for r in measured]
@@ -489,9 +513,10 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[Da
     parser.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, help="Seconds one pipeline run may take.")
     parser.add_argument(
         "--model-family",
-        choices=("network", "trees", "choose"),
-        default="network",
-        help="What the scaffolded problems train; choose: python -m authoring.choose_model picks per data set.",
+        choices=(SCAFFOLDED, "network", "trees", "choose"),
+        default=SCAFFOLDED,
+        help="What the scaffolded problems train: what the scaffold wrote (default), or this family written "
+        "into each spec (choose: the Trainer chooses, models/choice.py).",
     )
     parser.add_argument(
         "--hparam",

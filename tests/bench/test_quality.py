@@ -14,7 +14,8 @@ import pytest
 
 from authoring import scaffold
 from bench import datasets, quality, reference
-from models.problem import Problem, Task
+from models.choice import Choice, Trial
+from models.problem import ModelFamily, Problem, Task
 
 # Rows the scaffold plans on in this test: a larger data set is thinned evenly to about this
 # many (its planning at full size takes seconds the suite does not have; the benchmark plans
@@ -172,9 +173,20 @@ def test_the_goal_is_98_percent_of_the_trees_auc_or_accuracy_and_102_percent_of_
     assert quality.goal_met("rmse", None, 10.0) is None and quality.goal_met("auc", 0.9, None) is None
 
 
+CHOSE_NETWORK = Choice(
+    ModelFamily.NETWORK,
+    "auc",
+    "",
+    (Trial(ModelFamily.NETWORK, 0.95, 8.0), Trial(ModelFamily.TREES, 0.93, 2.0)),
+    640,
+    160,
+)
+
+
 def _result(name: str, ours_by_run: list[float], **extra) -> dict:
     training = {"epochs": 20, "steps_per_epoch": 20, "last_epoch": 5, "best_epoch": 3, "stopped_early_at_epoch": 5}
     training["monitored"], training["validation_curve"] = "val_auc", [0.9, 0.95, 0.96, 0.97, 0.969, 0.968]
+    training["choice"] = CHOSE_NETWORK.to_record()
     runs = [
         {"returncode": 0, "ours": ours, "wall_s": 30.0 + i, "trainer_s": 9.0, "blessed": True, "training": training}
         for i, ours in enumerate(ours_by_run)
@@ -213,6 +225,7 @@ def test_repeats_give_medians_and_the_table_shows_each_figure():
         "5",
         "binary",
         "auc",
+        "network (network 0.9500, trees 0.9300)",
         "0.9500",
         "0.9600",
         "0.5000",
@@ -246,7 +259,9 @@ def test_the_report_names_the_failures_and_the_curves():
     }
     text = quality.markdown(results)
     assert "Goal met on 1 of 2 data sets." in text
-    assert "| toy | 1,234 | 5 | binary | auc | 0.9600 | 0.9600 | 0.5000 | 1.000 | pass |" in text
+    family = quality.family_cell(results["datasets"][0])
+    assert f"| toy | 1,234 | 5 | binary | auc | {family} | 0.9600 | 0.9600 | 0.5000 | 1.000 | pass |" in text
+    assert f"- toy: {CHOSE_NETWORK.describe()}" in text
     assert "- toy (val_auc): 0.9, 0.95, 0.96, 0.97, 0.969, 0.968" in text
     assert "- **broken**: 1 of 2 runs failed: run failed (exit 1) in Trainer: boom" in text
     assert quality.training_cell({}) == "-"
@@ -255,5 +270,5 @@ def test_the_report_names_the_failures_and_the_curves():
 def test_a_trees_run_is_told_by_its_trees_not_epochs(tmp_path):
     (tmp_path / "training.json").write_text(json.dumps({"family": "trees", "trees": 312, "epochs": None}))
     figures = quality.training_figures(str(tmp_path))
-    assert figures == {"family": "trees", "trees": 312}
+    assert figures == {"family": "trees", "trees": 312, "trained_s": None}
     assert quality.training_cell(figures) == "312 trees"
