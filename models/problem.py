@@ -39,6 +39,22 @@ _TRANSLITERATION = {"ß": "ss", "æ": "ae", "œ": "oe", "ø": "o", "đ": "d", "�
 # Before a name that would start with a digit ("2023 Revenue" -> col_2023_revenue), and the
 # name of a header with no letter or digit left ("€" in column 3 -> col_3).
 SAFE_PREFIX = "col_"
+# A date format's directives (``features.dates``), as strftime writes them, and the text each
+# matches: a year of four digits, a month 1-12 and a day 1-31 (a leading zero optional), an
+# hour 0-23, minutes and seconds 00-59. Any other character stands for itself.
+DATE_DIRECTIVES = {
+    "Y": "([0-9]{4})",
+    "m": "(0?[1-9]|1[0-2])",
+    "d": "(0?[1-9]|[12][0-9]|3[01])",
+    "H": "([01]?[0-9]|2[0-3])",
+    "M": "([0-5][0-9])",
+    "S": "([0-5][0-9])",
+}
+# The numbers a date column becomes (``date_parts``): days since 1970-01-01 (with the time
+# of day as a fraction, where the format has one), the year, the month, the day of the week
+# (Monday 0, as Python's ``weekday()``) and, where the format has %H, the hour.
+DATE_PARTS = ("days", "year", "month", "weekday")
+TIME_PART = "hour"
 
 
 class ProblemError(ValueError):
@@ -190,10 +206,26 @@ class Features:
     unused: Mapping[str, str] = dataclasses.field(default_factory=dict)
     vocab_top_k: int = 1000
     vocab_oov_buckets: int = 1
+    # Dates and times written as text: name -> format (``DATE_DIRECTIVES``, e.g. "%Y-%m-%d").
+    # Each becomes numbers (``date_parts``), z-scored; a cell that does not parse is missing.
+    dates: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Categorical columns whose values seen fewer than this many times in the training data
+    # share the out-of-vocabulary index (a value rarer than that has no weight of its own).
+    vocab_min_count: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def dense(self) -> tuple[str, ...]:
         return self.log_numeric + self.numeric
+
+    @property
+    def date_parts(self) -> dict[str, tuple[str, ...]]:
+        """Each date column's numbers, by feature name ("opened_days", ...), in ``DATE_PARTS`` order."""
+        return {column: tuple(f"{column}_{part}" for part in parts_of(form)) for column, form in self.dates.items()}
+
+    @property
+    def numbers(self) -> tuple[str, ...]:
+        """Every number the model reads, by feature name: the numeric columns, then the date parts."""
+        return self.dense + tuple(part for parts in self.date_parts.values() for part in parts)
 
     @property
     def categories(self) -> tuple[str, ...]:
@@ -203,7 +235,35 @@ class Features:
     @property
     def inputs(self) -> tuple[str, ...]:
         """Every raw column that feeds the model."""
-        return self.dense + self.categories
+        return self.dense + self.categories + tuple(self.dates)
+
+
+def date_pattern(form: str) -> str:
+    """The regular expression (RE2's and Python's syntax, one group per directive in the
+    format's order) a whole cell of date format ``form`` matches; raises ``ValueError``
+    on a directive other than ``DATE_DIRECTIVES``'."""
+    pattern, index = [], 0
+    while index < len(form):
+        if form[index] == "%":
+            directive = form[index + 1 : index + 2]
+            if directive not in DATE_DIRECTIVES:
+                raise ValueError(f"%{directive} is not one of %{', %'.join(DATE_DIRECTIVES)}")
+            pattern.append(DATE_DIRECTIVES[directive])
+            index += 2
+        else:
+            pattern.append(re.escape(form[index]))
+            index += 1
+    return "".join(pattern)
+
+
+def date_fields(form: str) -> tuple[str, ...]:
+    """The directives of date format ``form`` in their order ("%d/%m/%Y" -> ("d", "m", "Y"))."""
+    return tuple(re.findall(r"%(.)", form))
+
+
+def parts_of(form: str) -> tuple[str, ...]:
+    """The parts (``DATE_PARTS``, and ``TIME_PART`` with an hour) a date of format ``form`` becomes."""
+    return DATE_PARTS + ((TIME_PART,) if "H" in date_fields(form) else ())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -317,6 +377,9 @@ class Problem:
             spec.pop("model")
         else:
             spec["model"] = {"family": self.model.value}
+        for key in ("dates", "vocab_min_count"):  # the same: absent from every spec before them
+            if not spec["features"][key]:
+                spec["features"].pop(key)
         spec["task"] = self.task.value
         return spec
 
@@ -358,6 +421,8 @@ class Problem:
         feature_spec["crosses"] = tuple(tuple(pair) for pair in feature_spec.get("crosses", ()))
         feature_spec["integer_categorical"] = dict(feature_spec.get("integer_categorical", {}))
         feature_spec["unused"] = dict(feature_spec.get("unused", {}))
+        feature_spec["dates"] = dict(feature_spec.get("dates", {}))
+        feature_spec["vocab_min_count"] = dict(feature_spec.get("vocab_min_count", {}))
         # The spec file's [evaluation] table holds the slices and the blessing.
         evaluation = dict(spec.get("evaluation") or {})
         _no_unknown_keys(evaluation, {"slices", "metric", "threshold", "max_regression"}, "evaluation.")
@@ -539,13 +604,14 @@ def _validate_features(problem: Problem) -> None:
     computed from inputs alone; crosses, buckets and integer ranges well-formed."""
     label, features = problem.label, problem.features
     seen: dict[str, str] = {}
-    for kind in ("log_numeric", "numeric", "categorical", "integer_categorical", "bucketized", "unused"):
+    for kind in ("log_numeric", "numeric", "categorical", "integer_categorical", "bucketized", "dates", "unused"):
         for key in getattr(features, kind):
             if key in seen:
                 raise ProblemError(f"column '{key}' is listed twice: in features.{seen[key]} and features.{kind}")
             seen[key] = kind
     if not features.inputs:
         raise ProblemError("features: no model inputs; list at least one column under features")
+    _validate_dates(problem)
     if label.name in features.inputs or transformed_name(label.name) in map(transformed_name, features.inputs):
         raise ProblemError(f"label.name '{label.name}' is also a feature's name: rename the label's output")
     if not problem.label_only_columns:
@@ -553,15 +619,56 @@ def _validate_features(problem: Problem) -> None:
             f"{label.describe()} is computed only from model inputs, so the model would learn the formula: "
             "list the label's column under features.unused (it is unknown at serving time)"
         )
-    crossable = set(features.categories) | set(features.dense)
+    crossable = set(features.categories) | set(features.numbers)
     for pair in features.crosses:
         if len(pair) != 2 or not set(pair) <= crossable:
-            raise ProblemError(f"features.crosses {list(pair)}: a cross is two model inputs")
+            raise ProblemError(f"features.crosses {list(pair)}: a cross is two model inputs (or date parts)")
     if features.bucketized and features.num_buckets < 2:
         raise ProblemError(f"features.num_buckets must be at least 2, got {features.num_buckets}")
     for key, largest in features.integer_categorical.items():
         if not isinstance(largest, int) or largest < 0:
             raise ProblemError(f"features.integer_categorical.{key} = {largest!r}: give the largest valid value")
+    _validate_vocab_min_count(features)
+
+
+def _validate_dates(problem: Problem) -> None:
+    """Each date format parses a date (year, month, day once each; an hour with minutes,
+    seconds after them), and no date part is named as another column."""
+    for key, form in problem.features.dates.items():
+        fix = (
+            f"features.dates.{key} = {form!r}: write the format with %Y, %m and %d once each, optionally %H:%M or "
+            '%H:%M:%S, anything else as it stands in the cells, e.g. "%Y-%m-%d", "%m/%d/%Y %H:%M"'
+        )
+        if not isinstance(form, str):
+            raise ProblemError(fix)
+        try:
+            date_pattern(form)
+        except ValueError as err:
+            raise ProblemError(f"{fix} ({err})") from None
+        fields = date_fields(form)
+        times = [f for f in fields if f in "HMS"]
+        if sorted(f for f in fields if f in "Ymd") != ["Y", "d", "m"] or times not in ([], ["H", "M"], ["H", "M", "S"]):
+            raise ProblemError(fix)
+        if taken := sorted(set(problem.features.date_parts[key]) & set(problem.raw_columns)):
+            raise ProblemError(
+                f"features.dates.{key}: its part(s) {', '.join(taken)} are named as column(s) of the spec too; rename "
+                f"the column(s) ([columns] maps a feature name to a header)"
+            )
+
+
+def _validate_vocab_min_count(features: Features) -> None:
+    """``vocab_min_count``: a count of at least 1 for a categorical column."""
+    for key, count in features.vocab_min_count.items():
+        if key not in features.categorical:
+            raise ProblemError(
+                f"features.vocab_min_count.{key}: '{key}' is not under features.categorical (only a vocabulary has "
+                "values too rare to keep)"
+            )
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise ProblemError(
+                f"features.vocab_min_count.{key} = {count!r}: give the fewest rows of the training data a value needs "
+                "to keep a weight of its own, a whole number of at least 1, e.g. 10"
+            )
 
 
 def _validate_blessing(problem: Problem) -> None:

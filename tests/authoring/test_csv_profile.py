@@ -127,3 +127,40 @@ def test_past_the_sample_size_the_median_is_a_seeded_random_samples(mixed_csv, c
         assert low - 0.1 * len(numbers) <= len(numbers) / 2 <= high + 0.1 * len(numbers), name
     other = _profile(mixed_csv, seed=1)
     assert any(other[name].median != first[name].median for name in ("ratio", "price"))
+
+
+# ---------------------------------------------------------------- dates
+
+
+def _dates_of(tmp_path, cells: list[str]) -> dict[str, int]:
+    path = tmp_path / "dates.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["when", "label"])
+        writer.writerows([cell, i % 2] for i, cell in enumerate(cells))
+    (found,) = [p for name, p in _profile(str(path)).items() if name == "when"]
+    return found.dates
+
+
+def test_each_date_format_counts_the_cells_it_reads_across_blocks(tmp_path):
+    iso = [f"2024-{1 + i % 12:02d}-{1 + i % 28:02d}" for i in range(2_000)]
+    assert _dates_of(tmp_path, iso) == {"%Y-%m-%d": 2_000}
+    stamped = [f"{day} {i % 24:02d}:{i % 60:02d}:07" for i, day in enumerate(iso)]
+    assert _dates_of(tmp_path, stamped) == {"%Y-%m-%d %H:%M:%S": 2_000}
+    assert _dates_of(tmp_path, [f"{d}T{i % 24:02d}:30" for i, d in enumerate(iso)]) == {"%Y-%m-%dT%H:%M": 2_000}
+
+
+def test_a_day_past_twelve_tells_day_from_month_and_none_leaves_both(tmp_path):
+    american = [f"{1 + i % 12}/{1 + i % 28}/2023" for i in range(600)]  # days up to 28
+    assert _dates_of(tmp_path, american) == {"%m/%d/%Y": 600, "%d/%m/%Y": sum(1 + i % 28 <= 12 for i in range(600))}
+    european = [f"{1 + i % 28:02d}/{1 + i % 12:02d}/2023" for i in range(600)]
+    assert next(iter(_dates_of(tmp_path, european))) == "%d/%m/%Y"
+    ambiguous = [f"{1 + i % 12}/{1 + i % 12}/2023" for i in range(600)]
+    assert _dates_of(tmp_path, ambiguous) == {"%m/%d/%Y": 600, "%d/%m/%Y": 600}
+
+
+def test_text_that_is_no_date_stops_being_tried(tmp_path):
+    versions = [f"1.{i % 9}.{i % 7}" for i in range(500)]
+    assert _dates_of(tmp_path, versions) == {}
+    impossible = [f"2024-{13 + i % 5}-{32 + i % 9}" for i in range(500)]  # month 13+, day 32+
+    assert _dates_of(tmp_path, impossible) == {}

@@ -4,6 +4,7 @@ public data sets nobody here wrote scaffolded and run end to end to a pushed mod
 from __future__ import annotations
 
 import csv
+import datetime
 import glob
 import json
 import os
@@ -16,7 +17,6 @@ import tensorflow as tf
 import tensorflow_data_validation as tfdv
 
 from authoring import contract, scaffold
-from authoring.choose_model import Trial
 from authoring.scaffold import ScaffoldError
 from models import budget
 from models import problem as problem_lib
@@ -424,6 +424,7 @@ def test_the_command_prints_what_to_review_and_what_to_run(mixed, tmp_path, caps
 def test_choose_model_hands_the_drafted_folder_to_the_chooser_and_says_its_choice(mixed, tmp_path, capsys, monkeypatch):
     """The wiring only: the chooser's own runs are tests/authoring/test_choose_model.py's."""
     from authoring import choose_model
+    from authoring.choose_model import Trial
     from models.problem import ModelFamily
 
     handed = []
@@ -690,3 +691,80 @@ def test_a_csv_of_spreadsheet_headers_runs_to_a_pushed_model_answering_by_featur
     instances = instances_from_csv(csv_path, 5, drop=problem.not_served_columns, headers=problem.header_names)
     answer = served(**{key: tf.constant([row[key] for row in instances]) for key in inputs})
     assert answer[problem.label.name].shape[0] == 5
+
+
+# ---------------------------------------------------------------- dates and rare text
+
+
+@pytest.fixture(scope="module")
+def dated(tmp_path_factory) -> str:
+    """Dates in several formats, one with a bad cell, and text with many rare values."""
+    rows = []
+    for i in range(300):
+        day = datetime.date(2021, 1, 1) + datetime.timedelta(days=7 * i + i % 5)
+        rows.append(
+            [
+                "unknown" if i == 7 else day.isoformat(),  # a bad cell
+                f"{day.isoformat()} {i % 24:02d}:{i % 60:02d}",
+                f"{day.month}/{day.day}/{day.year}",  # days past 12: month first
+                f"{1 + i % 12:02d}/{1 + i % 12:02d}/2022",  # no day past 12: ambiguous
+                f"word {i % 140}",  # 140 values of about 2 rows each: too rare
+                ["red", "green", "blue"][i % 3] if i % 4 else f"shade {i}",  # a quarter rare
+                "yes" if i % 3 == 0 else "no",
+            ]
+        )
+    header = ["opened", "stamp", "us_date", "either", "tag", "colour", "y"]
+    return _write(tmp_path_factory.mktemp("dated") / "dated.csv", header, rows)
+
+
+@pytest.fixture(scope="module")
+def dated_written(dated, tmp_path_factory):
+    return scaffold.scaffold(dated, "y", output=str(tmp_path_factory.mktemp("dated-problem") / "dated"))
+
+
+@pytest.mark.parametrize(
+    ("column", "kind", "because", "form", "min_count"),
+    [
+        ("opened", "date", "dates (%Y-%m-%d, 300 distinct values such as '2021-01-01'): days, year, month, "
+         "weekday, each z-scored; 1 cell(s) are no such date and count as missing", "%Y-%m-%d", 0),
+        ("stamp", "date", "days, year, month, weekday, hour, each z-scored", "%Y-%m-%d %H:%M", 0),
+        ("us_date", "date", "dates (%m/%d/%Y,", "%m/%d/%Y", 0),
+        ("either", "unused", "'%m/%d/%Y' or '%d/%m/%Y' read every one alike (no day past 12 tells day from "
+         "month): say which under [features.dates], e.g. either = '%m/%d/%Y'", "", 0),
+        ("tag", "unused", "most rows' (300 of 300) seen fewer than 15 times: too rare", "", 0),
+        ("colour", "categorical", "the 3 seen at least 10 times in the training split have a weight each, the "
+         "rarer ones (75 rows) share one", "", scaffold.VOCAB_MIN_COUNT),
+    ],
+)  # fmt: skip
+def test_dates_become_numbers_and_rare_text_values_no_weight_of_their_own(
+    dated_written, column, kind, because, form, min_count
+):
+    planned, _, _ = dated_written
+    (found,) = [c for c in planned.columns if c.name == column]
+    assert (found.kind, found.date_format, found.min_count) == (kind, form, min_count)
+    assert because in found.reason
+
+
+def test_the_spec_lists_the_dates_and_the_rare_values_and_the_review_says_so(dated_written):
+    planned, folder, drafted = dated_written
+    problem = problem_lib.load(folder)
+    assert problem.features.dates == {"opened": "%Y-%m-%d", "stamp": "%Y-%m-%d %H:%M", "us_date": "%m/%d/%Y"}
+    assert problem.features.vocab_min_count == {"colour": scaffold.VOCAB_MIN_COUNT}
+    assert problem.features.date_parts["stamp"] == tuple(
+        f"stamp_{part}" for part in ("days", "year", "month", "weekday", "hour")
+    )
+    assert set(problem.features.unused) == {"either", "tag"}
+    text = scaffold.review(planned, folder, drafted)
+    assert re.search(r"opened +date +dates \(%Y-%m-%d, 300 distinct values", text)
+    assert re.search(r"either +unused +dates, but '%m/%d/%Y' or '%d/%m/%Y' read every one alike", text)
+    assert re.search(r"colour +categorical +text with \d+ distinct values: the 3 seen at least 10 times", text)
+
+
+def test_the_contract_keeps_a_date_as_text_with_no_closed_domain_or_drift_threshold(dated_written):
+    _, _, drafted = dated_written
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    opened = tfdv.get_feature(drafted.schema, "opened")
+    assert opened.type == schema_pb2.BYTES
+    assert not opened.HasField("domain") and not opened.HasField("drift_comparator")
+    assert any("A date, %Y-%m-%d (features.dates)" in line for line in drafted.feature_comments["opened"])

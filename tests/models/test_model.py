@@ -190,3 +190,22 @@ def test_training_matches_an_optimizer_built_in_the_first_step():
     for mine, keras_own in zip(built.get_weights(), lazy.get_weights(), strict=True):
         np.testing.assert_allclose(mine, keras_own, rtol=1e-6, atol=1e-7)
     assert [v.name for v in built.optimizer.variables] == [v.name for v in lazy.optimizer.variables]
+
+
+def test_date_parts_enter_the_model_as_numbers():
+    from models.problem import Problem
+
+    problem = Problem.from_dict(
+        {
+            "name": "dated",
+            "task": "binary",
+            "label": {"column": "answer", "positive": "yes"},
+            "features": {"numeric": ["x"], "dates": {"opened": "%Y-%m-%d %H:%M"}},
+            "evaluation": {"threshold": 0.6},
+        }
+    )
+    parts = ["opened_days", "opened_year", "opened_month", "opened_weekday", "opened_hour"]
+    assert model_lib.dense_feature_keys(problem) == [transformed_name(k) for k in ["x", *parts]]
+    model = model_lib.build_keras_model(problem, {}, HParams(hidden_units=(4,)))
+    assert {k: model.input[k].dtype for k in model.input} == {transformed_name(k): tf.float32 for k in ["x", *parts]}
+    assert model.predict(_batch({}, n=4, problem=problem), verbose=0).shape == (4, 1)

@@ -3,6 +3,8 @@ in-process), with the taxi problem's spec as the pipeline passes it."""
 
 from __future__ import annotations
 
+import datetime
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -11,7 +13,7 @@ import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
 from models import preprocessing
-from models.problem import MISSING_TOKEN, transformed_name
+from models.problem import MISSING_TOKEN, Problem, transformed_name
 from tests.support.problems import TAXI, with_problem
 
 xf = transformed_name
@@ -88,16 +90,21 @@ ROWS = [_row(i) for i in range(20)] + [
 ]
 
 
-@pytest.fixture(scope="module")
-def transformed(tmp_path_factory):
-    temp = tmp_path_factory.mktemp("tft")
-    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(RAW_SPEC))
+def _transform_output(fn, rows: list[dict], feature_spec: dict, temp) -> tuple[list[dict], tft.TFTransformOutput]:
+    """``fn`` analysed and applied over ``rows`` (raw ``feature_spec``): the transformed rows,
+    and the transform as the Trainer and the serving graph read it (written under ``temp``)."""
+    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(feature_spec))
     with tft_beam.Context(temp_dir=str(temp / "tmp"), force_tf_compat_v1=False):
-        (rows, _), transform_fn = (ROWS, metadata) | tft_beam.AnalyzeAndTransformDataset(
-            preprocessing_fn, output_record_batches=False
+        (rows, _), transform_fn = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
+            fn, output_record_batches=False
         )
         _ = transform_fn | tft_beam.WriteTransformFn(str(temp / "transform_fn"))
     return rows, tft.TFTransformOutput(str(temp / "transform_fn"))
+
+
+@pytest.fixture(scope="module")
+def transformed(tmp_path_factory):
+    return _transform_output(preprocessing_fn, ROWS, RAW_SPEC, tmp_path_factory.mktemp("tft"))
 
 
 def _analyze_and_transform(fn, temp_dir) -> list[dict]:
@@ -219,3 +226,97 @@ def test_one_quantiles_analyzer_buckets_like_tft_bucketize_per_column(tmp_path):
         assert one.tolist() == two.tolist(), key
         assert len(set(two)) > 3  # real buckets, not two constant columns agreeing
     assert _column(rows, "dropoff_latitude_one")[23] == NUM_BUCKETS
+
+
+# ---------------------------------------------------------------- dates and rare values
+
+DATES = ["2024-02-29", "1970-01-01", "1969-12-31", "2000-03-01", "1900-02-28", "2023-02-29", "29/02/2024", None]
+STAMPS = ["2024-02-29 13:45", "1999-12-31 23:59", "2021-06-01 00:00", "2024-01-01 07:30"] * 2
+DATED_SPEC = {
+    "opened": tf.io.VarLenFeature(_STR),
+    "stamp": tf.io.FixedLenFeature([], _STR),
+    "kind": tf.io.FixedLenFeature([], _STR),
+    "answer": tf.io.FixedLenFeature([], _STR),
+}
+DATED = Problem.from_dict(
+    {
+        "name": "dated",
+        "task": "binary",
+        "label": {"column": "answer", "positive": "yes"},
+        "features": {
+            "categorical": ["kind"],
+            "dates": {"opened": "%Y-%m-%d", "stamp": "%Y-%m-%d %H:%M"},
+            "vocab_min_count": {"kind": 3},
+        },
+        "evaluation": {"threshold": 0.6},
+    }
+)
+DATED_ROWS = [
+    {"opened": [] if d is None else [d], "stamp": s, "kind": "common" if i < 5 else f"rare{i}", "answer": "yes"}
+    for i, (d, s) in enumerate(zip(DATES, STAMPS, strict=True))
+]
+
+
+def _python_parts(text: str | None, form: str) -> dict[str, float] | None:
+    """The parts as Python's datetime computes them (None where it reads no date)."""
+    try:
+        moment = datetime.datetime.strptime(text or "", form)
+    except ValueError:
+        return None
+    since = moment - datetime.datetime(1970, 1, 1)
+    parts = {"days": since.total_seconds() / 86_400, "year": moment.year, "month": moment.month}
+    parts["weekday"] = moment.weekday()
+    return parts | ({"hour": moment.hour} if "%H" in form else {})
+
+
+def _dated_transform(fn, temp_dir):
+    return _transform_output(fn, DATED_ROWS, DATED_SPEC, temp_dir)
+
+
+def test_date_parts_computed_by_tf_transform_are_pythons_and_a_bad_date_is_missing(tmp_path):
+    def fn(inputs):
+        # Whole numbers, exact in int64: the days as seconds, the other parts as they are.
+        outputs = {}
+        for key, form in DATED.features.dates.items():
+            parts, missing = preprocessing.date_parts(inputs[key], form)
+            assert tuple(f"{key}_{part}" for part in parts) == DATED.features.date_parts[key]
+            parts["days"] = parts["days"] * 86_400
+            outputs.update(
+                {f"{key}_{p}": tf.reshape(tf.cast(tf.round(v), tf.int64), [-1, 1]) for p, v in parts.items()}
+            )
+            outputs[f"{key}_missing"] = tf.reshape(tf.cast(missing, tf.int64), [-1, 1])
+        return outputs
+
+    rows, _ = _dated_transform(fn, tmp_path)
+    for key, cells in (("opened", DATES), ("stamp", STAMPS)):
+        form = DATED.features.dates[key]
+        for row, cell in zip(rows, cells, strict=True):
+            expected = _python_parts(cell, form)
+            assert _column([row], f"{key}_missing")[0] == (expected is None), cell
+            if expected is not None:
+                expected["days"] = round(expected["days"] * 86_400)
+                assert {part: _column([row], f"{key}_{part}")[0] for part in expected} == expected, cell
+
+
+def test_date_parts_are_z_scored_numbers_missing_at_the_mean_and_rare_values_share_one_index(tmp_path):
+    rows, output = _dated_transform(
+        lambda inputs: preprocessing.preprocessing_fn(inputs, with_problem(problem=DATED)), tmp_path
+    )
+    spec = output.transformed_feature_spec()
+    for part in DATED.features.numbers:
+        assert spec[xf(part)].dtype == tf.float32
+    days = _column(rows, xf("opened_days"))
+    present = [_python_parts(d, "%Y-%m-%d") for d in DATES]
+    values = np.array([p["days"] for p in present if p is not None])
+    mean, std = values.mean(), np.sqrt(((values - values.mean()) ** 2).sum() / len(DATES))
+    for found, parts in zip(days, present, strict=True):
+        assert found == pytest.approx(0.0 if parts is None else (parts["days"] - mean) / std, abs=1e-5)
+    kinds = _column(rows, xf("kind"))
+    assert output.vocabulary_by_name("kind") == [b"common"]  # the rare values, once each, have no entry
+    assert set(kinds[:5]) == {0} and set(kinds[5:]) == {1}  # 1: the out-of-vocabulary index
+    # The serving graph parses a raw request's date the same way.
+    raw = {"opened": tf.sparse.from_dense(tf.constant([["2024-02-29"]])), "stamp": tf.constant(["nonsense"])}
+    raw.update(kind=tf.constant(["common"]), answer=tf.constant(["yes"]))
+    served = output.transform_raw_features(raw)
+    assert float(served[xf("opened_days")][0, 0]) == pytest.approx(days[0], abs=1e-5)
+    assert float(served[xf("stamp_hour")][0, 0]) == pytest.approx(0.0, abs=1e-6)  # no date: the mean

@@ -193,3 +193,60 @@ def test_a_spec_maps_header_names_to_feature_names_both_ways():
 def test_a_column_mapping_that_cannot_work_is_refused_with_the_fix(changes, match):
     with pytest.raises(ProblemError, match=match):
         Problem.from_dict(_spec(**changes))
+
+
+# ---------------------------------------------------------------- dates and rare values
+
+
+@pytest.mark.parametrize(
+    ("dates", "match"),
+    [
+        ({"opened": "%Y-%m"}, r"features.dates.opened = '%Y-%m': write the format with %Y, %m and %d once each"),
+        ({"opened": "%Y-%m-%d %H"}, "optionally %H:%M or %H:%M:%S"),
+        ({"opened": "%d.%m.%y"}, r"%y is not one of %Y, %m, %d, %H, %M, %S"),
+        ({"opened": 20240229}, "features.dates.opened = 20240229"),
+        ({"x": "%Y-%m-%d"}, "'x' is listed twice: in features.numeric and features.dates"),
+    ],
+)
+def test_a_date_format_that_cannot_parse_a_date_is_refused_naming_the_key_and_the_fix(dates, match):
+    with pytest.raises(ProblemError, match=match):
+        Problem.from_dict(_spec(features__dates=dates))
+
+
+def test_a_date_part_named_as_another_column_is_refused():
+    spec = _spec(features__dates={"opened": "%Y-%m-%d"}, features__numeric=["x", "opened_year"])
+    with pytest.raises(ProblemError, match="features.dates.opened: its part.s. opened_year are named as column"):
+        Problem.from_dict(spec)
+
+
+def test_a_date_is_a_served_input_whose_parts_are_the_models_numbers_and_round_trips():
+    problem = Problem.from_dict(_spec(features__dates={"opened": "%m/%d/%Y", "seen": "%Y-%m-%dT%H:%M:%S"}))
+    assert problem.features.inputs == ("x", "kind", "opened", "seen") and "opened" in problem.served_columns
+    assert problem.features.date_parts == {
+        "opened": ("opened_days", "opened_year", "opened_month", "opened_weekday"),
+        "seen": ("seen_days", "seen_year", "seen_month", "seen_weekday", "seen_hour"),
+    }
+    parts = problem.features.date_parts
+    assert problem.features.numbers == ("x", *parts["opened"], *parts["seen"])
+    assert Problem.from_json(problem.to_json()) == problem
+    # A date part can be crossed like any number.
+    Problem.from_dict(_spec(features__dates={"opened": "%Y-%m-%d"}, features__crosses=[["kind", "opened_month"]]))
+
+
+def test_a_spec_without_dates_or_rare_values_has_the_json_it_had():
+    spec = Problem.from_dict(_spec()).to_dict()["features"]
+    assert "dates" not in spec and "vocab_min_count" not in spec
+
+
+@pytest.mark.parametrize(
+    ("counts", "match"),
+    [
+        ({"x": 10}, r"features.vocab_min_count.x: 'x' is not under features.categorical"),
+        ({"kind": 0}, r"features.vocab_min_count.kind = 0: give the fewest rows"),
+        ({"kind": 2.5}, r"features.vocab_min_count.kind = 2.5"),
+    ],
+)
+def test_a_vocabularys_fewest_rows_is_a_whole_number_for_a_categorical_column(counts, match):
+    with pytest.raises(ProblemError, match=match):
+        Problem.from_dict(_spec(features__vocab_min_count=counts))
+    assert Problem.from_dict(_spec(features__vocab_min_count={"kind": 10})).features.vocab_min_count == {"kind": 10}
