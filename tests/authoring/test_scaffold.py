@@ -731,8 +731,8 @@ def dated_written(dated, tmp_path_factory):
         ("us_date", "date", "dates (%m/%d/%Y,", "%m/%d/%Y", 0),
         ("either", "unused", "'%m/%d/%Y' or '%d/%m/%Y' read every one alike (no day past 12 tells day from "
          "month): say which under [features.dates], e.g. either = '%m/%d/%Y'", "", 0),
-        ("tag", "unused", "most rows' (300 of 300) seen fewer than 15 times: too rare", "", 0),
-        ("colour", "categorical", "the 3 seen at least 10 times in the training split have a weight each, the "
+        ("tag", "unused", "most rows' (300 of 300) seen fewer than 38 times: too rare", "", 0),
+        ("colour", "categorical", "the 3 seen at least 25 times in the training split have a weight each, the "
          "rarer ones (75 rows) share one", "", scaffold.VOCAB_MIN_COUNT),
     ],
 )  # fmt: skip
@@ -757,7 +757,7 @@ def test_the_spec_lists_the_dates_and_the_rare_values_and_the_review_says_so(dat
     text = scaffold.review(planned, folder, drafted)
     assert re.search(r"opened +date +dates \(%Y-%m-%d, 300 distinct values", text)
     assert re.search(r"either +unused +dates, but '%m/%d/%Y' or '%d/%m/%Y' read every one alike", text)
-    assert re.search(r"colour +categorical +text with \d+ distinct values: the 3 seen at least 10 times", text)
+    assert re.search(r"colour +categorical +text with \d+ distinct values: the 3 seen at least 25 times", text)
 
 
 def test_the_contract_keeps_a_date_as_text_with_no_closed_domain_or_drift_threshold(dated_written):
