@@ -50,10 +50,12 @@ FREE_TEXT_SHARE = 0.5
 # A text column one date format reads in at least this share of its cells is a date (the rest
 # are bad cells, missing to the model).
 DATE_SHARE = 0.95
-# A text value needs this many rows of the training split for a weight of its own (the spec's
-# vocab_min_count); a column most of whose rows have rarer values is left out. Measured on
+# Text with more distinct values than this: a value needs VOCAB_MIN_COUNT rows of the training
+# split for a weight of its own (the spec's vocab_min_count), and a column most of whose rows
+# have rarer values is left out (fewer values: each its weight, however small the data). Measured on
 # bench.datasets' credit-probe: its notes of no signal cost the network 0.013 AUC with every
 # value a weight, 0.003 from 10 rows, 0.001 from 25 (left out: 0).
+FEW_TEXT_VALUES = 20
 VOCAB_MIN_COUNT = 25
 RARE_ROWS_SHARE = 0.5
 # A text column whose values are numbers but for a few: probably numbers with a token for "no value".
@@ -380,9 +382,10 @@ def _date_treatment(cells: csv_profile.ColumnProfile) -> Treatment | None:
 
 
 def _text_treatment(cells: csv_profile.ColumnProfile) -> Treatment:
-    """A text column: categories, with a weight for each value seen ``VOCAB_MIN_COUNT``
-    times in the training split (the rarer ones share one); left out when most rows' values
-    are rarer than that, or when most rows have a value of their own (free text, an id)."""
+    """A text column: categories; past ``FEW_TEXT_VALUES`` values, a weight for each value
+    seen ``VOCAB_MIN_COUNT`` times in the training split (the rarer ones share one), and left
+    out when most rows' values are rarer than that; left out too when most rows have a value
+    of their own (free text, an id)."""
     present, distinct = cells.present, cells.distinct
     if distinct > FREE_TEXT_SHARE * present:
         return Treatment(
@@ -391,6 +394,8 @@ def _text_treatment(cells: csv_profile.ColumnProfile) -> Treatment:
             "which a vocabulary cannot generalize from",
             distinct,
         )
+    if distinct <= FEW_TEXT_VALUES:
+        return Treatment("categorical", f"text with {distinct} distinct values", distinct)
     # The rows a value needs in the whole CSV to have about VOCAB_MIN_COUNT in the train split.
     least = math.ceil(VOCAB_MIN_COUNT / (1 - EVAL_SHARE))
     counted = cells.counts if cells.counts is not None else cells.tokens
