@@ -296,7 +296,7 @@ def test_a_small_split_chooses_its_rounds_on_folds_and_a_large_one_holds_a_tenth
     stopped = large.learner_args()
     assert stopped["validation_ratio"] == trees.HOLD_OUT_RATIO and stopped["early_stopping"] == "LOSS_INCREASE"
     assert stopped["num_trees"] == trees.MAX_ROUNDS
-    # Below YDF's 300, where a column's categories stop being split by CART.
+    # At most YDF's 300 (arity_limit_for_random), above which a column is split by RANDOM, not CART.
     assert stopped["max_vocab_count"] == small.learner_args()["max_vocab_count"] == trees.MAX_CATEGORIES < 300
 
 
