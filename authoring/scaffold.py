@@ -31,7 +31,7 @@ from authoring import csv_profile
 from models import budget as budget_lib
 from models import problem as problem_lib
 from models.hparams import HParams
-from models.problem import CONTRACT_FILE, PROBLEM_FILE, Task, transformed_name
+from models.problem import CONTRACT_FILE, PROBLEM_FILE, ModelFamily, Task, transformed_name
 from pipeline.config import DEFAULT_OUTPUT_ROOT, PIPELINE_NAME_PATTERN, REPO_ROOT, PipelineConfig
 from runtime.terminal import Terminal, add_verbose_flag, command_log, say
 
@@ -644,8 +644,37 @@ def problem_toml(p: Plan, source: str) -> str:
         "# within a budget from the training split's size (models/budget.py); for this CSV, about:",
         *textwrap.wrap(p.budget.reason, 96, initial_indent="#   ", subsequent_indent="#   "),
         "# A run's --train-steps N trains exactly N steps instead.",
+        "",
+        *textwrap.wrap(model_comment(p), 104, initial_indent="# ", subsequent_indent="# "),
+        "[model]",
+        f"family = {_toml(ModelFamily.CHOOSE.value)}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def train_rows(p: Plan) -> int:
+    """About how many rows of the CSV the training split holds."""
+    return max(1, round(p.rows * (1 - EVAL_SHARE)))
+
+
+def chooses(p: Plan) -> bool:
+    """Whether a run chooses the family for this CSV (``HParams.choose_up_to_rows``)."""
+    return train_rows(p) <= HParams().choose_up_to_rows
+
+
+def model_comment(p: Plan) -> str:
+    """What the ``choose`` family does for this CSV, and how to name a family instead."""
+    rule = (
+        "Each run's Trainer chooses between the network and the gradient-boosted trees: both trained on four "
+        "fifths of the training split and scored on the rest (never the eval split), the better trained on all "
+        f"of it (models/choice.py), up to {HParams().choose_up_to_rows:,} training rows (choose_up_to_rows)"
+    )
+    if chooses(p):
+        return f'{rule}; this CSV\'s is about {train_rows(p):,}. Name "network" or "trees" to train one alone.'
+    return (
+        f"{rule}; this CSV's is about {train_rows(p):,}, so runs train the network and say what choosing would "
+        "cost. `python -m authoring.choose_model --problem DIR` chooses once and writes the family here."
+    )
 
 
 def contract_header(p: Plan, copy_name: str) -> str:
@@ -802,11 +831,7 @@ def review(p: Plan, folder: str, drafted, chosen: str | None = None) -> str:
         f"{p.max_regression_reason}.",
         f"  Slices: {', '.join(known_as[s] for s in p.slices) or 'none (no categorical input with 2-20 values)'}.",
         f"  Training: {p.budget.reason} (--train-steps N overrides).",
-        f"  Model: {chosen}"
-        if chosen
-        else "  Model: the wide-and-deep network. Gradient-boosted trees win on some data: --choose-model (or "
-        f"`python -m authoring.choose_model --problem {shown}`) runs the pipeline with each and keeps the better "
-        f"{p.metric}.",
+        f"  Model: {chosen}" if chosen else f"  Model: {model_review(p, shown)}",
     ]
     if observed := _observed(drafted.schema):
         lines.append("  Contract, observed ranges and closed domains (make them the possible ones):")
@@ -822,6 +847,23 @@ def review(p: Plan, folder: str, drafted, chosen: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def model_review(p: Plan, shown: str) -> str:
+    """The review's line on the model family: chosen by every run, or above the size where a
+    run chooses, what choosing costs and the command."""
+    if chooses(p):
+        return (
+            f"chosen by each run: the network and the gradient-boosted trees trained on four fifths of the "
+            f"training split (about {train_rows(p):,} rows) and scored on the rest, the better trained on it all; "
+            "the run's summary says which, both figures and what choosing took (models/choice.py). A family named "
+            "in problem.toml's [model] trains alone."
+        )
+    return (
+        f"the network: at about {train_rows(p):,} training rows, above the {HParams().choose_up_to_rows:,} up to "
+        "which a run chooses, choosing would cost one more training of the network (the run's summary says about "
+        f"how long); `python -m authoring.choose_model --problem {shown}` chooses once and writes the family."
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--csv", required=True, help="The CSV file: a header line, then one row per example.")
@@ -835,7 +877,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--choose-model",
         action="store_true",
-        help="Then run the pipeline with the network and with the trees, and keep the better (authoring.choose_model).",
+        help="Then run the pipeline once with its Trainer choosing whatever the data's size, and write the chosen "
+        "family into problem.toml (authoring.choose_model).",
     )
     add_verbose_flag(parser)
     args = parser.parse_args(argv)
@@ -851,8 +894,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.choose_model:
             from authoring import choose_model
 
-            trial, trials = choose_model.choose(folder)
-            chosen = choose_model.describe(problem_lib.load(folder), trials, trial).replace("\n", " ")
+            choice, seconds = choose_model.choose(folder)
+            chosen = choose_model.describe(choice, seconds).replace("\n", " ")
         terminal.say_log()  # before the review, which ends with the command to run next
         say(review(p, folder, drafted, chosen))
     return 0

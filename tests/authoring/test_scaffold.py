@@ -21,7 +21,7 @@ from authoring.scaffold import ScaffoldError
 from models import budget
 from models import problem as problem_lib
 from models.hparams import HParams
-from models.problem import CONTRACT_FILE, PROBLEM_FILE, Problem, Task
+from models.problem import CONTRACT_FILE, PROBLEM_FILE, ModelFamily, Problem, Task
 from pipeline.config import REPO_ROOT, PipelineConfig
 from tests.support.problems import SHIPPED, SHIPPED_DIRS, as_spreadsheet_export
 
@@ -416,7 +416,8 @@ def test_the_command_prints_what_to_review_and_what_to_run(mixed, tmp_path, caps
     assert "Training: until the validation metric stops improving" in out and "--train-steps N overrides" in out
     assert out.rstrip().endswith(f"python local_runner.py --problem {folder}")
     assert problem_lib.load(str(folder)).name == "churn"
-    assert "Model: the wide-and-deep network" in out and "--choose-model" in out
+    assert "Model: chosen by each run: the network and the gradient-boosted trees" in out
+    assert problem_lib.load(str(folder)).model == ModelFamily.CHOOSE
     assert scaffold.main(argv) == 2
     assert "--force" in capsys.readouterr().err
 
@@ -424,16 +425,15 @@ def test_the_command_prints_what_to_review_and_what_to_run(mixed, tmp_path, caps
 def test_choose_model_hands_the_drafted_folder_to_the_chooser_and_says_its_choice(mixed, tmp_path, capsys, monkeypatch):
     """The wiring only: the chooser's own runs are tests/authoring/test_choose_model.py's."""
     from authoring import choose_model
-    from authoring.choose_model import Trial
-    from models.problem import ModelFamily
+    from models.choice import Choice, Trial
 
     handed = []
-    trials = [Trial(ModelFamily.NETWORK, 0.81, 40.0, "n.log"), Trial(ModelFamily.TREES, 0.84, 35.0, "t.log")]
+    trials = (Trial(ModelFamily.NETWORK, 0.81, 40.0), Trial(ModelFamily.TREES, 0.84, 35.0))
 
     def choose(folder):
         handed.append(folder)
         choose_model.write_family(folder, ModelFamily.TREES, "chosen here")
-        return trials[1], trials
+        return Choice(ModelFamily.TREES, "auc", "", trials, 400, 100), 90.0
 
     monkeypatch.setattr(choose_model, "choose", choose)
     folder = tmp_path / "churn"
@@ -441,7 +441,18 @@ def test_choose_model_hands_the_drafted_folder_to_the_chooser_and_says_its_choic
     assert scaffold.main(argv) == 0
     out = capsys.readouterr().out
     assert handed == [str(folder)] and problem_lib.load(str(folder)).model == ModelFamily.TREES
-    assert "Model: Chosen by `python -m authoring.choose_model`" in out and "network 0.8100 (40 s), trees 0.8400" in out
+    assert "Model: Chosen by `python -m authoring.choose_model`" in out and "network 0.8100, trees 0.8400" in out
+
+
+def test_above_the_size_a_run_chooses_at_the_review_says_the_cost_and_the_command(mixed, tmp_path, monkeypatch):
+    folder = tmp_path / "churn"
+    p, _, drafted = scaffold.scaffold(mixed, "churned", output=str(folder), force=True)
+    assert scaffold.chooses(p) and "chosen by each run" in scaffold.review(p, str(folder), drafted)
+    monkeypatch.setattr(scaffold, "HParams", lambda: HParams(choose_up_to_rows=scaffold.train_rows(p) - 1))
+    said = scaffold.review(p, str(folder), drafted)
+    assert not scaffold.chooses(p) and f"above the {scaffold.train_rows(p) - 1:,} up to which a run chooses" in said
+    assert f"python -m authoring.choose_model --problem {folder}" in said
+    assert "so runs train the network" in scaffold.model_comment(p)
 
 
 # ---------------------------------------------------------------- large files
