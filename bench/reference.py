@@ -108,7 +108,30 @@ def frame(rows, problem: Problem):
             table[column] = pd.to_numeric(cells_).astype(float)
         else:
             table[column] = cells_.astype(object).where(cells_.notna(), np.nan)
+    for column, form in problem.features.dates.items():
+        cells_ = rows[column] if column in rows else pd.Series(np.nan, index=rows.index)
+        for name, values in date_numbers(cells_, form).items():
+            table[f"{column}_{name}"] = values
     return table
+
+
+def date_numbers(cells_, form: str) -> dict:
+    """A date column's numbers as the network's Transform makes them (``models/preprocessing.py``):
+    days since 1970-01-01, year, month, weekday (Monday 0), and the hour where the format has
+    one; NaN where a cell is empty or does not parse."""
+    import pandas as pd
+
+    from models.problem import parts_of
+
+    when = pd.to_datetime(cells_.astype(object).where(cells_.notna(), None), format=form, errors="coerce")
+    numbers = {
+        "days": (when - pd.Timestamp("1970-01-01")) / pd.Timedelta(days=1),
+        "year": when.dt.year,
+        "month": when.dt.month,
+        "weekday": when.dt.weekday,
+        "hour": when.dt.hour,
+    }
+    return {part: numbers[part].astype(float) for part in parts_of(form)}
 
 
 def categorical_columns(table) -> list[str]:

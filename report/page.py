@@ -251,7 +251,7 @@ def _trees_training(t: dict) -> str:
     """The trees family's training (models/trees.py): no epochs, a forest grown once."""
     held_out = "; ".join(f"{describe_metric(k)} {v:.4f}" for k, v in t.get("training_logs", {}).items())
     return (
-        f"<section id='training'><h2>Training</h2>{_choice(t)}<p>Gradient-boosted trees (TensorFlow Decision Forests): "
+        f"<section id='training'><h2>Training</h2>{_choice(t)}<p>Gradient-boosted trees (YDF): "
         f"{t['trees']} trees over {t['features']} features, grown in {t['trained_seconds']} s ({_e(t['reason'])})"
         + (f"; on the tenth of the training split held out for early stopping: {_e(held_out)}" if held_out else "")
         + ".</p></section>"

@@ -455,7 +455,7 @@ def test_the_training_section_of_trees_tells_the_forest_not_epochs():
     )
     report.training["training_logs"] = {"loss": 0.25, "accuracy": 0.9}
     page = render(report)
-    assert "Gradient-boosted trees (TensorFlow Decision Forests): 294 trees over 15 features, grown in 12.5 s" in page
+    assert "Gradient-boosted trees (YDF): 294 trees over 15 features, grown in 12.5 s" in page
     assert "held out for early stopping: loss 0.2500" in page and "epoch" not in page.split("id='training'")[1][:400]
 
 
