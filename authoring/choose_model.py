@@ -2,11 +2,11 @@
 
     python -m authoring.choose_model --problem DIR [--output-root DIR] [--keep]
 
-Runs the pipeline locally once, in a process of its own, with the Trainer choosing whatever
-the data's size (``models/choice.py``: both families trained on most of the training split,
-scored on the rest), and writes the chosen family into ``problem.toml`` as its ``[model]``
-table, both figures in a comment (docs/model.md, "Two model families"). For data above the
-size up to which every run chooses, so that later runs train the chosen family alone.
+Runs the pipeline locally once, in a process of its own, with the Trainer choosing
+(``models/choice.py``: both families trained on most of the training split, scored on the
+rest), and writes the chosen family into ``problem.toml`` as its ``[model]`` table, both
+figures in a comment (docs/model.md, "Two model families"): later runs, a distributed
+Trainer's among them, then train that family without choosing again.
 """
 
 from __future__ import annotations
@@ -28,10 +28,6 @@ from runtime.terminal import Terminal, add_verbose_flag, command_log, say
 # A [model] table: the comment lines just above it, its header and its key lines (what
 # follows them, a blank line, a comment or the next table, is kept).
 _MODEL_TABLE = re.compile(r"(?:^#[^\n]*\n)*^\[model\][ \t]*\n(?:^[^\[#\s][^\n]*(?:\n|\Z))*", re.M)
-
-
-# The limit the one run chooses under: every training split (the spec asked for the choice).
-ALWAYS_CHOOSE_FLAG = f"choose_up_to_rows={2**31 - 1}"
 
 
 def write_family(problem_dir: str, family: ModelFamily, why: str) -> None:
@@ -58,15 +54,12 @@ def _variant(problem_dir: str, scratch: str) -> str:
 
 
 def _runner_args(variant: str, data_root: str, output_root: str) -> list[str]:
-    return [
-        *("--problem", variant, "--data-root", data_root, "--output-root", output_root, "--no-report"),
-        *("--hparam", ALWAYS_CHOOSE_FLAG),
-    ]
+    return ["--problem", variant, "--data-root", data_root, "--output-root", output_root, "--no-report"]
 
 
 def run_choice(problem: Problem, scratch: str) -> tuple[Choice, float]:
-    """The pipeline on the problem's data with the Trainer choosing whatever the data's size,
-    in a process of its own: the Trainer's choice and the run's wall seconds."""
+    """The pipeline on the problem's data with the Trainer choosing, in a process of its own:
+    the Trainer's choice and the run's wall seconds."""
     from launch.local import metadata_config, run_in_own_process
     from models.trainer import read_training_record
     from report.run_summary import summarize_run

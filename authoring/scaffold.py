@@ -657,23 +657,21 @@ def train_rows(p: Plan) -> int:
     return max(1, round(p.rows * (1 - EVAL_SHARE)))
 
 
-def chooses(p: Plan) -> bool:
-    """Whether a run chooses the family for this CSV (``HParams.choose_up_to_rows``)."""
-    return train_rows(p) <= HParams().choose_up_to_rows
+def _compared_on(p: Plan) -> str:
+    """The rows the choice compares the families on, for this CSV."""
+    rows, limit = train_rows(p), HParams().choice_rows
+    if rows <= limit:
+        return f"the training split (about {rows:,} rows)"
+    return f"a sample of {limit:,} of the training split's about {rows:,} rows (choice_rows)"
 
 
 def model_comment(p: Plan) -> str:
     """What the ``choose`` family does for this CSV, and how to name a family instead."""
-    rule = (
-        "Each run's Trainer chooses between the network and the gradient-boosted trees: both trained on four "
-        "fifths of the training split and scored on the rest (never the eval split), the better trained on all "
-        f"of it (models/choice.py), up to {HParams().choose_up_to_rows:,} training rows (choose_up_to_rows)"
-    )
-    if chooses(p):
-        return f'{rule}; this CSV\'s is about {train_rows(p):,}. Name "network" or "trees" to train one alone.'
     return (
-        f"{rule}; this CSV's is about {train_rows(p):,}, so runs train the network and say what choosing would "
-        "cost. `python -m authoring.choose_model --problem DIR` chooses once and writes the family here."
+        "Each run's Trainer chooses between the network and the gradient-boosted trees: both trained on four "
+        f"fifths of {_compared_on(p)} and scored on the rest (never the eval split), the better trained on the "
+        'whole training split (models/choice.py). Name "network" or "trees" to train one alone; '
+        "`python -m authoring.choose_model --problem DIR` chooses once and writes the family here."
     )
 
 
@@ -848,19 +846,12 @@ def review(p: Plan, folder: str, drafted, chosen: str | None = None) -> str:
 
 
 def model_review(p: Plan, shown: str) -> str:
-    """The review's line on the model family: chosen by every run, or above the size where a
-    run chooses, what choosing costs and the command."""
-    if chooses(p):
-        return (
-            f"chosen by each run: the network and the gradient-boosted trees trained on four fifths of the "
-            f"training split (about {train_rows(p):,} rows) and scored on the rest, the better trained on it all; "
-            "the run's summary says which, both figures and what choosing took (models/choice.py). A family named "
-            "in problem.toml's [model] trains alone."
-        )
+    """The review's line on the model family: chosen by every run, on how many rows."""
     return (
-        f"the network: at about {train_rows(p):,} training rows, above the {HParams().choose_up_to_rows:,} up to "
-        "which a run chooses, choosing would cost one more training of the network (the run's summary says about "
-        f"how long); `python -m authoring.choose_model --problem {shown}` chooses once and writes the family."
+        f"chosen by each run: the network and the gradient-boosted trees trained on four fifths of "
+        f"{_compared_on(p)} and scored on the rest, the better trained on the whole split; the run's summary says "
+        "which, both figures and what choosing took (models/choice.py). A family named in problem.toml's [model] "
+        f"trains alone: `python -m authoring.choose_model --problem {shown}` chooses once and writes it."
     )
 
 

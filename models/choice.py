@@ -1,15 +1,18 @@
 """The ``choose`` family: the Trainer measures which family suits the problem, then trains it.
 
-Up to ``HParams.choose_up_to_rows`` training rows, the training split is cut into a fit part
-and a validation part (every fifth row); the network and the trees are each trained on the fit
-part and scored on the validation part with the problem's blessing metric, and the better one
-is then trained on the whole training split. The eval split, whose metric the run reports and
-blesses on, plays no part in the choice (docs/model.md, "Two model families").
+The training split's rows (at most ``HParams.choice_rows`` of them, every k-th row of a larger
+split) are cut into a fit part and a validation part (every fifth row); the network and the
+trees are each trained on the fit part and scored on the validation part with the problem's
+blessing metric, and the better one is then trained on the whole training split. The eval
+split, whose metric the run reports and blesses on, plays no part in the choice (docs/model.md,
+"Two model families").
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import math
 import os
 from collections.abc import Iterator, Sequence
 
@@ -23,7 +26,7 @@ VALIDATION_EVERY = 5
 FAMILIES = (ModelFamily.NETWORK, ModelFamily.TREES)
 # Rows per call of a trial model's signatures while scoring.
 SCORE_BATCH_ROWS = 4096
-# What a user runs to choose once, beyond the limit, and keep the family in the spec.
+# What a user runs to choose once, on one machine, and keep the family in the spec.
 CHOOSE_COMMAND = "python -m authoring.choose_model --problem DIR"
 
 
@@ -47,8 +50,8 @@ class Choice:
     trials: tuple[Trial, ...] = ()
     fit_rows: int = 0
     validation_rows: int = 0
-    # Not chosen for the data's size: about what choosing would have cost, in seconds.
-    would_cost_seconds: float | None = None
+    # The training split's rows the sample was drawn from (0: not sampled, every row used).
+    sampled_from: int = 0
 
     @property
     def chose(self) -> bool:
@@ -73,35 +76,41 @@ class Choice:
         if self.chose:
             figures = ", ".join(f"{t.family.value} {t.metric:.4f}" for t in self.trials)
             cost = sum(t.seconds for t in self.trials)
+            rows = f"{self.fit_rows + self.validation_rows:,}"
+            sample = f"its {rows} rows"
+            if self.sampled_from:
+                sample = f"a sample of {rows} of its {self.sampled_from:,} rows"
             return (
                 f"the {self.family.value}, chosen by {self.metric} on a validation part of the training split "
-                f"({self.validation_rows:,} of its rows, not the eval split): {figures}; choosing took {cost:.0f} s"
+                f"({self.validation_rows:,} of {sample}, not the eval split): {figures}; choosing took {cost:.0f} s"
             )
-        cost = f"; choosing would cost about {self.would_cost_seconds:.0f} s more" if self.would_cost_seconds else ""
-        return f"the {self.family.value} ({self.reason}{cost})"
+        return f"the {self.family.value} ({self.reason})"
 
 
-def reason_not_to_choose(train_rows: int, limit: int, single_process: bool, tuned: bool) -> str:
+def reason_not_to_choose(train_rows: int, choice_rows: int, single_process: bool, tuned: bool) -> str:
     """Why the Trainer trains the network without choosing ("" when it chooses)."""
+    if choice_rows == 0:
+        return "choice_rows is 0: the choice is off"
     if tuned:
         return "a Tuner chose the network's hyperparameters"
     if not single_process:
-        return "the choice runs in one process: this Trainer trains across several"
-    if train_rows > limit:
         return (
-            f"{train_rows:,} training rows, above the {limit:,} up to which a run chooses (choose_up_to_rows); "
-            f"{CHOOSE_COMMAND} chooses once and writes the family into problem.toml"
+            "the choice runs in one process and this Trainer trains across several; "
+            f"{CHOOSE_COMMAND} chooses once on one machine and writes the family into problem.toml"
         )
-    if train_rows < 2 * VALIDATION_EVERY:
+    if min(train_rows, choice_rows) < 2 * VALIDATION_EVERY:
         return f"{train_rows} training rows are too few to hold a validation part out"
     return ""
 
 
-def not_chosen(problem: Problem, reason: str, would_cost_seconds: float | None = None) -> Choice:
-    """The network, trained without a choice for ``reason``; what choosing would have cost
-    is said only where the data's size was the reason."""
-    cost = round(would_cost_seconds) if would_cost_seconds is not None and "choose_up_to_rows" in reason else None
-    return Choice(ModelFamily.NETWORK, problem.blessing.metric, reason=reason, would_cost_seconds=cost)
+def not_chosen(problem: Problem, reason: str) -> Choice:
+    """The network, trained without a choice for ``reason``."""
+    return Choice(ModelFamily.NETWORK, problem.blessing.metric, reason=reason)
+
+
+def sample_step(train_rows: int, choice_rows: int) -> int:
+    """Every how many rows of the training split the choice reads one: 1 up to ``choice_rows``."""
+    return max(1, math.ceil(train_rows / choice_rows))
 
 
 def _records(file_patterns: Sequence[str]) -> Iterator[bytes]:
@@ -114,9 +123,9 @@ def _records(file_patterns: Sequence[str]) -> Iterator[bytes]:
     yield from tf.data.TFRecordDataset(files, compression_type=compression).as_numpy_iterator()
 
 
-def split_training_rows(train_files: Sequence[str], folder: str) -> tuple[str, str, int, int]:
-    """Writes the training split's rows into a fit part and a validation part (every
-    ``VALIDATION_EVERY``-th row) under ``folder``: their paths and row counts."""
+def split_training_rows(train_files: Sequence[str], folder: str, step: int = 1) -> tuple[str, str, int, int]:
+    """Writes every ``step``-th row of the training split into a fit part and a validation part
+    (every ``VALIDATION_EVERY``-th of those) under ``folder``: their paths and row counts."""
     import tensorflow as tf
 
     os.makedirs(folder, exist_ok=True)
@@ -126,7 +135,7 @@ def split_training_rows(train_files: Sequence[str], folder: str) -> tuple[str, s
         tf.io.TFRecordWriter(fit_path, options="GZIP") as fit,
         tf.io.TFRecordWriter(validation_path, options="GZIP") as validation,
     ):
-        for index, record in enumerate(_records(train_files)):
+        for index, record in enumerate(itertools.islice(_records(train_files), 0, None, step)):
             held_out = index % VALIDATION_EVERY == VALIDATION_EVERY - 1
             (validation if held_out else fit).write(record)
             counts[held_out] += 1

@@ -90,10 +90,11 @@ class HParams:
     # Keep a copy of the best epoch's weights (backed up with the rest) and end with them
     # when a later epoch validated worse.
     keep_best_epoch: bool = True
-    # A problem whose spec says ``[model] family = "choose"`` has the Trainer train both
-    # families on most of the training split and keep the better (models/choice.py) when the
-    # training split holds at most this many rows; above, the network trains (0: never choose).
-    choose_up_to_rows: int = 100_000
+    # A problem whose spec says ``[model] family = "choose"`` has the Trainer compare both
+    # families on at most this many rows of the training split (every k-th row of a larger
+    # one: the choice's cost stays bounded) and train the better (models/choice.py; 0: never
+    # choose, train the network).
+    choice_rows: int = 100_000
 
     def __post_init__(self) -> None:
         if self.per_replica_batch_size <= 0:
@@ -126,8 +127,8 @@ class HParams:
             )
         if self.min_auc_gain < 0:
             raise ValueError(f"min_auc_gain must be >= 0, got {self.min_auc_gain}")
-        if self.choose_up_to_rows < 0:
-            raise ValueError(f"choose_up_to_rows must be >= 0 (0: never choose), got {self.choose_up_to_rows}")
+        if self.choice_rows < 0:
+            raise ValueError(f"choice_rows must be >= 0 (0: never choose), got {self.choice_rows}")
         if self.backup_every_seconds < 0:
             raise ValueError(f"backup_every_seconds must be >= 0 (0: every epoch), got {self.backup_every_seconds}")
         if self.backup_dir is not None and (not isinstance(self.backup_dir, str) or not self.backup_dir.strip()):

@@ -502,13 +502,14 @@ def _trial(family: ModelFamily, fn_args, plan: _Plan, fit_file: str, validation_
     return trial_args.serving_model_dir
 
 
-def _choose(fn_args, plan: _Plan) -> choice_lib.Choice:
-    """Each family trained on the fit part of the training split and scored on its
-    validation part (``models/choice.py``); the better one."""
+def _choose(fn_args, plan: _Plan, train_rows: int) -> choice_lib.Choice:
+    """Each family trained on the fit part of the training split (a sample of it above
+    ``choice_rows``) and scored on its validation part (``models/choice.py``); the better one."""
     scratch = tempfile.mkdtemp(prefix="choose-family-")
+    step = choice_lib.sample_step(train_rows, plan.hparams.choice_rows)
     try:
         fit_file, validation_file, fit_rows, validation_rows = choice_lib.split_training_rows(
-            fn_args.train_files, os.path.join(scratch, "rows")
+            fn_args.train_files, os.path.join(scratch, "rows"), step
         )
         trials = []
         for family in choice_lib.FAMILIES:
@@ -520,8 +521,9 @@ def _choose(fn_args, plan: _Plan) -> choice_lib.Choice:
                 "Choosing the family: the %s scored %s %.4f", family.value, plan.problem.blessing.metric, metric
             )
         chosen = choice_lib.better(plan.problem, trials)
+        sampled_from = train_rows if step > 1 else 0
         choice = choice_lib.Choice(
-            chosen.family, plan.problem.blessing.metric, "", tuple(trials), fit_rows, validation_rows
+            chosen.family, plan.problem.blessing.metric, "", tuple(trials), fit_rows, validation_rows, sampled_from
         )
         logging.info("Model: %s", choice.describe())
         return choice
@@ -530,24 +532,21 @@ def _choose(fn_args, plan: _Plan) -> choice_lib.Choice:
 
 
 def _train_choosing(fn_args, plan: _Plan, extra_callbacks: Sequence[keras.callbacks.Callback]) -> dict | None:
-    """The choose family: the better family by measurement where the data allows it
-    cheaply, else the network with the reason (and what choosing would cost)."""
+    """The choose family: the better family by measurement, or the network with the reason
+    a run cannot choose."""
+    train_rows = count_records(fn_args.train_files)
     reason = choice_lib.reason_not_to_choose(
-        count_records(fn_args.train_files),
-        plan.hparams.choose_up_to_rows,
+        train_rows,
+        plan.hparams.choice_rows,
         single_process=plan.worker.num_workers == 1 and not plan.is_tpu and not plan.parameter_servers,
         tuned=bool(getattr(fn_args, "hyperparameters", None)),
     )
     if reason:
         logging.info("Model: the network, without a choice: %s", reason)
-        started = time.monotonic()
-        record = _train_family(ModelFamily.NETWORK, fn_args, plan, extra_callbacks)
-        # A choice would train the network once more on most of the rows, and the trees.
-        would_cost = (time.monotonic() - started) * (1 - 1 / choice_lib.VALIDATION_EVERY)
-        choice = choice_lib.not_chosen(plan.problem, reason, would_cost)
+        choice = choice_lib.not_chosen(plan.problem, reason)
     else:
-        choice = _choose(fn_args, plan)
-        record = _train_family(choice.family, fn_args, plan, extra_callbacks)
+        choice = _choose(fn_args, plan, train_rows)
+    record = _train_family(choice.family, fn_args, plan, extra_callbacks)
     if record is not None:
         record["choice"] = choice.to_record()
     return record

@@ -444,15 +444,16 @@ def test_choose_model_hands_the_drafted_folder_to_the_chooser_and_says_its_choic
     assert "Model: Chosen by `python -m authoring.choose_model`" in out and "network 0.8100, trees 0.8400" in out
 
 
-def test_above_the_size_a_run_chooses_at_the_review_says_the_cost_and_the_command(mixed, tmp_path, monkeypatch):
+def test_above_the_choices_rows_the_review_says_the_choice_is_made_on_a_sample(mixed, tmp_path, monkeypatch):
     folder = tmp_path / "churn"
     p, _, drafted = scaffold.scaffold(mixed, "churned", output=str(folder), force=True)
-    assert scaffold.chooses(p) and "chosen by each run" in scaffold.review(p, str(folder), drafted)
-    monkeypatch.setattr(scaffold, "HParams", lambda: HParams(choose_up_to_rows=scaffold.train_rows(p) - 1))
     said = scaffold.review(p, str(folder), drafted)
-    assert not scaffold.chooses(p) and f"above the {scaffold.train_rows(p) - 1:,} up to which a run chooses" in said
+    assert f"four fifths of the training split (about {scaffold.train_rows(p):,} rows)" in said
     assert f"python -m authoring.choose_model --problem {folder}" in said
-    assert "so runs train the network" in scaffold.model_comment(p)
+    monkeypatch.setattr(scaffold, "HParams", lambda: HParams(choice_rows=scaffold.train_rows(p) - 1))
+    said = scaffold.review(p, str(folder), drafted)
+    assert f"a sample of {scaffold.train_rows(p) - 1:,} of the training split's about" in said
+    assert "a sample of" in scaffold.model_comment(p)
 
 
 # ---------------------------------------------------------------- large files

@@ -64,14 +64,19 @@ def test_the_better_trial_by_the_metrics_direction_and_the_network_on_a_tie():
     assert choice.better(auc, [network, tied]) is network and choice.better(auc, [tied, network]) is network
 
 
-def test_the_rule_chooses_on_one_process_up_to_the_limit():
-    assert choice.reason_not_to_choose(1_000, 5_000, single_process=True, tuned=False) == ""
-    above = choice.reason_not_to_choose(5_001, 5_000, single_process=True, tuned=False)
-    assert "5,001 training rows" in above and "choose_up_to_rows" in above and choice.CHOOSE_COMMAND in above
-    assert "several" in choice.reason_not_to_choose(1_000, 5_000, single_process=False, tuned=False)
+def test_the_rule_chooses_on_one_process_and_says_why_not_elsewhere():
+    assert choice.reason_not_to_choose(1_000_000, 5_000, single_process=True, tuned=False) == ""
+    several = choice.reason_not_to_choose(1_000, 5_000, single_process=False, tuned=False)
+    assert "several" in several and choice.CHOOSE_COMMAND in several
     assert "Tuner" in choice.reason_not_to_choose(1_000, 5_000, single_process=True, tuned=True)
     assert "too few" in choice.reason_not_to_choose(3, 5_000, single_process=True, tuned=False)
-    assert "choose_up_to_rows" in choice.reason_not_to_choose(10, 0, single_process=True, tuned=False)
+    assert "choice_rows is 0" in choice.reason_not_to_choose(10, 0, single_process=True, tuned=False)
+
+
+def test_a_larger_split_is_sampled_down_to_the_choices_rows():
+    assert choice.sample_step(100_000, 100_000) == 1 and choice.sample_step(99, 100_000) == 1
+    assert choice.sample_step(100_001, 100_000) == 2 and choice.sample_step(218_344, 100_000) == 3
+    assert 218_344 / choice.sample_step(218_344, 100_000) <= 100_000
 
 
 def test_a_choice_round_trips_its_record_and_says_both_figures_and_the_cost():
@@ -80,11 +85,11 @@ def test_a_choice_round_trips_its_record_and_says_both_figures_and_the_cost():
     assert choice.Choice.from_record(chosen.to_record()) == chosen
     text = chosen.describe()
     assert "the trees" in text and "network 0.8100" in text and "trees 0.8300" in text and "16 s" in text
-    assert "200 of its rows" in text and "not the eval split" in text
-    skipped = choice.not_chosen(TAXI, choice.reason_not_to_choose(9, 5, True, False), would_cost_seconds=40.4)
-    assert skipped.would_cost_seconds == 40 and "about 40 s more" in skipped.describe()
-    tuned = choice.not_chosen(TAXI, "a Tuner chose", would_cost_seconds=40.4)
-    assert tuned.would_cost_seconds is None and "more" not in tuned.describe()
+    assert "200 of its 1,000 rows" in text and "not the eval split" in text
+    sampled = dataclasses.replace(chosen, sampled_from=3_000)
+    assert "200 of a sample of 1,000 of its 3,000 rows" in sampled.describe()
+    tuned = choice.not_chosen(TAXI, "a Tuner chose")
+    assert not tuned.chose and tuned.describe() == "the network (a Tuner chose)"
 
 
 def test_the_training_rows_split_into_a_fit_and_a_validation_part(tmp_path):
@@ -95,11 +100,17 @@ def test_the_training_rows_split_into_a_fit_and_a_validation_part(tmp_path):
     with tf.io.TFRecordWriter(str(tmp_path / "b.gz"), options="GZIP") as second:
         for row in rows[10:]:
             second.write(row)
-    fit, validation, fit_rows, validation_rows = choice.split_training_rows([str(tmp_path / "*.gz")], tmp_path / "out")
-    read = [list(tf.data.TFRecordDataset(p, compression_type="GZIP").as_numpy_iterator()) for p in (fit, validation)]
-    assert read[1] == rows[choice.VALIDATION_EVERY - 1 :: choice.VALIDATION_EVERY]
-    assert sorted(read[0] + read[1]) == sorted(rows) and not set(read[0]) & set(read[1])
-    assert (fit_rows, validation_rows) == (len(read[0]), len(read[1]))
+    for step in (1, 3):
+        fit, validation, fit_rows, validation_rows = choice.split_training_rows(
+            [str(tmp_path / "*.gz")], str(tmp_path / f"out{step}"), step
+        )
+        read = [
+            list(tf.data.TFRecordDataset(p, compression_type="GZIP").as_numpy_iterator()) for p in (fit, validation)
+        ]
+        sample = rows[::step]
+        assert read[1] == sample[choice.VALIDATION_EVERY - 1 :: choice.VALIDATION_EVERY]
+        assert sorted(read[0] + read[1]) == sorted(sample) and not set(read[0]) & set(read[1])
+        assert (fit_rows, validation_rows) == (len(read[0]), len(read[1]))
 
 
 @pytest.fixture
@@ -116,6 +127,7 @@ def spied_families(monkeypatch):
     return calls
 
 
+@pytest.mark.slow
 def test_run_fn_chooses_on_the_training_split_alone_and_trains_the_better(trainer_inputs, tmp_path, spied_families):
     fn_args = fn_args_for(trainer_inputs, tmp_path, with_problem(problem=TAXI_CHOOSING), train_steps=16)
     trainer.run_fn(fn_args)
@@ -134,13 +146,22 @@ def test_run_fn_chooses_on_the_training_split_alone_and_trains_the_better(traine
     assert tf.saved_model.load(fn_args.serving_model_dir).signatures
 
 
-def test_run_fn_above_the_limit_trains_the_network_and_says_what_choosing_costs(
-    trainer_inputs, tmp_path, spied_families
-):
-    config = with_problem(HParams(choose_up_to_rows=10).to_custom_config(), problem=TAXI_CHOOSING)
+@pytest.mark.slow
+def test_run_fn_compares_on_a_sample_of_a_split_larger_than_the_choices_rows(trainer_inputs, tmp_path):
+    rows = trainer.count_records(fn_args_for(trainer_inputs, tmp_path / "count", {}).train_files)
+    config = with_problem(HParams(choice_rows=rows // 2).to_custom_config(), problem=TAXI_CHOOSING)
     fn_args = fn_args_for(trainer_inputs, tmp_path, config, train_steps=4)
     trainer.run_fn(fn_args)
     made = choice.Choice.from_record(trainer.read_training_record(fn_args.model_run_dir)["choice"])
-    assert made.family == ModelFamily.NETWORK and not made.chose and made.would_cost_seconds > 0
-    assert "choose_up_to_rows" in made.reason
+    assert made.chose and made.sampled_from == rows
+    assert made.fit_rows + made.validation_rows == len(range(0, rows, choice.sample_step(rows, rows // 2)))
+
+
+@pytest.mark.slow
+def test_run_fn_with_the_choice_off_trains_the_network_and_says_so(trainer_inputs, tmp_path, spied_families):
+    config = with_problem(HParams(choice_rows=0).to_custom_config(), problem=TAXI_CHOOSING)
+    fn_args = fn_args_for(trainer_inputs, tmp_path, config, train_steps=4)
+    trainer.run_fn(fn_args)
+    made = choice.Choice.from_record(trainer.read_training_record(fn_args.model_run_dir)["choice"])
+    assert made.family == ModelFamily.NETWORK and not made.chose and "choice_rows is 0" in made.reason
     assert [family for family, _, _ in spied_families] == [ModelFamily.NETWORK]
