@@ -296,6 +296,8 @@ def test_a_small_split_chooses_its_rounds_on_folds_and_a_large_one_holds_a_tenth
     stopped = large.learner_args()
     assert stopped["validation_ratio"] == trees.HOLD_OUT_RATIO and stopped["early_stopping"] == "LOSS_INCREASE"
     assert stopped["num_trees"] == trees.MAX_ROUNDS
+    # A large split's numbers binned (the exact sorts dominate its time), a small one's exact.
+    assert stopped["discretize_numerical_columns"] and not fixed["discretize_numerical_columns"]
     # At most YDF's 300 (arity_limit_for_random), above which a column is split by RANDOM, not CART.
     assert stopped["max_vocab_count"] == small.learner_args()["max_vocab_count"] == trees.MAX_CATEGORIES < 300
 
