@@ -141,7 +141,9 @@ def grow(
 
     label = problem.label_key
     rows = {**columns, label: labels}
-    semantics = [(key, ydf.Semantic.CATEGORICAL if key in categorical else ydf.Semantic.NUMERICAL) for key in columns]
+    # A feature given as NUMERICAL stays exact whatever discretize_numerical_columns says.
+    number = ydf.Semantic.DISCRETIZED_NUMERICAL if size.binned else ydf.Semantic.NUMERICAL
+    semantics = [(key, ydf.Semantic.CATEGORICAL if key in categorical else number) for key in columns]
     task = ydf.Task.REGRESSION if problem.task == Task.REGRESSION else ydf.Task.CLASSIFICATION
 
     def learner(rounds: int | None = None):

@@ -287,6 +287,17 @@ def test_a_class_missing_from_the_training_split_is_refused_naming_it(tmp_path):
     assert not os.path.exists(tmp_path / "serving")
 
 
+def test_a_large_splits_binned_numbers_serve_as_the_exact_ones_do(tmp_path, monkeypatch):
+    """The large split's path (numbers in bins, a tenth held out), forced on 400 rows."""
+    monkeypatch.setattr(trees, "HOLD_OUT_MIN_ROWS", 100)
+    record, model, held_out, examples, raw = grown_and_asked(Task.REGRESSION, tmp_path)
+    assert record["size"]["binned"] and record["size"]["folds"] == 0
+    label = synthetic_problem(Task.REGRESSION).label.name
+    np.testing.assert_allclose(examples[label], raw[label], rtol=1e-6)
+    truth = np.array([row["y"] for row in held_out], dtype=float)
+    assert np.sqrt(np.mean((examples[label].ravel() - truth) ** 2)) < np.std(truth)
+
+
 def test_a_small_split_chooses_its_rounds_on_folds_and_a_large_one_holds_a_tenth_out():
     small, large = trees.forest_size(trees.HOLD_OUT_MIN_ROWS - 1), trees.forest_size(trees.HOLD_OUT_MIN_ROWS)
     assert small.folds == trees.FOLDS and large.folds == 0
