@@ -139,6 +139,9 @@ def grow(
     ``size``; and the rounds each fold's early stopping kept (empty without folds)."""
     import ydf
 
+    # Quiet, which also keeps YDF from asking whether the sys.stdout of its import is a
+    # terminal: a runner that redirected the output to a log it has since closed fails there.
+    ydf.verbose(0)
     label = problem.label_key
     rows = {**columns, label: labels}
     # A feature given as NUMERICAL stays exact whatever discretize_numerical_columns says.

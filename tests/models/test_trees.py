@@ -287,6 +287,18 @@ def test_a_class_missing_from_the_training_split_is_refused_naming_it(tmp_path):
     assert not os.path.exists(tmp_path / "serving")
 
 
+def test_the_trees_grow_and_export_when_the_output_ydf_saw_at_import_is_closed(tmp_path, monkeypatch):
+    """A runner that redirected sys.stdout to its log, imported YDF, then closed the log."""
+    from ydf.utils import log as ydf_log
+
+    def closed(stream=None):
+        raise ValueError("I/O operation on closed file")
+
+    monkeypatch.setattr(ydf_log, "is_direct_output", closed)
+    record, model = grow_synthetic(Task.BINARY, tmp_path, synthetic_rows(Task.BINARY, 200))
+    assert record["trees"] > 0 and model.signatures
+
+
 def test_a_large_splits_binned_numbers_serve_as_the_exact_ones_do(tmp_path, monkeypatch):
     """The large split's path (numbers in bins, a tenth held out), forced on 400 rows."""
     monkeypatch.setattr(trees, "HOLD_OUT_MIN_ROWS", 100)
