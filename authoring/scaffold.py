@@ -662,7 +662,7 @@ def _compared_on(p: Plan) -> str:
     rows, limit = train_rows(p), HParams().choice_rows
     if rows <= limit:
         return f"the training split (about {rows:,} rows)"
-    return f"a sample of {limit:,} of the training split's about {rows:,} rows (choice_rows)"
+    return f"a sample of at most {limit:,} of the training split's about {rows:,} rows (choice_rows)"
 
 
 def model_comment(p: Plan) -> str:

@@ -452,7 +452,7 @@ def test_above_the_choices_rows_the_review_says_the_choice_is_made_on_a_sample(m
     assert f"python -m authoring.choose_model --problem {folder}" in said
     monkeypatch.setattr(scaffold, "HParams", lambda: HParams(choice_rows=scaffold.train_rows(p) - 1))
     said = scaffold.review(p, str(folder), drafted)
-    assert f"a sample of {scaffold.train_rows(p) - 1:,} of the training split's about" in said
+    assert f"a sample of at most {scaffold.train_rows(p) - 1:,} of the training split's about" in said
     assert "a sample of" in scaffold.model_comment(p)
 
 
