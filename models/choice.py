@@ -14,7 +14,7 @@ import dataclasses
 import itertools
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -113,20 +113,12 @@ def sample_step(train_rows: int, choice_rows: int) -> int:
     return max(1, math.ceil(train_rows / choice_rows))
 
 
-def _records(file_patterns: Sequence[str]) -> Iterator[bytes]:
-    """The records of the files the patterns match, in the files' order (ExampleGen's gzipped
-    TFRecords)."""
-    import tensorflow as tf
-
-    files = sorted(f for pattern in file_patterns for f in tf.io.gfile.glob(pattern))
-    compression = "GZIP" if all(f.endswith(".gz") for f in files) else ""
-    yield from tf.data.TFRecordDataset(files, compression_type=compression).as_numpy_iterator()
-
-
 def split_training_rows(train_files: Sequence[str], folder: str, step: int = 1) -> tuple[str, str, int, int]:
     """Writes every ``step``-th row of the training split into a fit part and a validation part
     (every ``VALIDATION_EVERY``-th of those) under ``folder``: their paths and row counts."""
     import tensorflow as tf
+
+    from models.data import raw_records
 
     os.makedirs(folder, exist_ok=True)
     fit_path, validation_path = os.path.join(folder, "fit.gz"), os.path.join(folder, "validation.gz")
@@ -135,7 +127,8 @@ def split_training_rows(train_files: Sequence[str], folder: str, step: int = 1) 
         tf.io.TFRecordWriter(fit_path, options="GZIP") as fit,
         tf.io.TFRecordWriter(validation_path, options="GZIP") as validation,
     ):
-        for index, record in enumerate(itertools.islice(_records(train_files), 0, None, step)):
+        records = raw_records(train_files).as_numpy_iterator()
+        for index, record in enumerate(itertools.islice(records, 0, None, step)):
             held_out = index % VALIDATION_EVERY == VALIDATION_EVERY - 1
             (validation if held_out else fit).write(record)
             counts[held_out] += 1
@@ -180,14 +173,14 @@ def score(serving_dir: str, validation_file: str, problem: Problem) -> float:
     import tensorflow as tf
 
     from models import signatures
+    from models.data import raw_records
 
     model = tf.saved_model.load(serving_dir)
     serve = model.signatures[signatures.SERVING_SIGNATURE]
     label = model.signatures[signatures.LABEL_SIGNATURE]
     key = signatures.prediction_key(problem)
     labels, predictions = [], []
-    batches = tf.data.TFRecordDataset(validation_file, compression_type="GZIP").batch(SCORE_BATCH_ROWS)
-    for batch in batches:
+    for batch in raw_records([validation_file]).batch(SCORE_BATCH_ROWS):
         predictions.append(serve(examples=batch)[key].numpy())
         (value,) = label(examples=batch).values()
         labels.append(value.numpy())

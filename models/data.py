@@ -114,6 +114,12 @@ def _compression(files: Sequence[str]) -> str:
     return "GZIP" if all(f.endswith(".gz") for f in files) else ""
 
 
+def raw_records(file_pattern: Sequence[str]) -> tf.data.Dataset:
+    """The serialized records of the files the patterns match, file after file in name order."""
+    files = _files(file_pattern)
+    return tf.data.TFRecordDataset(files, compression_type=_compression(files))
+
+
 def count_records(file_pattern: Sequence[str]) -> int:
     """How many records the files hold (read through once)."""
     return sum(records_per_file(_files(file_pattern)))
