@@ -305,11 +305,16 @@ def training_cell(training: dict[str, Any]) -> str:
     return text
 
 
+def first_training(result: dict[str, Any]) -> dict[str, Any]:
+    """What the Trainer of the data set's first successful run recorded (empty: no such run)."""
+    runs = [r for r in result.get("runs", []) if r.get("returncode") == 0]
+    return runs[0].get("training", {}) if runs else {}
+
+
 def family_cell(result: dict[str, Any]) -> str:
     """The family that trained, and for a Trainer's choice its validation figures:
     "trees (network 4.47, trees 4.30)"."""
-    runs = [r for r in result.get("runs", []) if r.get("returncode") == 0]
-    record = runs[0].get("training", {}).get("choice") if runs else None
+    record = first_training(result).get("choice")
     if not record:
         return result.get("family", "-")
     trials = ", ".join(f"{t['family']} {_metric(t['metric'])}" for t in record.get("trials", []))
@@ -358,7 +363,7 @@ def row(result: dict[str, Any]) -> list[str]:
         _seconds(result.get("wall_s")),
         _seconds(result.get("trainer_s")),
         _seconds(result.get("boosted_trees_fit_s"), 2),
-        training_cell(runs[0].get("training", {})) if runs else "-",
+        training_cell(first_training(result)),
     ]
 
 
@@ -405,8 +410,7 @@ def _curves(measured: Sequence[dict[str, Any]]) -> list[str]:
     """The validation curve each data set's first successful run monitored."""
     lines = []
     for r in measured:
-        runs = [run for run in r.get("runs", []) if run.get("returncode") == 0]
-        training = runs[0].get("training", {}) if runs else {}
+        training = first_training(r)
         curve = training.get("validation_curve")
         if curve:
             lines.append(f"- {r['name']} ({training.get('monitored')}): " + ", ".join(f"{v:.4g}" for v in curve))
@@ -419,9 +423,7 @@ def _choices(measured: Sequence[dict[str, Any]]) -> list[str]:
 
     lines = []
     for r in measured:
-        runs = [run for run in r.get("runs", []) if run.get("returncode") == 0]
-        record = runs[0].get("training", {}).get("choice") if runs else None
-        if record:
+        if record := first_training(r).get("choice"):
             lines.append(f"- {r['name']}: {Choice.from_record(record).describe()}")
     return ["", "The family each run trained, as its Trainer said (first run):", "", *lines] if lines else []
 
