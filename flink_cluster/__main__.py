@@ -1,10 +1,12 @@
 """The Flink session cluster from the command line (as root: it makes network namespaces).
 
-python -m flink_cluster fetch            # Flink's and Beam's parts into .tools/flink
-python -m flink_cluster up               # fetch, start; prints the Beam pipeline flags
-python -m flink_cluster status           # the JobManager's REST overview and TaskManagers
-python -m flink_cluster down             # stop: nothing of the cluster is left running
-python -m flink_cluster job-server-jar   # the path --flink_job_server_jar takes
+python -m flink_cluster fetch                # Flink's and Beam's parts into .tools/flink
+python -m flink_cluster up                   # fetch, start; prints the Beam pipeline flags
+python -m flink_cluster status               # the JobManager's REST overview and TaskManagers
+python -m flink_cluster down                 # stop: nothing of the cluster is left running
+python -m flink_cluster job-server-jar       # the path --flink_job_server_jar takes
+python -m flink_cluster fat-job-server-jar   # the job server as one jar (built if missing), for
+                                             # --flink_submit_uber_jar: its path
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from flink_cluster import cluster, fetch, network
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m flink_cluster", description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["fetch", "up", "down", "status", "job-server-jar"])
+    parser.add_argument("command", choices=["fetch", "up", "down", "status", "job-server-jar", "fat-job-server-jar"])
     parser.add_argument("--image", default=cluster.DEFAULT_IMAGE, help="the sidecars' image (default %(default)s)")
     parser.add_argument(
         "--shared",
@@ -80,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     spec = make_cluster(args)
     if args.command == "job-server-jar":
         print(fetch.job_server_jar())
+    elif args.command == "fat-job-server-jar":
+        print(fetch.fetch_fat_job_server(progress=lambda line: print(line, file=sys.stderr)))
     elif args.command == "fetch":
         started = time.monotonic()
         home, jar = fetch.fetch_all()

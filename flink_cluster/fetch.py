@@ -3,7 +3,9 @@ each checked against its published checksum: Flink 1.19.3's jars (PyPI's
 ``apache-flink-libraries`` sdist) and its scripts and default configuration (the
 ``apache-flink`` wheel's ``pyflink/bin`` and ``pyflink/conf``), laid out as a Flink home; and
 Beam's Flink 1.19 job server, Beam's runner with its dependencies as Maven resolves them
-(``--strict-checksums``) plus a launcher jar naming them on its ``Class-Path``.
+(``--strict-checksums``) plus a launcher jar naming them on its ``Class-Path``; and the same
+job server as one self-contained jar, built by Maven's shade plugin from those dependencies
+(what a compiled job's tasks build Beam's uber jar from and upload to the cluster).
 
 Idempotent: what is complete is kept, a download goes to a ``.part`` file renamed once its
 hash matches, a directory is assembled beside its final name and renamed when whole.
@@ -79,6 +81,11 @@ def job_server_dir(tools: Path = TOOLS) -> Path:
 def job_server_jar(tools: Path = TOOLS) -> Path:
     """The launcher ``--flink_job_server_jar`` names: ``java -jar`` runs Beam's job server."""
     return job_server_dir(tools) / f"beam-runners-flink-1.19-job-server-{JOB_SERVER_BEAM_VERSION}.jar"
+
+
+def fat_job_server_jar(tools: Path = TOOLS) -> Path:
+    """The job server as one jar (``--flink_submit_uber_jar`` builds the job's jar from it)."""
+    return tools / f"beam-runners-flink-1.19-job-server-{JOB_SERVER_BEAM_VERSION}-shaded.jar"
 
 
 def fetch_all(tools: Path = TOOLS, progress=print) -> tuple[Path, Path]:
@@ -177,6 +184,9 @@ def fetch_flink(tools: Path = TOOLS, progress=print) -> Path:
 # checksum Maven Central publishes beside it; the launcher names them.
 
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
+# The fat jar: Maven's jar plugin makes the (empty) project jar the shade plugin then fills.
+JAR_PLUGIN = "org.apache.maven.plugins:maven-jar-plugin:3.4.1"
+SHADE_PLUGIN = "org.apache.maven.plugins:maven-shade-plugin:3.6.0"
 # What Beam's own job-server build adds to the runner (runners/flink/job-server/
 # flink_job_server.gradle): the job service, slf4j's simple logger as its output and
 # commons-logging replaced by its slf4j bridge. Its optional IO connectors are left out.
@@ -186,7 +196,7 @@ JOB_SERVER_POM = """<?xml version="1.0" encoding="UTF-8"?>
   <groupId>local.flink-cluster</groupId>
   <artifactId>beam-flink-job-server</artifactId>
   <version>{beam}</version>
-  <packaging>pom</packaging>
+  <packaging>{packaging}</packaging>
   <dependencies>
     <dependency>
       <groupId>org.apache.beam</groupId><artifactId>{runner}</artifactId><version>{beam}</version>
@@ -198,8 +208,40 @@ JOB_SERVER_POM = """<?xml version="1.0" encoding="UTF-8"?>
     <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>1.7.30</version></dependency>
     <dependency><groupId>org.slf4j</groupId><artifactId>jcl-over-slf4j</artifactId><version>1.7.30</version></dependency>
   </dependencies>
-</project>
+{build}</project>
 """
+# What Beam's Gradle shadowJar does for its job server jar: the services files (Beam's
+# registrars: runners, file systems, coders, transforms) merged rather than one kept, the
+# job server as the main class, the dependencies' signatures dropped (they would no longer
+# match). Zip64 is the shade plugin's as the entries require.
+SHADE_BUILD = """  <build><plugins><plugin>
+    <groupId>org.apache.maven.plugins</groupId><artifactId>maven-shade-plugin</artifactId><version>{shade}</version>
+    <configuration>
+      <createDependencyReducedPom>false</createDependencyReducedPom>
+      <filters><filter><artifact>*:*</artifact><excludes>
+        <exclude>META-INF/*.SF</exclude><exclude>META-INF/*.DSA</exclude><exclude>META-INF/*.RSA</exclude>
+      </excludes></filter></filters>
+      <transformers>
+        <transformer implementation="org.apache.maven.plugins.shade.resource.ServicesResourceTransformer"/>
+        <transformer implementation="org.apache.maven.plugins.shade.resource.ManifestResourceTransformer">
+          <mainClass>{main}</mainClass>
+          <manifestEntries><Implementation-Version>{beam}</Implementation-Version></manifestEntries>
+        </transformer>
+      </transformers>
+    </configuration>
+  </plugin></plugins></build>
+"""
+
+
+def job_server_pom(shaded: bool = False) -> str:
+    """The job server's dependencies as a POM; ``shaded``: a jar project the shade plugin fills."""
+    build = SHADE_BUILD.format(shade=SHADE_PLUGIN.rsplit(":", 1)[1], main=JOB_SERVER_MAIN, beam=JOB_SERVER_BEAM_VERSION)
+    return JOB_SERVER_POM.format(
+        beam=JOB_SERVER_BEAM_VERSION,
+        runner=FLINK_RUNNER_ARTIFACT,
+        packaging="jar" if shaded else "pom",
+        build=build if shaded else "",
+    )
 
 
 def fetch_job_server(tools: Path = TOOLS, progress=print) -> Path:
@@ -208,12 +250,28 @@ def fetch_job_server(tools: Path = TOOLS, progress=print) -> Path:
     def build(directory: Path) -> None:
         progress(f"resolving Beam {JOB_SERVER_BEAM_VERSION}'s Flink job server with Maven")
         pom = directory / "pom.xml"
-        pom.write_text(JOB_SERVER_POM.format(beam=JOB_SERVER_BEAM_VERSION, runner=FLINK_RUNNER_ARTIFACT))
+        pom.write_text(job_server_pom())
         maven(pom, tools / "m2", f"{DEPENDENCY_PLUGIN}:copy-dependencies", f"-DoutputDirectory={directory / 'lib'}")
         write_launcher(directory / job_server_jar(tools).name, sorted((directory / "lib").glob("*.jar")))
 
     assembled(job_server_dir(tools), build)
     return job_server_jar(tools)
+
+
+def fetch_fat_job_server(tools: Path = TOOLS, progress=print) -> Path:
+    """The job server as one jar, shaded by Maven from the dependencies ``fetch_job_server``
+    resolves (the same local repository, the same strict checksums); kept once whole."""
+    target = fat_job_server_jar(tools)
+    if target.is_file():
+        return target
+    progress(f"shading Beam {JOB_SERVER_BEAM_VERSION}'s Flink job server into one jar with Maven")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=target.name + ".", suffix=".partial", dir=target.parent) as scratch:
+        pom = Path(scratch) / "pom.xml"
+        pom.write_text(job_server_pom(shaded=True))
+        maven(pom, tools / "m2", f"{JAR_PLUGIN}:jar", f"{SHADE_PLUGIN}:shade")
+        (Path(scratch) / "target" / f"beam-flink-job-server-{JOB_SERVER_BEAM_VERSION}.jar").replace(target)
+    return target
 
 
 def maven(pom: Path, repository: Path, *goals: str) -> None:

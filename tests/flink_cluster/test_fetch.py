@@ -1,16 +1,22 @@
 """Fetching Flink's and Beam's parts: a file kept only when its hash is the published one,
-directories that appear whole or not at all, the job server's launcher manifest."""
+directories that appear whole or not at all, the job server's launcher manifest, the job
+server shaded into one jar."""
 
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import subprocess
 import zipfile
+from xml.etree import ElementTree
 
 import pytest
 
 from flink_cluster import fetch
+from launch import flink
+
+POM = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 
 @pytest.fixture
@@ -89,3 +95,96 @@ def test_java_runs_the_launcher_with_its_class_path(tmp_path):
     fetch.write_launcher(tmp_path / "launcher.jar", jars, main_class="Hello")
     ran = subprocess.run(["java", "-jar", str(tmp_path / "launcher.jar")], capture_output=True, text=True)
     assert ran.stdout == "hello\n", ran.stderr
+
+
+def test_the_fat_jar_is_shaded_as_beams_own_job_server_jar():
+    """Beam's Gradle shadowJar: services files merged, the job server as main class,
+    signatures dropped; the same dependencies as the launcher's."""
+    project = ElementTree.fromstring(fetch.job_server_pom(shaded=True))
+    launcher = ElementTree.fromstring(fetch.job_server_pom())
+    assert project.findtext("m:packaging", namespaces=POM) == "jar"
+    assert dependencies(project) == dependencies(launcher) and len(dependencies(project)) == 4
+    plugin = project.find("m:build/m:plugins/m:plugin", POM)
+    assert ":".join(plugin.findtext(f"m:{key}", namespaces=POM) for key in ("groupId", "artifactId", "version")) == (
+        fetch.SHADE_PLUGIN
+    )
+    transformers = {t.get("implementation").rsplit(".", 1)[1]: t for t in plugin.iterfind(".//m:transformer", POM)}
+    assert set(transformers) == {"ServicesResourceTransformer", "ManifestResourceTransformer"}
+    assert transformers["ManifestResourceTransformer"].findtext("m:mainClass", namespaces=POM) == fetch.JOB_SERVER_MAIN
+    excluded = [e.text for e in plugin.iterfind(".//m:filter/m:excludes/m:exclude", POM)]
+    assert excluded == ["META-INF/*.SF", "META-INF/*.DSA", "META-INF/*.RSA"]
+
+
+def dependencies(project: ElementTree.Element) -> list[str]:
+    return [
+        ":".join(d.findtext(f"m:{key}", namespaces=POM) for key in ("groupId", "artifactId", "version"))
+        for d in project.iterfind("m:dependencies/m:dependency", POM)
+    ]
+
+
+@pytest.fixture
+def shading_maven(monkeypatch):
+    """``mvn`` replaced: each call recorded, the shaded jar written where Maven puts it (or a failure)."""
+    calls = []
+
+    def maven(pom, repository, *goals):
+        calls.append(goals)
+        if monkeypatch.fail:
+            raise fetch.FetchError("mvn failed")
+        (pom.parent / "target").mkdir()
+        (pom.parent / "target" / f"beam-flink-job-server-{fetch.JOB_SERVER_BEAM_VERSION}.jar").write_bytes(b"jar")
+
+    monkeypatch.fail = False
+    monkeypatch.setattr(fetch, "maven", maven)
+    return calls, monkeypatch
+
+
+def test_the_fat_jar_is_built_once_and_kept(shading_maven, tmp_path):
+    calls, _ = shading_maven
+    jar = fetch.fetch_fat_job_server(tmp_path, progress=lambda line: None)
+    assert jar == fetch.fat_job_server_jar(tmp_path) and jar.read_bytes() == b"jar"
+    assert calls == [(f"{fetch.JAR_PLUGIN}:jar", f"{fetch.SHADE_PLUGIN}:shade")]
+    assert fetch.fetch_fat_job_server(tmp_path, progress=lambda line: None) == jar
+    assert len(calls) == 1
+    assert [p.name for p in tmp_path.iterdir()] == [jar.name]
+
+
+def test_a_failed_shading_leaves_nothing(shading_maven, tmp_path):
+    _, monkeypatch = shading_maven
+    monkeypatch.fail = True
+    with pytest.raises(fetch.FetchError):
+        fetch.fetch_fat_job_server(tmp_path, progress=lambda line: None)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_the_built_fat_jar_holds_the_job_server_and_every_registrar():
+    """Built by Maven (or cached): its main class runs the job server, each services file
+    lists every registrar the launcher's jars list, no signature is left, and the project's
+    job server check reads it as Beam 2.62.0's for Flink 1.19."""
+    try:
+        jar = fetch.fetch_fat_job_server(progress=lambda line: None)
+        launcher = fetch.fetch_job_server(progress=lambda line: None)
+    except fetch.ChecksumError:
+        raise
+    except (OSError, fetch.FetchError) as error:
+        pytest.skip(f"the job server could not be fetched or shaded: {error}")
+    registrar = "META-INF/services/org.apache.beam.sdk.options.PipelineOptionsRegistrar"
+    listed = set()
+    for dependency in (launcher.parent / "lib").glob("*.jar"):
+        with zipfile.ZipFile(dependency) as archive:
+            if registrar in archive.namelist():
+                listed |= registrations(archive.read(registrar))
+    with zipfile.ZipFile(jar) as archive:
+        names = archive.namelist()
+        assert registrations(archive.read(registrar)) == listed and len(listed) > 2
+        manifest = archive.read("META-INF/MANIFEST.MF").decode()
+    assert f"Main-Class: {fetch.JOB_SERVER_MAIN}" in manifest.splitlines()
+    assert fetch.JOB_SERVER_MAIN.replace(".", "/") + ".class" in names
+    assert not [name for name in names if re.match(r"META-INF/[^/]+\.(SF|DSA|RSA)$", name)]
+    assert flink.read_job_server(str(jar)) == flink.JobServer(fetch.JOB_SERVER_BEAM_VERSION, "1.19")
+
+
+def registrations(services_file: bytes) -> set[str]:
+    lines = (line.strip() for line in services_file.decode().splitlines())
+    return {line for line in lines if line and not line.startswith("#")}
