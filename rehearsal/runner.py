@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rehearsal import executor_input as ei
-from rehearsal import filters, kubeflow_backend, podman
+from rehearsal import filters, flink, kubeflow_backend, podman
 from rehearsal.containers import Containers, ImageMissingError, check_image
 from rehearsal.job import CompiledJob, GcsFolder, JobError, Task
 from rehearsal.store import ArtifactStore
@@ -189,10 +189,13 @@ def rehearse(job_file: str, settings: Settings) -> Rehearsal:
     containers = Containers(job_id)
     store = ArtifactStore(settings.store_path, settings.project, settings.region)
     context = _JobContext(job, job_id, logs_dir, settings, store, containers)
-    stand_ins = _stand_ins(settings, containers, order)
+    master = flink.master_host(order)
+    stand_ins = _stand_ins(settings, containers, order, master)
     try:
         with stand_ins:
-            containers.reach(stand_ins.environment())
+            containers.reach(
+                flink.tasks_environment(stand_ins.environment(), master) if master else stand_ins.environment()
+            )
             runs = _run_tasks(context, order)
             # Read while they stand: stopping ends the deployments' model servers.
             training_jobs = stand_ins.jobs.jobs() if stand_ins.jobs else []
@@ -234,18 +237,20 @@ def _image_ids(order: list[Task]) -> dict[str, str]:
     return {name: podman.inspect_image(name)["Id"] for name in names}
 
 
-def _stand_ins(settings: Settings, containers: Containers, order: list[Task]) -> StandIns:
-    """The cloud the tasks reach: endpoints only when a task deploys to one, Kubernetes as Kubeflow."""
-    from rehearsal.cloud.standins import StandIns
+def _stand_ins(settings: Settings, containers: Containers, order: list[Task], master: str | None) -> StandIns:
+    """The cloud the tasks reach: endpoints only when a task deploys to one, Kubernetes as
+    Kubeflow; the proxy also where the workers of the Flink cluster at ``master`` reach it."""
+    from rehearsal.cloud.standins import STAND_INS_FOLDER, StandIns
 
     endpoints = any(_class_path(t) == VERTEX_PUSHER for t in order if t.kind == "container")
     return StandIns(
-        os.path.join(settings.root, "cloud"),
+        os.path.join(settings.root, STAND_INS_FOLDER),
         settings.gcs.folder,
         settings.project,
         launcher=containers,
         serving_python=settings.serving_python if endpoints else None,
         kubernetes=settings.backend == KUBEFLOW,
+        also_listen=((flink.address_toward(master), flink.WORKERS_PROXY_PORT),) if master else (),
     )
 
 

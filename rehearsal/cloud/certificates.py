@@ -21,6 +21,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 # One label under googleapis.com: www., storage., oauth2., <region>-aiplatform.
 HOSTS = ("*.googleapis.com", "googleapis.com")
+# The CA certificate's file in the certificates' folder: what clients trust.
+AUTHORITY_FILE = "ca.pem"
 CA_NAME = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Pipeline rehearsal CA")])
 
 
@@ -102,7 +104,7 @@ def _write_certificates(
     """PEM files: the CA, the proxy's chain (its certificate, then the CA's) and its key (owner only)."""
     pem = serialization.Encoding.PEM
     paths = Certificates(
-        authority=os.path.join(folder, "ca.pem"),
+        authority=os.path.join(folder, AUTHORITY_FILE),
         certificate=os.path.join(folder, "proxy.pem"),
         key=os.path.join(folder, "proxy-key.pem"),
     )

@@ -54,18 +54,23 @@ class Proxy:
         self._handlers: set[asyncio.Task] = set()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
         self._thread: threading.Thread | None = None
         self.port = 0
 
-    def start(self) -> int:
-        """Listens on 127.0.0.1 at a free port, serving in a daemon thread; returns the port."""
-        started = threading.Event()
+    def start(self, also: Sequence[tuple[str, int]] = ()) -> int:
+        """Listens on 127.0.0.1 at a free port, and at each (address, port) of ``also``, serving
+        in a daemon thread; returns the loopback port."""
+        started, failed = threading.Event(), []
         self._loop = asyncio.new_event_loop()
 
         async def serve() -> None:
-            self._server = await asyncio.start_server(self._handle, LOOPBACK, 0, limit=_HEAD_LIMIT)
-            self.port = self._server.sockets[0].getsockname()[1]
+            try:
+                for address, port in ((LOOPBACK, 0), *also):
+                    self._servers.append(await asyncio.start_server(self._handle, address, port, limit=_HEAD_LIMIT))
+                self.port = self._servers[0].sockets[0].getsockname()[1]
+            except OSError as err:
+                failed.append(err)
             started.set()
 
         def run() -> None:
@@ -77,6 +82,8 @@ class Proxy:
         self._thread.start()
         if not started.wait(10):
             raise RuntimeError("the rehearsal's proxy did not start within 10 s")
+        if failed:
+            raise RuntimeError(f"the rehearsal's proxy cannot listen at {also}: {failed[0]}")
         return self.port
 
     def stop(self) -> None:
@@ -84,8 +91,8 @@ class Proxy:
             return
 
         async def close() -> None:
-            if self._server:
-                self._server.close()
+            for server in self._servers:
+                server.close()
             for task in asyncio.all_tasks():
                 if task is not asyncio.current_task():
                     task.cancel()

@@ -11,7 +11,7 @@ from concurrent import futures
 
 import grpc
 
-from rehearsal.cloud.certificates import Certificates, make_certificates
+from rehearsal.cloud.certificates import AUTHORITY_FILE, Certificates, make_certificates
 from rehearsal.cloud.projects import Projects
 from rehearsal.cloud.proxy import Connection, Proxy, Route
 from rehearsal.cloud.storage import StorageServer
@@ -24,8 +24,30 @@ PROJECTS_HOST = "cloudresourcemanager.googleapis.com"
 # read the certificate authorities they trust.
 TRUST_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH")
 LOOPBACK_NAMES = "127.0.0.1,localhost"
-# Under the stand-ins' folder: Vertex AI's models and endpoints, kept from one rehearsal to the next.
+# Under a rehearsal's root: the stand-ins' folder.
+STAND_INS_FOLDER = "cloud"
+# Under the stand-ins' folder: Vertex AI's models and endpoints, kept from one rehearsal to the
+# next; the certificates; the made-up credentials.
 VERTEX_STATE_FILE = "vertex_models.json"
+CERTIFICATES_FOLDER = "tls"
+CREDENTIALS_FILE = "application_default_credentials.json"
+
+
+def environment(folder: str, proxy: str, project: str) -> dict[str, str]:
+    """What a process adds to its environment to reach the stand-ins whose files are in
+    ``folder`` through ``proxy`` instead of Google."""
+    return {
+        **proxy_environment(proxy, os.path.join(folder, CERTIFICATES_FOLDER, AUTHORITY_FILE)),
+        "GOOGLE_APPLICATION_CREDENTIALS": os.path.join(folder, CREDENTIALS_FILE),
+        "GOOGLE_CLOUD_PROJECT": project,
+        # TensorFlow's GCS file system asks the GCE metadata server whether it runs on
+        # Google Compute Engine before reading the credentials file; there is none here.
+        "NO_GCE_CHECK": "true",
+        # gRPC's default (c-ares) resolver asks the system's DNS server for
+        # _grpclb._tcp.<proxy host> SRV records, even for the proxy's numeric address (the
+        # Vertex AI SDK's channels enable those queries); the native resolver does not.
+        "GRPC_DNS_RESOLVER": "native",
+    }
 
 
 def proxy_environment(proxy: str, authority: str) -> dict[str, str]:
@@ -51,6 +73,7 @@ class StandIns:
         launcher=None,
         serving_python: str | None = None,
         kubernetes: bool = False,
+        also_listen: tuple[tuple[str, int], ...] = (),
     ) -> None:
         self.folder = folder
         self.gcs_folder = gcs_folder
@@ -59,6 +82,8 @@ class StandIns:
         self._with_kubernetes = kubernetes  # a Kubeflow cluster's Kubernetes API for TFJobs (with a launcher)
         self.kubernetes = None  # rehearsal.cloud.kubernetes.KubernetesApi, when asked for
         self._serving_python = serving_python
+        # (address, port) where the proxy also listens: for a Flink cluster's SDK workers.
+        self._also_listen = also_listen
         self.storage: StorageServer | None = None
         self.jobs = None  # rehearsal.cloud.jobs.JobService, when replicas can be set up
         self.models = None  # rehearsal.cloud.endpoints.VertexModels, when a serving Python is given
@@ -79,25 +104,14 @@ class StandIns:
 
     def start(self) -> None:
         os.makedirs(self.folder, exist_ok=True)
-        certificates = make_certificates(os.path.join(self.folder, "tls"))
+        certificates = make_certificates(os.path.join(self.folder, CERTIFICATES_FOLDER))
         self.storage = StorageServer(self.gcs_folder)
         storage_port = self.storage.start()
         grpc_port, rest_port = self._start_vertex_services()
         kubeconfig = self._start_kubernetes()
         proxy = self._start_proxy(certificates, storage_port, grpc_port, rest_port)
-        self._env = {
-            **proxy_environment(proxy, certificates.authority),
-            "GOOGLE_APPLICATION_CREDENTIALS": self._write_credentials(),
-            "GOOGLE_CLOUD_PROJECT": self.project,
-            # TensorFlow's GCS file system asks the GCE metadata server whether it runs on
-            # Google Compute Engine before reading the credentials file; there is none here.
-            "NO_GCE_CHECK": "true",
-            # gRPC's default (c-ares) resolver asks the system's DNS server for
-            # _grpclb._tcp.<proxy host> SRV records, even for the proxy's numeric address (the
-            # Vertex AI SDK's channels enable those queries); the native resolver does not.
-            "GRPC_DNS_RESOLVER": "native",
-            **kubeconfig,
-        }
+        self._write_credentials()
+        self._env = {**environment(self.folder, proxy, self.project), **kubeconfig}
 
     def _start_vertex_services(self) -> tuple[int, int | None]:
         """The gRPC server (project lookup, and JobService and the model services when asked for)
@@ -141,11 +155,11 @@ class StandIns:
         routes.append(Route(VERTEX_HOSTS, http1=rest_port, h2=grpc_port))
         routes.append(Route(PROJECTS_HOST, h2=grpc_port))
         self._proxy = Proxy(routes, certificates)
-        return f"http://127.0.0.1:{self._proxy.start()}"
+        return f"http://127.0.0.1:{self._proxy.start(self._also_listen)}"
 
     def _write_credentials(self) -> str:
         """An ``authorized_user`` file whose refresh token the token endpoint exchanges: its path."""
-        credentials = os.path.join(self.folder, "application_default_credentials.json")
+        credentials = os.path.join(self.folder, CREDENTIALS_FILE)
         with open(credentials, "w") as f:
             json.dump(
                 {
