@@ -40,6 +40,7 @@ JOBMANAGER = "jobmanager"
 ANY_ADDRESS = "0.0.0.0"
 STARTUP_SECONDS = 180
 TASKMANAGER_MEMORY, TASKMANAGER_NETWORK_MEMORY, SORT_SHUFFLE_BUFFERS = "3g", "768m", 64
+TASK_OFF_HEAP_MEMORY, MANAGED_MEMORY = "512m", "512m"
 RESTART_ATTEMPTS = 3
 
 
@@ -152,6 +153,12 @@ def flink_settings(cluster: Cluster, host: network.Host) -> dict[str, object]:
         "taskmanager.memory.network.min": TASKMANAGER_NETWORK_MEMORY,
         "taskmanager.memory.network.max": TASKMANAGER_NETWORK_MEMORY,
         "taskmanager.network.sort-shuffle.min-buffers": SORT_SHUFFLE_BUFFERS,
+        # The portable runner's gRPC channels to the SDK workers take direct buffers from the
+        # task's off-heap budget (0 by default: "Direct buffer memory" at 1.5M rows); Beam's
+        # batch operators spill to managed memory, whose default 40% of the process took the
+        # room for both.
+        "taskmanager.memory.task.off-heap.size": TASK_OFF_HEAP_MEMORY,
+        "taskmanager.memory.managed.size": MANAGED_MEMORY,
     }
 
 
