@@ -120,12 +120,15 @@ setup: $(STAMP)
 # Debian packages the project needs: Chromium, for the run report's browser test
 # (tests/report/test_browser.py); strace, which records every connection a
 # rehearsal makes (tests/rehearsal/test_vertex_services.py); podman, runc and
-# debootstrap, which build the image and run the rehearsal's containers. Installed with
-# apt-get as root (or through sudo); where neither works, the tests that need them are
-# skipped and say why, and `make image` fails naming podman.
-DEBIAN_PACKAGES := chromium strace podman runc debootstrap
+# debootstrap, which build the image and run the rehearsal's containers; Java 17 and
+# Maven, which run the Flink cluster and resolve Beam's job server (flink_cluster/). Each
+# as COMMAND:PACKAGE where they differ. Installed with apt-get as root (or through sudo);
+# where neither works, the tests that need them are skipped and say why, and `make image`
+# fails naming podman.
+SYSTEM_TOOLS := chromium strace podman runc debootstrap java:openjdk-17-jre-headless mvn:maven
 system-tools:
-	@missing=; for p in $(DEBIAN_PACKAGES); do PATH="$$PATH:/usr/sbin:/sbin" command -v $$p >/dev/null || missing="$$missing $$p"; done; \
+	@missing=; for tool in $(SYSTEM_TOOLS); do PATH="$$PATH:/usr/sbin:/sbin" command -v $${tool%%:*} >/dev/null \
+		|| missing="$$missing $${tool#*:}"; done; \
 	[ -z "$$missing" ] || { \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; else \
 			echo "not installed (not root, no sudo):$$missing; the tests that need them will be skipped"; exit 0; fi; \
