@@ -87,19 +87,18 @@ def kill_when_running(flink: cluster.Cluster, host: network.Host, process: subpr
 @pytest.fixture(scope="module", params=PROBLEMS)
 def runs(request, flink, job_server_jar, tmp_path_factory) -> tuple[Run, Run]:
     """The DirectRunner's run and the Flink cluster's, of one problem, each in a fresh root
-    on the cluster's shared storage."""
+    on the cluster's shared storage, run side by side (the Flink run waits on its jobs'
+    submissions most of its time)."""
     problem = request.param
-    root = tmp_path_factory.mktemp(f"{problem}-direct")
-    started = int(time.time() * 1000)
-    direct = finished(problem, start(local_runner(problem, root)), root, started)
-    root = tmp_path_factory.mktemp(f"{problem}-flink")
+    direct_root, flink_root = (tmp_path_factory.mktemp(f"{problem}-{where}") for where in ("direct", "flink"))
     flags = ["--flink-master", flink.master, "--flink-parallelism", str(flink.parallelism)]
     flags += ["--flink-job-server-jar", str(job_server_jar), "--flink-sdk-image", flink.image]
     started = int(time.time() * 1000)
-    process = start(local_runner(problem, root, *flags))
+    direct = start(local_runner(problem, direct_root))
+    process = start(local_runner(problem, flink_root, *flags))
     if PROBLEMS[problem]:
         kill_when_running(flink, flink.taskmanagers[-1], process, started)
-    return direct, finished(problem, process, root, started)
+    return finished(problem, direct, direct_root, started), finished(problem, process, flink_root, started)
 
 
 def test_a_lost_taskmanager_was_recovered_from(flink, runs):
