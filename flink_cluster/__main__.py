@@ -12,6 +12,7 @@ python -m flink_cluster fat-job-server-jar   # the job server as one jar (built 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -34,12 +35,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--prefix", default="flink", help="names the namespaces, links and containers")
     parser.add_argument("--subnet", default="10.89.7.0/24", help="the hosts' addresses (default %(default)s)")
+    parser.add_argument(
+        "--rehearsal-root",
+        metavar="DIR",
+        help="the SDK workers reach the stand-in Cloud Storage of the rehearsals kept in DIR (kubeflow_runner.py "
+        "--rehearse --rehearsal-root, on the shared storage) as the rehearsed tasks do",
+    )
     return parser.parse_args(argv)
 
 
 def make_cluster(args: argparse.Namespace) -> cluster.Cluster:
     shared = tuple(str(Path(path).resolve()) for path in args.shared) if args.shared else cluster.default_shared()
-    return cluster.Cluster(network.Network(args.prefix, args.subnet), image=args.image, shared=shared)
+    spec = cluster.Cluster(network.Network(args.prefix, args.subnet), image=args.image, shared=shared)
+    if args.rehearsal_root:
+        from rehearsal import flink  # the stand-ins' clients: only when asked for
+
+        reach = flink.workers_environment(args.rehearsal_root, spec.network.gateway)
+        spec = dataclasses.replace(spec, sidecar_env=tuple(reach.items()))
+    return spec
 
 
 def describe(spec: cluster.Cluster) -> str:

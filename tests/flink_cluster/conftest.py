@@ -34,11 +34,19 @@ def unused_network() -> network.Network:
 
 
 @pytest.fixture(scope="module")
-def flink(job_server_jar, rehearsal_image, tmp_path_factory) -> cluster.Cluster:
+def cluster_settings():
+    """Settings of the module's cluster given its network, beyond the defaults (a test
+    module may give its own)."""
+    return lambda network: {}
+
+
+@pytest.fixture(scope="module")
+def flink(job_server_jar, rehearsal_image, cluster_settings, tmp_path_factory) -> cluster.Cluster:
     spec = cluster.Cluster(image=rehearsal_image, state_dir=tmp_path_factory.mktemp("flink"))
     if why := cluster.missing_requirements(spec):
         pytest.skip(why)
-    spec = dataclasses.replace(spec, network=unused_network())
+    hosts = unused_network()
+    spec = dataclasses.replace(spec, network=hosts, **cluster_settings(hosts))
     cluster.up(spec, progress=lambda line: None)
     yield spec
     cluster.down(spec)
