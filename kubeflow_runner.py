@@ -116,9 +116,9 @@ def validate(args: argparse.Namespace) -> None:
             require("--region", args.region, why)
     check_kubeflow_flags(args, for_open_source_kubeflow(args), pushes_to_vertex(args))
     check_dataflow_flags(args)
-    check_compiled_job_flink_flags(args)
     if args.dataflow and args.flink_master:
         raise SettingsError("give --dataflow or --flink-master, not both: the Beam components run on one engine")
+    check_compiled_job_flink_flags(args)
     check_training_flags(args)
     check_push_flags(args)
     check_submission_values(args)

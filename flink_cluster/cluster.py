@@ -64,6 +64,8 @@ class Cluster:
     state_dir: Path | None = None
     flink_home: Path = dataclasses.field(default_factory=fetch.flink_home)
     slots_per_taskmanager: int = 2
+    # Variables the sidecars' worker pool, so every SDK worker, runs with: (name, value) pairs.
+    sidecar_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def state(self) -> Path:
@@ -225,6 +227,7 @@ def sidecar_command(cluster: Cluster, host: network.Host) -> list[str]:
     """``podman run`` of Beam's SDK worker pool in ``host``'s network namespace, with the
     shared directories at their own paths."""
     mounts = [arg for path in cluster.shared for arg in ("--volume", f"{path}:{path}")]
+    env = [arg for key, value in cluster.sidecar_env for arg in ("--env", f"{key}={value}")]
     return [
         "run",
         "--detach",
@@ -235,6 +238,7 @@ def sidecar_command(cluster: Cluster, host: network.Host) -> list[str]:
         "--network",
         f"ns:/run/netns/{host.namespace}",
         *mounts,
+        *env,
         "--tmpfs",
         BOOT_STAGING,
         "--entrypoint",

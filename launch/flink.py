@@ -41,7 +41,12 @@ def add_flink_flags(parser: argparse.ArgumentParser) -> None:
         help="Run ExampleGen, StatisticsGen, Transform and the Evaluator on this Flink session cluster "
         "(its JobManager's REST address) instead of in this process or the task's container.",
     )
-    flink.add_argument("--flink-parallelism", type=int, help="Parallelism of each Beam job (default: the cluster's).")
+    flink.add_argument(
+        "--flink-parallelism",
+        type=int,
+        help="Parallelism of each Beam job (default: the cluster's; a compiled job, whose jobs run as jars "
+        "through the cluster's REST API, must give it).",
+    )
     flink.add_argument(
         "--flink-job-server-jar",
         metavar="PATH_OR_URL",
@@ -120,7 +125,9 @@ def flink_args(args: argparse.Namespace, image: str = LOCAL_IMAGE) -> tuple[str,
 
 
 def check_compiled_job_flink_flags(args: argparse.Namespace) -> None:
-    """A compiled job's tasks read the job server jar from Cloud Storage or the web, not this disk."""
+    """A compiled job's tasks read the job server jar from Cloud Storage or the web, not this
+    disk; the jars they submit through the cluster's REST API run at Flink's parallelism of a
+    jar run, 1, not the cluster's default, unless the job names one."""
     jar = args.flink_job_server_jar
     if jar and "://" not in jar:
         raise SettingsError(
@@ -128,6 +135,11 @@ def check_compiled_job_flink_flags(args: argparse.Namespace) -> None:
             "give a gs:// or https:// URL, or leave it out for Beam's own from Maven Central"
         )
     check_flink_flags(args)
+    if args.flink_master and not args.flink_job_endpoint and args.flink_parallelism is None:
+        raise SettingsError(
+            "--flink-master needs --flink-parallelism in a compiled job: its Beam jobs are submitted as jars "
+            "through the cluster's REST API, which runs them on one slot otherwise"
+        )
 
 
 def compiled_job_flink_args(args: argparse.Namespace) -> tuple[str, ...]:

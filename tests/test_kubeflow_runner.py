@@ -91,6 +91,7 @@ def test_flink_arguments_reach_every_beam_component(tmp_path):
     [
         (["--dataflow", "--dataflow-temp-location", "gs://b/tmp", "--flink-master", "jm:8081"], "not both"),
         (["--flink-master", "jm:8081", "--flink-job-server-jar", "/tmp/js.jar"], "cannot read this machine's disk"),
+        (["--flink-master", "jm:8081"], "needs --flink-parallelism"),
     ],
 )
 def test_flink_flags_a_compiled_job_cannot_use_are_refused(tmp_path, capsys, flags, named):

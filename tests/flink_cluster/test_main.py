@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
-import pytest
-
 from flink_cluster import __main__ as cli
 from flink_cluster import cluster
 
@@ -37,10 +33,6 @@ def test_job_server_jar_prints_the_launchers_path(capsys):
     assert capsys.readouterr().out.strip().endswith("beam-runners-flink-1.19-job-server-2.62.0.jar")
 
 
-@pytest.mark.skipif(
-    "sidecar_env" not in {field.name for field in dataclasses.fields(cluster.Cluster)},
-    reason="flink_cluster.cluster.Cluster starts its sidecars with no variables of the caller's (sidecar_env)",
-)
 def test_a_rehearsal_root_sends_the_workers_to_its_stand_ins_at_the_gateway(tmp_path):
     spec = cli.make_cluster(cli.parse_args(["up", "--subnet", "10.89.9.0/24", "--rehearsal-root", str(tmp_path)]))
     env = dict(spec.sidecar_env)

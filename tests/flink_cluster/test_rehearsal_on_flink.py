@@ -7,7 +7,6 @@ gateway, started with the variables ``python -m flink_cluster up --rehearsal-roo
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import json
 import re
@@ -22,13 +21,7 @@ from tests.support.problems import SHIPPED_DIRS
 from tests.support.rehearsals import BUCKET, local_uri, rehearsal_argv
 from tests.support.runs import SMALL_RUN
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        "sidecar_env" not in {field.name for field in dataclasses.fields(cluster.Cluster)},
-        reason="flink_cluster.cluster.Cluster starts its sidecars with no variables of the caller's (sidecar_env)",
-    ),
-]
+pytestmark = pytest.mark.slow
 
 BEAM_COMPONENTS = ("CsvExampleGen", "StatisticsGen", "Transform", "Evaluator")
 
