@@ -39,7 +39,7 @@ BOOT_STAGING = "/tmp/staged"
 JOBMANAGER = "jobmanager"
 ANY_ADDRESS = "0.0.0.0"
 STARTUP_SECONDS = 180
-TASKMANAGER_MEMORY, TASKMANAGER_NETWORK_MEMORY, SORT_SHUFFLE_BUFFERS = "3g", "768m", 64
+TASKMANAGER_MEMORY, TASKMANAGER_NETWORK_MEMORY, SORT_SHUFFLE_BUFFERS = "4g", "768m", 64
 TASK_OFF_HEAP_MEMORY, MANAGED_MEMORY = "512m", "512m"
 RESTART_ATTEMPTS = 3
 
@@ -161,6 +161,10 @@ def flink_settings(cluster: Cluster, host: network.Host) -> dict[str, object]:
         # room for both.
         "taskmanager.memory.task.off-heap.size": TASK_OFF_HEAP_MEMORY,
         "taskmanager.memory.managed.size": MANAGED_MEMORY,
+        # An error no task catches (the heap running out in a gRPC thread of the portable
+        # runner) ends the TaskManager, whose tasks the restart strategy then moves, rather
+        # than leaving its job waiting forever on the thread that died.
+        "cluster.uncaught-exception-handling": "FAIL",
     }
 
 
