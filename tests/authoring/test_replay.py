@@ -100,8 +100,10 @@ threshold = 0.6
     assert (tmp_path / "out" / "spans" / "span-1" / "data.csv").read_text().splitlines()[0] == ",".join(header)
 
 
-# Replayed runs: the fifth is the first whose window (four spans) is full; two more after it.
-RUNS_WINDOW_FULL, RUNS = 5, 7
+# Replayed runs with a window of two spans: the third is the first whose window is full; two
+# more after it. (The shipped window of four would need seven runs for the same.)
+WINDOW = 2
+RUNS_WINDOW_FULL, RUNS = WINDOW + 1, WINDOW + 3
 # What the policy keeps for every push (runs/prune.py): the model, its blessing, the copy pushed.
 PUSHED = ("Trainer/model", "Evaluator/blessing", "Pusher")
 
@@ -112,8 +114,8 @@ def _bytes(root: Path) -> int:
 
 @pytest.mark.slow
 def test_replayed_runs_keep_disk_use_bounded_and_a_cached_rerun_works(tmp_path, capsys):
-    """Seven two-month spans of the taxi data, one run each, pruned to the last 2 runs after
-    each: from the fifth run on (the window holds four spans) the pipeline root stops growing
+    """Five two-month spans of the taxi data, one run each, pruned to the last 2 runs after
+    each: from the third run on (the window holds two spans) the pipeline root stops growing
     but for what every push keeps; then a rerun on the same data reuses the cached components
     of the pruned store."""
     from local_runner import main as run_locally
@@ -123,6 +125,7 @@ def test_replayed_runs_keep_disk_use_bounded_and_a_cached_rerun_works(tmp_path, 
     root = out / "pipelines" / "taxi-big-tipper"
     # Short and cheap runs: what is tested is what they leave behind.
     quick = ["--train-steps", "10", "--transform-tf1-graph", "--no-report", "--accept-drift"]
+    quick += ["--window-spans", str(WINDOW)]
     runner_flags = ["--keep-runs", "2", "--enable-cache", *quick]
     runner_flags += ["--blessing-threshold", "0.5"]  # blessed and pushed whenever no worse than the champion
 
@@ -133,15 +136,15 @@ def test_replayed_runs_keep_disk_use_bounded_and_a_cached_rerun_works(tmp_path, 
         assert replay.main(args, run=run_locally) == 0
         return _bytes(root) - sum(_bytes(root / kept) for kept in PUSHED)
 
-    after_five = replay_until(RUNS_WINDOW_FULL)
+    after_full = replay_until(RUNS_WINDOW_FULL)
     after_all = replay_until(RUNS)
     entries = history.read(history.history_path(str(out), "taxi-big-tipper"))
     assert [entry.span for entry in entries] == list(range(1, RUNS + 1))
-    assert entries[-1].window == f"{RUNS - 3}-{RUNS}"
+    assert entries[-1].window == f"{RUNS - WINDOW + 1}-{RUNS}"
     assert any("warm-started" in (entry.warm_start or "") for entry in entries)
-    # Bounded: the last run's artifacts take no more room than the fifth's did, give or take
-    # the spans' sizes (spans differ in rows; the window holds four of them) ...
-    assert after_all < 1.5 * after_five, (after_five, after_all)
+    # Bounded: the last run's artifacts take no more room than the third's did, give or take
+    # the spans' sizes (spans differ in rows: spans 2-3 hold 1,407, spans 4-5 1,567) ...
+    assert after_all < 1.5 * after_full, (after_full, after_all)
     # ... but for what every push keeps: one model per push, and the last 2 runs' models.
     # (How many runs beat their champion is the short trainings' noise: one, or several.)
     pushes = sum(entry.pushed for entry in entries)
