@@ -193,9 +193,7 @@ def rehearse(job_file: str, settings: Settings) -> Rehearsal:
     stand_ins = _stand_ins(settings, containers, order, master)
     try:
         with stand_ins:
-            containers.reach(
-                flink.tasks_environment(stand_ins.environment(), master) if master else stand_ins.environment()
-            )
+            containers.reach(flink.tasks_environment(stand_ins.environment(), master))
             runs = _run_tasks(context, order)
             # Read while they stand: stopping ends the deployments' model servers.
             training_jobs = stand_ins.jobs.jobs() if stand_ins.jobs else []
