@@ -11,6 +11,17 @@ import pytest
 from flink_cluster import cluster, fetch, network
 
 
+@pytest.fixture(autouse=True)
+def beams_own_pickles(monkeypatch):
+    """Pipelines this process hands the cluster pickle in Beam's own form, the one its SDK
+    workers read: a test run earlier in the same process may have set the local runs' form
+    (``runtime.start.before_pickles``, as ``local_runner.py`` does for a run on this machine)."""
+    from runtime.speedups import pickle_codec
+
+    for beam_pickler in pickle_codec.BEAM_PICKLERS:
+        monkeypatch.setattr(beam_pickler, "bz2", pickle_codec.BEAM_COMPRESSOR)
+
+
 @pytest.fixture(scope="module")
 def job_server_jar():
     """Flink's and Beam's parts, fetched unless cached (skipped when they cannot be fetched,
