@@ -17,6 +17,8 @@ PYTEST_ARGS ?=
 # per worker at a time so that a file's fixtures run once; PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= auto
 PYTEST := $(PY) -m pytest -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadfile --no-loadscope-reorder
+# The whole suite ends with its longest tests, so that a run's output (CI's included) says where its time went.
+SLOWEST := --durations=25
 BENCH_ARGS ?=
 REHEARSE_ARGS ?=
 # TensorFlow of Vertex AI's tf2-cpu.2-15 serving image, in its own environment: the
@@ -51,7 +53,7 @@ run: $(STAMP)
 
 test: $(STAMP) $(SERVING_STAMP) system-tools
 	@$(MAKE) --no-print-directory test-image
-	$(PYTEST) $(PYTEST_ARGS)
+	$(PYTEST) $(SLOWEST) $(PYTEST_ARGS)
 
 # Everything but the end-to-end pipeline runs.
 test-fast: $(STAMP) $(SERVING_STAMP) system-tools
