@@ -1,6 +1,10 @@
 """A stand-in for Vertex AI's JobService (custom jobs): each worker pool's replicas run as local
 processes (in fresh containers, through a ``ReplicaLauncher``) with the environment Vertex gives
 them, and the job ends as Vertex ends it.
+
+GetCustomJob is a long poll: an answer may come at any moment, so it comes when the job ends
+(or after ``LONG_POLL_SECONDS``, or just before the request's deadline). TFX's client asks once
+right after submitting and sleeps 30 s between later asks: with the long poll it never sleeps.
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ from rehearsal.logs import log_tail
 
 SERVICE = "google.cloud.aiplatform.v1.JobService"
 POLL_SECONDS = 0.1
+# The longest a GetCustomJob waits for its job to end; the margin it leaves a request's deadline.
+LONG_POLL_SECONDS = 600.0
+DEADLINE_MARGIN_SECONDS = 0.2
 STOP_GRACE_SECONDS = 10.0
 LOG_TAIL_LINES = 20
 LOCAL_HOSTS = ("127.0.0.1", "localhost")
@@ -115,6 +122,7 @@ class _Job:
     not_rehearsed: tuple[str, ...]
     processes: list[_Process] = dataclasses.field(default_factory=list)
     cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
+    ended: threading.Event = dataclasses.field(default_factory=threading.Event)  # set in a final state
     cancel_reason: str = "Cancelled by CancelCustomJob"
     thread: threading.Thread | None = None
 
@@ -180,8 +188,12 @@ class JobService:
             return _copy(proto)
 
     def _get(self, request: GetCustomJobRequest, context: grpc.ServicerContext) -> CustomJob:
+        """The job once it has ended, or as it is when the long poll's time is up."""
         with self._lock:
-            return _copy(self._find(request.name, context).proto)
+            job = self._find(request.name, context)
+        job.ended.wait(_hold_seconds(context.time_remaining()))
+        with self._lock:
+            return _copy(job.proto)
 
     def _cancel(self, request: CancelCustomJobRequest, context: grpc.ServicerContext) -> empty_pb2.Empty:
         with self._lock:
@@ -369,16 +381,24 @@ def _signal_group(popen: subprocess.Popen, sig: signal.Signals) -> None:
         os.killpg(popen.pid, sig)  # start_new_session made the replica its group's leader
 
 
+def _hold_seconds(time_remaining: float | None) -> float:
+    """How long a GetCustomJob may wait for its job to end, given its deadline's distance."""
+    if time_remaining is None:
+        return LONG_POLL_SECONDS
+    return max(0.0, min(LONG_POLL_SECONDS, time_remaining - DEADLINE_MARGIN_SECONDS))
+
+
 def _set_state(job: _Job, state: JobState, error: status_pb2.Status | None = None) -> None:
     now = datetime.datetime.now(datetime.UTC)
     job.proto.state = state
     job.proto.update_time = now
     if state == JobState.JOB_STATE_RUNNING:
         job.proto.start_time = now
-    if state in FINAL_STATES:
-        job.proto.end_time = now
     if error is not None:
         job.proto.error = error
+    if state in FINAL_STATES:
+        job.proto.end_time = now
+        job.ended.set()
 
 
 def free_ports(count: int) -> list[int]:

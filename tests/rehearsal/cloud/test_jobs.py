@@ -38,7 +38,7 @@ class Setup:
     """A ReplicaLauncher of local processes: a fresh home (also the working directory) per
     replica, proxy variables as a caller's environment has them, and whatever a test adds in
     ``extra``. (The rehearsal's launcher runs each replica in a container of the pool's image:
-    tests/rehearsal/test_vertex_services.py.)"""
+    tests/rehearsal/test_rehearsal_end_to_end.py.)"""
 
     def __init__(self, root) -> None:
         self.root, self.extra, self.replicas, self.images, self.removed = root, {}, [], [], []
@@ -105,9 +105,14 @@ def _submit(client: JobServiceClient, pools: list[dict], output: str = "", **job
     return client.create_custom_job(parent=PARENT, custom_job={"display_name": "rehearsed", "job_spec": spec, **job})
 
 
+# A deadline for the GetCustomJobs that want the job as it is now (without one, the long poll
+# answers when the job ends).
+ASK_SECONDS = 1.0
+
+
 def _wait(client: JobServiceClient, name: str, *states: JobState, timeout: float = 30.0):
     deadline = time.monotonic() + timeout
-    while (job := client.get_custom_job(name=name)).state not in states:
+    while (job := client.get_custom_job(name=name, timeout=ASK_SECONDS)).state not in states:
         assert time.monotonic() < deadline, f"{name} still {job.state.name}, expected {states}: {job.error.message}"
         time.sleep(0.05)
     return job
@@ -175,7 +180,7 @@ def test_a_chief_and_workers_run_with_vertex_environment_until_the_chief_succeed
         Replica(1, 1, "workerpool1-replica-1", job_id),
     ]
     assert setup.images == [IMAGE] * 3  # each replica in its pool's container_spec.image_uri
-    assert client.get_custom_job(name=created.name).state == JobState.JOB_STATE_RUNNING  # the chief still runs
+    assert client.get_custom_job(name=created.name, timeout=ASK_SECONDS).state == JobState.JOB_STATE_RUNNING
 
     (tmp_path / "go").touch()
     done = _wait(client, created.name, JobState.JOB_STATE_SUCCEEDED)
@@ -262,7 +267,7 @@ def test_cancelling_terminates_the_replicas(client, service):
     created = _submit(client, [_pool(SLEEP), _pool(SLEEP, replicas=2)])
     _wait(client, created.name, JobState.JOB_STATE_RUNNING)
     client.cancel_custom_job(name=created.name)
-    assert client.get_custom_job(name=created.name).state in (
+    assert client.get_custom_job(name=created.name, timeout=ASK_SECONDS).state in (
         JobState.JOB_STATE_CANCELLING,
         JobState.JOB_STATE_CANCELLED,
     )
@@ -281,6 +286,18 @@ def test_stopping_the_service_cancels_what_still_runs(client, service):
     record = _record(service, created.name)
     assert (record.state, record.error) == ("JOB_STATE_CANCELLED", "Stopped with the rehearsal's JobService")
     assert [(r.exit_code, r.stopped) for r in record.replicas] == [(-15, True)]
+
+
+def test_getting_a_job_is_a_long_poll_answered_when_it_ends_or_before_the_deadline(client):
+    """One GetCustomJob without a deadline, right after the job is created, answers with its
+    end; with a deadline, it answers before it with the job as it is."""
+    short = _submit(client, [_pool("import time; time.sleep(0.5)")])
+    assert client.get_custom_job(name=short.name).state == JobState.JOB_STATE_SUCCEEDED
+    going = _submit(client, [_pool(SLEEP)])
+    assert client.get_custom_job(name=going.name, timeout=ASK_SECONDS).state in (
+        JobState.JOB_STATE_PENDING,
+        JobState.JOB_STATE_RUNNING,
+    )
 
 
 def test_unknown_jobs_and_malformed_requests_are_refused(client):
@@ -328,16 +345,25 @@ def fake_python(tmp_path, setup) -> str:
     return str(script)
 
 
-def _start_tfx_training(monkeypatch, address: str) -> None:
+def _start_tfx_training(monkeypatch, address: str, asked: list[str] | None = None) -> None:
     """TFX's Vertex Trainer path (runner.start_cloud_training, VertexJobClient) as its executor
-    calls it, with the gapic client pointed at the service and polling every 50 ms, not 30 s."""
+    calls it, with the gapic client pointed at the service and, should it poll again, polling
+    every 50 ms, not 30 s; each state its GetCustomJobs answered is added to ``asked``."""
     from tfx.extensions.google_cloud_ai_platform import runner, training_clients
     from tfx.types import standard_artifacts
 
     def create_client(self) -> None:
         self._client = JobServiceClient(transport=JobServiceGrpcTransport(channel=grpc.insecure_channel(address)))
 
+    get_job = training_clients.VertexJobClient.get_job
+
+    def counted_get_job(self):
+        job = get_job(self)
+        (asked if asked is not None else []).append(job.state.name)
+        return job
+
     monkeypatch.setattr(training_clients.VertexJobClient, "create_client", create_client)
+    monkeypatch.setattr(training_clients.VertexJobClient, "get_job", counted_get_job)
     monkeypatch.setattr(runner, "_POLLING_INTERVAL_IN_SECONDS", 0.05)
     examples = standard_artifacts.Examples()
     examples.uri = "gs://bucket/examples"
@@ -358,7 +384,11 @@ def _start_tfx_training(monkeypatch, address: str) -> None:
 
 
 def test_tfx_vertex_trainer_job_runs_through_the_service(monkeypatch, address, service, fake_python, tmp_path):
-    _start_tfx_training(monkeypatch, address)  # returns once the job SUCCEEDED
+    asked = []
+    _start_tfx_training(monkeypatch, address, asked)  # returns once the job SUCCEEDED
+    # TFX asked once, right after submitting: the long poll answered with the job's end, so
+    # its loop never slept (30 s a poll).
+    assert asked == ["JOB_STATE_SUCCEEDED"]
     (record,) = service.jobs()
     assert record.state == "JOB_STATE_SUCCEEDED" and record.name.startswith(f"{PARENT}/customJobs/")
     assert record.display_name.startswith("tfx_")
