@@ -203,38 +203,6 @@ def test_a_rerun_with_nothing_changed_starts_no_tfx_until_something_changes(cach
 
 
 @pytest.mark.slow
-def test_anomalies_stop_the_run_before_transform_and_a_fixed_rerun_succeeds(
-    cached_runs, sample_dir, tmp_path_factory, capsys
-):
-    cached_root, _, _ = cached_runs
-    # A curated schema: the one the earlier run imported (the taxi problem's contract).
-    (schema_path,) = glob.glob(
-        os.path.join(cached_root, "pipelines", "*", "ImportSchemaGen", "schema", "*", "schema.pbtxt")
-    )
-
-    def plant(row, i):
-        return {**row, "payment_type": "Bitcoin"} if i % 10 == 0 else row
-
-    bad_dir = write_sample(
-        tmp_path_factory.mktemp("bad_e2e"), SAMPLE_ROWS, every=EMBEDDED_ROWS // SAMPLE_ROWS, edit=plant
-    )
-    output_root = str(tmp_path_factory.mktemp("anomalous"))
-    common = ["--output-root", output_root, "--schema-path", schema_path, *SMALL_RUN]
-
-    assert local_runner.main(["--data-root", str(bad_dir), *common]) == 1
-    err = capsys.readouterr().err
-    assert "feature 'payment_type'" in err and "Bitcoin" in err and "FAILED" in err
-    stopped = _summary(output_root)
-    states = {c.node_id: c.state for c in stopped.components}
-    assert states["AnomalyGate"] == "FAILED"
-    assert "Transform" not in states and "Trainer" not in states and stopped.pushed_to is None
-
-    assert local_runner.main(["--data-root", str(sample_dir), *common]) == 0
-    fixed = _summary(output_root)
-    assert fixed.run_id != stopped.run_id and fixed.blessed and fixed.pushed_to
-
-
-@pytest.mark.slow
 def test_a_contract_given_with_schema_path_stops_absurd_fares_that_once_were_pushed(tmp_path, capsys):
     """10% of fares at -1,000,000,000 used to be trained on, blessed and pushed."""
     bad = write_sample(
@@ -278,49 +246,11 @@ def test_a_second_run_on_the_same_output_root_is_refused_at_once(tmp_path, capsy
     assert not os.path.exists(config.metadata_path)  # refused before touching the store
 
 
-@pytest.mark.slow
-def test_drift_from_the_blessed_run_stops_the_next_run_until_it_is_accepted(tmp_path, capsys):
-    def sample(name: str, edit=None):
-        data = write_sample(tmp_path / name, SAMPLE_ROWS, every=EMBEDDED_ROWS // SAMPLE_ROWS, edit=edit)
-        shutil.copy(os.path.join(DEFAULT_PROBLEM_DIR, CONTRACT_FILE), data / CONTRACT_FILE)
-        return str(data)
-
-    clean = sample("clean")
-
-    def cents(row, i):
-        # Fares and tips alike (the label, their ratio, stays learnable): only drift shows it.
-        return {**row, "fare": f"{float(row['fare']) * 100:.2f}", "tips": f"{float(row['tips']) * 100:.2f}"}
-
-    in_cents = sample("cents", cents)
-    output_root = str(tmp_path / "out")
-    common = ["--output-root", output_root, "--enable-cache", *SMALL_RUN]
-    assert local_runner.main(["--data-root", clean, *common]) == 0
-    first = _summary(output_root)
-    assert first.blessed and first.drift["baseline"] is None
-    pushed = sorted(os.listdir(os.path.dirname(first.pushed_to)))
-
-    assert local_runner.main(["--data-root", in_cents, *common]) == 1
-    err = capsys.readouterr().err
-    assert "DataDriftError" in err and "[train] feature 'fare': Jensen-Shannon divergence" in err
-    assert "[eval] feature 'fare': Jensen-Shannon divergence" in err
-    assert "--accept-drift" in err and "payment_type" not in err
-    stopped = _summary(output_root)
-    states = {c.node_id: c.state for c in stopped.components}
-    assert states["AnomalyGate"] == "complete" and states["DriftGate"] == "FAILED" and "Transform" not in states
-    assert sorted(os.listdir(os.path.dirname(first.pushed_to))) == pushed
-
-    assert local_runner.main(["--data-root", in_cents, *common, "--accept-drift"]) == 0
-    out = capsys.readouterr().out
-    assert "Drift: ACCEPTED with --accept-drift: [eval] fare Jensen-Shannon divergence" in out
-    accepted = _summary(output_root)
-    assert accepted.drift["accepted"] and {c.node_id: c.state for c in accepted.components}["Transform"] == "complete"
-
-
-@pytest.mark.slow
-def test_a_run_killed_in_the_middle_of_a_component_completes_when_run_again(sample_dir, tmp_path):
-    """SIGKILL while Transform runs; the same command then reuses what finished, runs
-    Transform again into a new artifact (the half-written one is never read), completes."""
-    output_root = str(tmp_path / "out")
+@pytest.fixture(scope="module")
+def killed_and_rerun(sample_dir, tmp_path_factory):
+    """SIGKILL while Transform runs, then the same command again (with caching): the output
+    root, the killed run's summary, the rerun's, and the Transform outputs left then."""
+    output_root = str(tmp_path_factory.mktemp("killed"))
     argv = ["--data-root", str(sample_dir), "--output-root", output_root, "--enable-cache", *SMALL_RUN]
     process = subprocess.Popen(
         [sys.executable, "local_runner.py", *argv],
@@ -339,17 +269,55 @@ def test_a_run_killed_in_the_middle_of_a_component_completes_when_run_again(samp
     process.kill()
     assert process.wait(timeout=120) == -signal.SIGKILL
     killed = _summary(output_root)
-    assert {c.node_id: c.state for c in killed.components}["Transform"] == "running"
-
     assert local_runner.main(argv) == 0
-    rerun = _summary(output_root)
+    transform_runs = glob.glob(os.path.join(output_root, "pipelines", "*", "Transform", "transform_graph", "*"))
+    return output_root, killed, _summary(output_root), transform_runs
+
+
+@pytest.mark.slow
+def test_a_run_killed_in_the_middle_of_a_component_completes_when_run_again(killed_and_rerun):
+    """SIGKILL while Transform runs; the same command then reuses what finished, runs
+    Transform again into a new artifact (the half-written one is never read), completes."""
+    _, killed, rerun, transform_runs = killed_and_rerun
+    assert {c.node_id: c.state for c in killed.components}["Transform"] == "running"
     states = {c.node_id: c.state for c in rerun.components}
     assert all(states[n] == "cached" for n in ("CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "AnomalyGate"))
     assert states["Transform"] == "complete" and states["Trainer"] == "complete"
     assert rerun.blessed and rerun.pushed_to
     # One Transform output per execution: the killed one's folder was left, not reused.
-    transform_runs = glob.glob(os.path.join(output_root, "pipelines", "*", "Transform", "transform_graph", "*"))
     assert len(transform_runs) == 2
+
+
+@pytest.mark.slow
+def test_drift_from_the_blessed_run_stops_the_next_run_until_it_is_accepted(killed_and_rerun, tmp_path, capsys):
+    """After the blessed rerun of the killed run (the sample, the taxi problem's contract),
+    the same rows with fares and tips in cents."""
+    output_root, _, first, _ = killed_and_rerun
+    assert first.blessed and first.drift["baseline"] is None
+
+    def cents(row, i):
+        # Fares and tips alike (the label, their ratio, stays learnable): only drift shows it.
+        return {**row, "fare": f"{float(row['fare']) * 100:.2f}", "tips": f"{float(row['tips']) * 100:.2f}"}
+
+    in_cents = str(write_sample(tmp_path / "cents", SAMPLE_ROWS, every=EMBEDDED_ROWS // SAMPLE_ROWS, edit=cents))
+    common = ["--output-root", output_root, "--enable-cache", *SMALL_RUN]
+    pushed = sorted(os.listdir(os.path.dirname(first.pushed_to)))
+
+    assert local_runner.main(["--data-root", in_cents, *common]) == 1
+    err = capsys.readouterr().err
+    assert "DataDriftError" in err and "[train] feature 'fare': Jensen-Shannon divergence" in err
+    assert "[eval] feature 'fare': Jensen-Shannon divergence" in err
+    assert "--accept-drift" in err and "payment_type" not in err
+    stopped = _summary(output_root)
+    states = {c.node_id: c.state for c in stopped.components}
+    assert states["AnomalyGate"] == "complete" and states["DriftGate"] == "FAILED" and "Transform" not in states
+    assert sorted(os.listdir(os.path.dirname(first.pushed_to))) == pushed
+
+    assert local_runner.main(["--data-root", in_cents, *common, "--accept-drift"]) == 0
+    out = capsys.readouterr().out
+    assert "Drift: ACCEPTED with --accept-drift: [eval] fare Jensen-Shannon divergence" in out
+    accepted = _summary(output_root)
+    assert accepted.drift["accepted"] and {c.node_id: c.state for c in accepted.components}["Transform"] == "complete"
 
 
 def _statistics_counts(uri: str) -> dict[str, dict[str, int]]:
@@ -373,24 +341,50 @@ def _vocabularies(transform_graph_uri: str) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
-def test_a_run_on_worker_processes_checks_transforms_and_evaluates_the_data_as_in_process(
-    cached_runs, sample_dir, tmp_path
+def test_anomalies_stop_the_run_before_transform_and_a_fixed_rerun_on_worker_processes_computes_as_in_process(
+    cached_runs, sample_dir, tmp_path_factory, capsys
 ):
+    """The anomalous run stops at the AnomalyGate; the same command on the clean sample then
+    completes on two worker processes (``--beam-workers 2``), where StatisticsGen, Transform
+    and the Evaluator give what the in-process first run of ``cached_runs`` gave on that
+    sample (the contract it checks is the one that run imported: the same schema)."""
     from runtime import beam_pool
 
-    in_process = cached_runs[1]
-    argv = ["--data-root", str(sample_dir), "--output-root", str(tmp_path), "--beam-workers", "2", *SMALL_RUN]
-    assert local_runner.main(argv) == 0
-    pooled = _summary(str(tmp_path))
-    assert all(c.state == "complete" for c in pooled.components)
+    cached_root, in_process, _ = cached_runs
+    # A curated schema: the one the earlier run imported (the taxi problem's contract).
+    (schema_path,) = glob.glob(
+        os.path.join(cached_root, "pipelines", "*", "ImportSchemaGen", "schema", "*", "schema.pbtxt")
+    )
+
+    def plant(row, i):
+        return {**row, "payment_type": "Bitcoin"} if i % 10 == 0 else row
+
+    bad_dir = write_sample(
+        tmp_path_factory.mktemp("bad_e2e"), SAMPLE_ROWS, every=EMBEDDED_ROWS // SAMPLE_ROWS, edit=plant
+    )
+    output_root = str(tmp_path_factory.mktemp("anomalous"))
+    common = ["--output-root", output_root, "--schema-path", schema_path, *SMALL_RUN]
+
+    assert local_runner.main(["--data-root", str(bad_dir), *common]) == 1
+    err = capsys.readouterr().err
+    assert "feature 'payment_type'" in err and "Bitcoin" in err and "FAILED" in err
+    stopped = _summary(output_root)
+    states = {c.node_id: c.state for c in stopped.components}
+    assert states["AnomalyGate"] == "FAILED"
+    assert "Transform" not in states and "Trainer" not in states and stopped.pushed_to is None
+
+    assert local_runner.main(["--data-root", str(sample_dir), *common, "--beam-workers", "2"]) == 0
+    fixed = _summary(output_root)
+    assert fixed.run_id != stopped.run_id and fixed.blessed and fixed.pushed_to
+    assert all(c.state == "complete" for c in fixed.components)
     # StatisticsGen, Transform and the Evaluator ran on the run's two worker processes.
     assert beam_pool._pool is not None and beam_pool._pool.alive() and len(beam_pool._pool.processes) == 2
-    assert _statistics_counts(pooled.outputs["StatisticsGen.statistics"]) == _statistics_counts(
+    assert _statistics_counts(fixed.outputs["StatisticsGen.statistics"]) == _statistics_counts(
         in_process.outputs["StatisticsGen.statistics"]
     )
-    vocabularies = _vocabularies(pooled.outputs["Transform.transform_graph"])
+    vocabularies = _vocabularies(fixed.outputs["Transform.transform_graph"])
     assert vocabularies and vocabularies == _vocabularies(in_process.outputs["Transform.transform_graph"])
-    assert pooled.metrics["example_count"] == in_process.metrics["example_count"] > 0
+    assert fixed.metrics["example_count"] == in_process.metrics["example_count"] > 0
 
 
 def _transformed_schema(transform_graph_uri: str) -> str:
@@ -534,23 +528,26 @@ def test_an_error_in_the_users_code_ends_the_run_naming_where_it_was_raised(samp
 
 
 @pytest.mark.slow
-def test_a_spec_naming_a_column_the_data_lacks_stops_before_transform(tmp_path, capsys):
+def test_a_spec_naming_a_column_the_data_lacks_stops_before_transform_saying_no_contract_was_checked(tmp_path, capsys):
     problem = tmp_path / "problem"
     shutil.copytree(DEFAULT_PROBLEM_DIR, problem)
     spec = (problem / "problem.toml").read_text()
     (problem / "problem.toml").write_text(spec.replace('numeric = ["', 'numeric = ["no_such_column", "', 1))
     argv = ["--problem", str(problem), "--output-root", str(tmp_path / "out"), "--infer-schema", *SMALL_RUN]
     assert local_runner.main(argv) == 1
-    err = capsys.readouterr().err
-    assert "column(s) no_such_column named in its problem.toml" in err
+    captured = capsys.readouterr()
+    assert "column(s) no_such_column named in its problem.toml" in captured.err
     states = {c.node_id: c.state for c in _summary(str(tmp_path / "out")).components}
     assert states["AnomalyGate"] == "FAILED" and "Transform" not in states
+    # Opting out of the contract is said, in the run's summary.
+    assert "Data contract: none: the schema was inferred from the data itself" in captured.out
 
 
 @pytest.mark.slow
-def test_the_problems_contract_applies_to_any_data_root_and_opting_out_is_said(tmp_path, capsys):
+def test_the_problems_contract_applies_to_any_data_root(tmp_path, capsys):
     """A fresh folder of taxi data (no schema.pbtxt beside it) where a tenth of the fares are
-    -1e9: the taxi problem's contract stops it; inferring the schema instead is said."""
+    -1e9: the taxi problem's contract stops it. (A run inferring the schema instead says
+    so: the test of a spec naming a missing column, which runs with --infer-schema.)"""
 
     def broken_fare(row, i):
         return {**row, "fare": "-1000000000.0"} if i % 10 == 0 else row
@@ -564,9 +561,6 @@ def test_the_problems_contract_applies_to_any_data_root_and_opting_out_is_said(t
     assert f"Data contract: {os.path.join(DEFAULT_PROBLEM_DIR, CONTRACT_FILE)}" in captured.out
     states = {c.node_id: c.state for c in _summary(str(tmp_path / "out")).components}
     assert states["AnomalyGate"] == "FAILED" and "Trainer" not in states
-    inferred = ["--data-root", str(data), "--output-root", str(tmp_path / "inferred"), "--infer-schema", *SMALL_RUN]
-    local_runner.main(inferred)
-    assert "Data contract: none: the schema was inferred from the data itself" in capsys.readouterr().out
 
 
 @pytest.mark.slow
@@ -617,6 +611,6 @@ def test_the_champion_record_decides_the_baseline_through_pushes_refusals_and_a_
     capsys.readouterr()
     assert release.main(["rollback", "--output-root", output_root]) == 0
     assert "warm-starts from version" in capsys.readouterr().out
-    after_rollback = run(common)
+    after_rollback = run(weak)  # what it trains does not matter: which model it compares with does
     assert after_rollback.baseline == weak_model  # the rolled-back model is not the baseline
     assert after_rollback.drift["baseline"] == first.outputs["Evaluator.blessing"]
