@@ -173,10 +173,12 @@ def test_the_pushed_model_serves_the_specs_outputs_without_the_label(local_runs,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(SHIPPED))
+@pytest.mark.parametrize("name", PROBLEMS)
 def test_every_task_trains_on_its_streamed_splits_through_the_whole_pipeline(name, tmp_path):
     """No split in memory (``in_memory_max_mb=0``, as a split past the limit, or a feature
-    that is not dense, takes): the Trainer streams both splits, and the model is evaluated."""
+    that is not dense, takes): the Trainer streams both splits, and the model is evaluated.
+    Multi-class and regression here; the binary task (taxi) streams through the same
+    ``run_fn`` in tests/models/test_trainer.py, in this process and on two replicas."""
     problem = SHIPPED[name]
     argv = ["--problem", str(SHIPPED_DIRS[name]), "--output-root", str(tmp_path), "--no-report"]
     argv += ["--hparam", "in_memory_max_mb=0", "--train-steps", "60", "--epochs", "2"]
