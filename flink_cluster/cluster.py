@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from flink_cluster import fetch, network
+from launch.flink import ENVIRONMENT_CACHE_MILLIS
 from rehearsal import podman
 from rehearsal.image import DEFAULT_IMAGE
 
@@ -63,6 +64,8 @@ class Cluster:
     shared: tuple[str, ...] = dataclasses.field(default_factory=default_shared)
     state_dir: Path | None = None
     flink_home: Path = dataclasses.field(default_factory=fetch.flink_home)
+    # Beam's Flink job server: its lib holds the runner the cluster loads (see ``write_lib``).
+    job_server: Path = dataclasses.field(default_factory=fetch.job_server_dir)
     slots_per_taskmanager: int = 2
     # Variables the sidecars' worker pool, so every SDK worker, runs with: (name, value) pairs.
     sidecar_env: tuple[tuple[str, str], ...] = ()
@@ -107,6 +110,8 @@ def pipeline_flags(cluster: Cluster, job_server_jar: Path | None = None) -> list
         f"--flink_job_server_jar={job_server_jar or fetch.job_server_jar()}",
         "--environment_type=EXTERNAL",
         f"--environment_config=localhost:{WORKER_POOL_PORT}",
+        # A job's stages take the SDK workers its earlier stages started (see ``write_lib``).
+        f"--environment_cache_millis={ENVIRONMENT_CACHE_MILLIS}",
         f"--parallelism={cluster.parallelism}",
     ]
 
@@ -147,6 +152,12 @@ def flink_settings(cluster: Cluster, host: network.Host) -> dict[str, object]:
         "taskmanager.rpc.port": TASKMANAGER_RPC_PORT,
         "taskmanager.data.port": TASKMANAGER_DATA_PORT,
         "taskmanager.resource-id": host.namespace,
+        # Classes from the JVM's own class path (the TaskManagers' lib, see ``write_lib``)
+        # before a job's jar: Beam's and its dependencies' (Joda-Time's, among others, whose
+        # objects Beam's classes take) then load once per TaskManager, whatever jar a job
+        # brings. Not on the JobManager, which runs a submitted jar's main (Beam's reads its
+        # pipeline from its own class loader's resources, the jar's).
+        "classloader.resolve-order": "parent-first",
         "taskmanager.numberOfTaskSlots": cluster.slots_per_taskmanager,
         # A Beam job's tasks (TFX's components have tens of operators each, every result a
         # blocking partition that Flink's sort shuffle gives 512 buffers by default) need
@@ -190,6 +201,21 @@ def write_conf(cluster: Cluster, host: network.Host) -> Path:
     return conf
 
 
+def write_lib(cluster: Cluster) -> Path:
+    """The TaskManagers' ``lib``: Flink's own jars and Beam's runner with what it needs
+    beyond Flink, so that Beam's classes load once per TaskManager rather than per job.
+    Beam's portable runner keeps a job's SDK workers between its stages
+    (``--environment_cache_millis``) only when its classes come from Flink's own class
+    loader; from a job's jar, it stops them as each stage ends."""
+    lib = cluster.state / "lib"
+    shutil.rmtree(lib, ignore_errors=True)
+    lib.mkdir(parents=True)
+    flinks = sorted((cluster.flink_home / "lib").glob("*.jar"))
+    for jar in [*flinks, *fetch.runner_jars(cluster.flink_home, cluster.job_server)]:
+        (lib / jar.name).symlink_to(jar)
+    return lib
+
+
 # Processes: Flink's JVMs on their hosts, the sidecars beside the TaskManagers.
 
 
@@ -199,15 +225,15 @@ def flink_command(cluster: Cluster, host: network.Host) -> list[str]:
 
 
 def flink_environment(cluster: Cluster, host: network.Host) -> dict[str, str]:
-    """What Flink's scripts read: this host's configuration, logs and pid file; the JVM's
-    output to files in the log directory."""
+    """What Flink's scripts read: this host's configuration, logs and pid file, a
+    TaskManager's lib (see ``write_lib``); the JVM's output to files in the log directory."""
     return {
         **os.environ,
         "FLINK_CONF_DIR": str(cluster.state / "conf" / host.role),
         "FLINK_LOG_DIR": str(cluster.state / "log" / host.role),
         "FLINK_PID_DIR": str(cluster.state / "pid" / host.role),
         "STD_REDIRECT_TO_FILE": "true",
-    }
+    } | ({} if host.role == JOBMANAGER else {"FLINK_LIB_DIR": str(cluster.state / "lib")})
 
 
 def start_flink(cluster: Cluster, host: network.Host) -> int:
@@ -263,6 +289,7 @@ def up(cluster: Cluster, progress=print) -> None:
         os.makedirs(path, exist_ok=True)
     cluster.state.mkdir(parents=True, exist_ok=True)
     try:
+        write_lib(cluster)
         network.create(cluster.network)
         pids = {host.role: start_flink(cluster, host) for host in cluster.network.hosts}
         record(cluster, pids=pids)
@@ -380,4 +407,6 @@ def missing_requirements(cluster: Cluster) -> str | None:
         return "podman is not installed: `make image` installs it"
     if not (cluster.flink_home / "bin" / "jobmanager.sh").exists():
         return f"Flink is not fetched into {cluster.flink_home}: python -m flink_cluster fetch"
+    if not (cluster.job_server / "lib").is_dir():
+        return f"Beam's Flink job server is not fetched into {cluster.job_server}: python -m flink_cluster fetch"
     return None

@@ -88,6 +88,20 @@ def fat_job_server_jar(tools: Path = TOOLS) -> Path:
     return tools / f"beam-runners-flink-1.19-job-server-{JOB_SERVER_BEAM_VERSION}-shaded.jar"
 
 
+def classes(jar: Path) -> set[str]:
+    """The class files ``jar`` holds (its multi-release variants left out)."""
+    with zipfile.ZipFile(jar) as archive:
+        return {name for name in archive.namelist() if name.endswith(".class") and not name.startswith("META-INF/")}
+
+
+def runner_jars(home: Path, job_server: Path) -> list[Path]:
+    """The jars of the job server's ``lib`` that hold none of the classes of Flink's (in
+    ``home``): Beam's runner and what it needs beyond Flink. Flink's own jars, and the
+    libraries its distribution bundles (Kryo, slf4j, Apache Commons...), stay Flink's."""
+    flinks = set().union(*(classes(jar) for jar in (home / "lib").glob("*.jar")))
+    return [jar for jar in sorted((job_server / "lib").glob("*.jar")) if not classes(jar) & flinks]
+
+
 def fetch_all(tools: Path = TOOLS, progress=print) -> tuple[Path, Path]:
     """Flink's home and the job server's launcher jar, fetched where missing."""
     return fetch_flink(tools, progress), fetch_job_server(tools, progress)

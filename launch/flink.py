@@ -23,6 +23,11 @@ DEFAULT_FLINK_VERSION = "1.19"
 # Each TaskManager's Python SDK workers: Beam's worker pool in the project's image, a
 # sidecar listening on the TaskManager's own localhost.
 DEFAULT_WORKER_POOL = "localhost:50000"
+# How long a TaskManager keeps a job's SDK workers once no stage uses them, for the job's next
+# stage to take (Beam's --environment_cache_millis; the default, 0, stops them as each stage
+# ends). Beam keeps them only where Flink loads its runner from its own class path, as the
+# project's cluster does (flink_cluster.cluster.write_lib); elsewhere it changes nothing.
+ENVIRONMENT_CACHE_MILLIS = 60_000
 # The image `make image` builds here, which `make flink` starts beside each TaskManager.
 LOCAL_IMAGE = "localhost/pipeline:rehearsal"
 # Job server versions other than the SDK's own that run this pipeline with the same results
@@ -119,6 +124,7 @@ def flink_args(args: argparse.Namespace, image: str = LOCAL_IMAGE) -> tuple[str,
     workers = (
         "--environment_type=EXTERNAL",
         f"--environment_config={args.flink_worker_pool}",
+        f"--environment_cache_millis={ENVIRONMENT_CACHE_MILLIS}",
         f"--sdk_container_image={args.flink_sdk_image or image}",
     )
     return (*runner, *parallelism, *workers)

@@ -5,6 +5,7 @@ namespace with the shared directories; the pipeline flags point at the JobManage
 from __future__ import annotations
 
 import dataclasses
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,17 @@ def spec(tmp_path) -> cluster.Cluster:
         shared=("/tmp", "/srv/outputs"),
         state_dir=tmp_path / "state",
         flink_home=tmp_path / "flink",
+        job_server=tmp_path / "job-server",
     )
+
+
+def jar(path: Path, *classes: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n")
+        for name in classes:
+            archive.writestr(name, b"\xca\xfe\xba\xbe")
+    return path
 
 
 def flat(config: dict, prefix: str = "") -> dict:
@@ -89,6 +100,32 @@ def test_flinks_own_script_starts_each_host_in_its_namespace(spec):
     assert environment["FLINK_CONF_DIR"] == str(spec.state / "conf" / "jobmanager")
 
 
+def test_taskmanagers_load_beams_runner_from_the_clusters_lib_before_a_jobs_jar(spec):
+    for host in spec.taskmanagers:
+        assert cluster.flink_environment(spec, host)["FLINK_LIB_DIR"] == str(spec.state / "lib")
+        assert cluster.flink_settings(spec, host)["classloader.resolve-order"] == "parent-first"
+
+
+def test_the_jobmanager_loads_a_jobs_jar_first_as_flink_does(spec):
+    """The JobManager runs a submitted jar's main, whose Beam reads the jar's own resources."""
+    assert "FLINK_LIB_DIR" not in cluster.flink_environment(spec, spec.jobmanager)
+    assert "classloader.resolve-order" not in cluster.flink_settings(spec, spec.jobmanager)
+
+
+def test_the_clusters_lib_adds_beams_runner_and_what_it_needs_beyond_flink(spec):
+    flinks = jar(spec.flink_home / "lib" / "flink-dist-1.19.3.jar", "org/apache/flink/A.class", "com/kryo/Kryo.class")
+    logging = jar(spec.flink_home / "lib" / "log4j-core-2.17.1.jar", "org/apache/logging/L.class")
+    runner = jar(spec.job_server / "lib" / "beam-runners-flink-1.19-2.62.0.jar", "org/apache/beam/R.class")
+    joda = jar(spec.job_server / "lib" / "joda-time-2.10.14.jar", "org/joda/time/Duration.class")
+    jar(spec.job_server / "lib" / "flink-core-1.19.0.jar", "org/apache/flink/A.class", "org/apache/flink/B.class")
+    jar(spec.job_server / "lib" / "kryo-2.24.0.jar", "com/kryo/Kryo.class")
+    lib = cluster.write_lib(spec)
+    assert lib == spec.state / "lib"
+    assert {path.name: path.resolve() for path in lib.iterdir()} == {
+        path.name: path for path in (flinks, logging, runner, joda)
+    }
+
+
 def test_a_sidecar_runs_beams_worker_pool_on_its_taskmanagers_host(spec):
     host = spec.network.host("taskmanager1")
     command = cluster.sidecar_command(spec, host)
@@ -120,6 +157,7 @@ def test_the_pipeline_flags_point_beam_at_the_cluster(spec):
         "--flink_job_server_jar=/jars/job-server.jar",
         "--environment_type=EXTERNAL",
         "--environment_config=localhost:50000",
+        "--environment_cache_millis=60000",
         "--parallelism=2",
     ]
 

@@ -38,6 +38,7 @@ def test_master_makes_the_flink_runner_with_the_worker_pool():
         "--parallelism=2",
         "--environment_type=EXTERNAL",
         "--environment_config=localhost:50000",
+        "--environment_cache_millis=60000",
         f"--sdk_container_image={flink.LOCAL_IMAGE}",
     )
 
