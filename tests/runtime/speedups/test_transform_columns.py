@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 from pathlib import Path
 
 import apache_beam as beam
@@ -58,7 +59,19 @@ def edge_csv(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def converted(edge_csv, tmp_path_factory) -> tuple[dict[str, str], schema_pb2.Schema]:
+    """The edge-case file converted once (each conversion starts two worker processes)."""
     return _converted(edge_csv, tmp_path_factory.mktemp("converted"))
+
+
+def _copy_of(
+    converted: tuple[dict[str, str], schema_pb2.Schema], target: Path
+) -> tuple[dict[str, str], schema_pb2.Schema]:
+    """The conversion's files (records and kept columns) copied to ``target``, for a test
+    that deletes some: the same files a conversion into ``target`` would write."""
+    patterns, schema = converted
+    source = Path(patterns["train"]).parent.parent
+    shutil.copytree(source, target)
+    return {split: str(target / Path(pattern).relative_to(source)) for split, pattern in patterns.items()}, schema
 
 
 def _decoded(record_file: str, schema: schema_pb2.Schema) -> pa.Table:
@@ -76,9 +89,10 @@ TAXI_BLOCK_BYTES = 64 << 10
 
 
 @pytest.mark.parametrize("csv", [TAXI_CSV, ROOT / "data" / "penguins" / "penguins.csv", None], ids=str)
-def test_each_files_kept_columns_are_what_tfx_decodes_from_its_records(csv, edge_csv, tmp_path):
+def test_each_files_kept_columns_are_what_tfx_decodes_from_its_records(csv, converted, tmp_path):
+    """None: the edge-case file, as the module's other tests convert it."""
     block_bytes = TAXI_BLOCK_BYTES if csv == TAXI_CSV else 4 << 10
-    patterns, schema = _converted(csv or edge_csv, tmp_path, block_bytes=block_bytes)
+    patterns, schema = converted if csv is None else _converted(csv, tmp_path, block_bytes=block_bytes)
     arrow_schema = tf_example_record.TFExampleRecord("unused", schema=schema).ArrowSchema()
     for pattern in patterns.values():
         files = decoded_columns.kept_columns_files(pattern)
@@ -132,10 +146,10 @@ def _rows(batch: pa.RecordBatch) -> list[tuple]:
     return [tuple((name, tuple(v) if v is not None else None) for name, v in row.items()) for row in batch.to_pylist()]
 
 
-def test_the_beam_source_gives_the_rows_tfx_source_gives_without_the_records(edge_csv, tmp_path):
+def test_the_beam_source_gives_the_rows_tfx_source_gives_without_the_records(converted, tmp_path):
     """Every row and projection TFX's source gives, given again with the records gone: the
     kept columns alone are read."""
-    patterns, schema = _converted(edge_csv, tmp_path)
+    patterns, schema = _copy_of(converted, tmp_path / "copy")
     tfx_own = _tfxio(patterns["train"], schema)
     with transform_columns.read_decoded_columns():
         kept = _tfxio(patterns["train"], schema)
@@ -159,8 +173,8 @@ def test_the_beam_source_gives_the_rows_tfx_source_gives_without_the_records(edg
     assert_gives(kept)
 
 
-def test_a_split_without_kept_columns_for_every_file_is_decoded(edge_csv, tmp_path):
-    patterns, schema = _converted(edge_csv, tmp_path)
+def test_a_split_without_kept_columns_for_every_file_is_decoded(converted, edge_csv, tmp_path):
+    patterns, schema = _copy_of(converted, tmp_path / "copy")
     os.remove(decoded_columns.kept_columns_files(patterns["eval"])[1])
     assert decoded_columns.kept_columns_files(patterns["eval"]) is None
     plain, _ = _converted(edge_csv, tmp_path / "plain", keep_columns=False)
