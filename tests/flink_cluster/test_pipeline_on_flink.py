@@ -1,48 +1,216 @@
-"""The whole pipeline with every Beam component (ExampleGen, StatisticsGen, Transform, the
-Evaluator) executed by the Flink cluster, as a user runs it (`local_runner.py --flink-master`),
-against the same command on the DirectRunner: the statistics, the contract's verdict,
-Transform's output, the metrics and the blessing, on the taxi data and the penguins. During
-the penguins' run one TaskManager is killed (its JVM and its SDK workers) in the middle of a
-job: Flink's restart strategy recovers the job on the other's slots, and the results are the same."""
+"""Beam and the whole pipeline on one real Flink cluster, started once for the module (its own
+namespaces and subnet, its SDK workers given the rehearsal's variables to reach the stand-ins).
+In this order (the module's stages, conftest.py): a Beam word count through the job server; a
+rolling window of spans read by TFX's executor on the cluster; the taxi job rehearsed as
+Vertex runs it (each Beam component a jar submitted through the REST API) beside the same
+problem on the DirectRunner (``local_runner.py``), their artifacts compared; then, one
+TaskManager killed in the middle of a job, the penguins with ``local_runner.py
+--flink-master`` against the DirectRunner; last, the cluster stopped with nothing left."""
 
 from __future__ import annotations
 
+import collections
 import glob
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import textwrap
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from flink_cluster import cluster, network
+import kubeflow_runner
+from flink_cluster import cluster, fetch, network
+from rehearsal import flink as rehearsed_on_flink
+from rehearsal import podman
+from rehearsal.runner import RECORD_FILE
+from tests.support.problems import SHIPPED_DIRS
+from tests.support.rehearsals import BUCKET, local_uri, rehearsal_argv
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-# Each problem, and whether a TaskManager is killed during its run on the cluster.
-PROBLEMS = {"taxi": False, "penguins": True}
+# After the taxi's tests: the penguins' run loses a TaskManager, the stop ends the cluster.
+LOSES_A_TASKMANAGER = pytest.mark.losing_a_taskmanager
+PROBLEMS = ["taxi", pytest.param("penguins", marks=LOSES_A_TASKMANAGER)]
+BEAM_COMPONENTS = ("CsvExampleGen", "StatisticsGen", "Transform", "Evaluator")
+# The rehearsal trains as shipped, as the DirectRunner's run does: the metrics are compared.
+REHEARSAL_FLAGS = ("--no-report",)
 POLL_SECONDS = 0.5
-# Training is not a Beam component: it runs in this process either way, but reads
-# Transform's output in the order Flink's tasks wrote it, so the model (and its metrics)
-# differs by the run-to-run noise of training (docs/flink.md).
+# Training is not a Beam component: it reads Transform's output in the order Flink's tasks
+# wrote it, so the model (and its metrics) differs by the run-to-run noise of training
+# (docs/flink.md).
 METRIC_TOLERANCE = 0.02
 # Quantiles and means merged across tasks in another order: the last bits of a float.
 STATISTICS_RTOL = 1e-6
 TRANSFORM_RTOL, TRANSFORM_ATOL = 1e-4, 1e-5
 
 
+@pytest.fixture(scope="module")
+def rehearsal_root(tmp_path_factory):
+    """In the temp dir, which the cluster shares: the stand-ins' certificate and credentials."""
+    return tmp_path_factory.mktemp("rehearsal")
+
+
+@pytest.fixture(scope="module")
+def cluster_settings(rehearsal_root):
+    def reaching_the_stand_ins(network):
+        return {
+            "sidecar_env": tuple(rehearsed_on_flink.workers_environment(str(rehearsal_root), network.gateway).items())
+        }
+
+    return reaching_the_stand_ins
+
+
+def test_the_job_server_is_beams_flink_runner_at_its_stated_version(job_server_jar):
+    attributes = fetch.launcher_attributes(job_server_jar)
+    assert attributes["Implementation-Version"] == fetch.JOB_SERVER_BEAM_VERSION
+    class_path = attributes["Class-Path"].split()
+    assert f"lib/beam-runners-flink-1.19-{fetch.JOB_SERVER_BEAM_VERSION}.jar" in class_path
+    assert all((job_server_jar.parent / jar).is_file() for jar in class_path)
+
+
+def test_both_taskmanagers_registered_from_their_own_hosts(flink):
+    assert cluster.registered(flink) == {host.address for host in flink.taskmanagers}
+    overview = cluster.rest(flink, "/overview")
+    assert overview["flink-version"] == fetch.FLINK_VERSION
+    assert overview["taskmanagers"] == 2
+
+
+# A Beam word count with a GroupByKey, submitted through Beam's Flink job server with the
+# EXTERNAL environment at parallelism 2. The job is looked up by its name: anyone reaching
+# the cluster's subnet may submit others.
+JOB_NAME = f"word-count-{uuid.uuid4().hex[:8]}"
+WORDS = ["a b c", "b c", "c d e f", "a a"]
+REPEAT = 50
+PIPELINE = textwrap.dedent(
+    """
+    import sys
+
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    words, repeat, output = sys.argv[1].split(","), int(sys.argv[2]), sys.argv[3]
+    with beam.Pipeline(options=PipelineOptions(sys.argv[4:])) as pipeline:
+        (
+            pipeline
+            | beam.Create(words * repeat)
+            | beam.FlatMap(str.split)
+            | beam.Map(lambda word: (word, 1))
+            | "CountWords" >> beam.GroupByKey()
+            | beam.MapTuple(lambda word, ones: f"{word}\\t{sum(ones)}")
+            | beam.io.WriteToText(output)
+        )
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def word_count(flink, job_server_jar, tmp_path_factory):
+    """The pipeline's run: its output files' prefix (in the temp dir, which the cluster shares)."""
+    directory = tmp_path_factory.mktemp("word_count")
+    (directory / "pipeline.py").write_text(PIPELINE)
+    output = directory / "out" / "counts"
+    flags = [*cluster.pipeline_flags(flink, job_server_jar), f"--job_name={JOB_NAME}"]
+    with open(directory / "client.log", "w") as log:
+        run = subprocess.run(
+            [sys.executable, str(directory / "pipeline.py"), ",".join(WORDS), str(REPEAT), str(output), *flags],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=600,
+        )
+    assert run.returncode == 0, (directory / "client.log").read_text()[-5000:]
+    return output
+
+
+def test_the_word_count_is_right(word_count):
+    counts = collections.Counter()
+    for shard in word_count.parent.glob(f"{word_count.name}*"):
+        for line in shard.read_text().splitlines():
+            word, count = line.split("\t")
+            counts[word] += int(count)
+    assert counts == collections.Counter(" ".join(WORDS * REPEAT).split())
+
+
+@pytest.fixture(scope="module")
+def word_count_job(flink, word_count) -> dict:
+    """The JobManager's record of the word count's job."""
+    (job,) = [job for job in cluster.rest(flink, "/jobs/overview")["jobs"] if job["name"].startswith(JOB_NAME)]
+    return job
+
+
+def test_the_jobmanager_lists_the_word_count_finished(word_count_job):
+    assert word_count_job["state"] == "FINISHED"
+    assert word_count_job["tasks"]["finished"] == word_count_job["tasks"]["total"] > 0
+
+
+def test_the_grouping_ran_on_both_taskmanagers(flink, word_count_job):
+    jid = word_count_job["jid"]
+    vertices = cluster.rest(flink, f"/jobs/{jid}")["vertices"]
+    (grouping,) = [vertex for vertex in vertices if "GroupReduce at CountWords" in vertex["name"]]
+    subtasks = cluster.rest(flink, f"/jobs/{jid}/vertices/{grouping['id']}")["subtasks"]
+    assert sorted(subtask["host"] for subtask in subtasks) == sorted(host.address for host in flink.taskmanagers)
+
+
+def test_each_taskmanagers_sdk_workers_ran_in_its_own_sidecar(flink, word_count):
+    for host in flink.taskmanagers:
+        logs = podman.run("logs", flink.container(host))
+        assert "Starting worker with command ['/opt/apache/beam/boot'" in logs.stdout + logs.stderr
+
+
+def test_a_window_of_spans_is_read_on_the_cluster_as_locally(flink, job_server_jar, small_config, tmp_path_factory):
+    """ExampleGen with a rolling window of two spans, its Beam pipeline on the cluster (TFX's
+    executor, the older span's rows added), writes the rows the local fast path writes."""
+    from components.csv_example_gen import WINDOW_PROPERTY
+    from tests.components.test_csv_example_gen import _driven, _spans, _split_records, _windowed
+    from tests.support.harness import run_component
+
+    root = tmp_path_factory.mktemp("window")
+    data = _spans(root / "data", 3)
+    beam_args = [*cluster.pipeline_flags(flink, job_server_jar), f"--sdk_container_image={flink.image}"]
+    component = _driven(_windowed(small_config, data, 2), data)
+    on_flink = run_component(component, {}, str(root / "flink"), beam_args=beam_args)["examples"][0]
+    local = run_component(component, {}, str(root / "local"))["examples"][0]
+    assert on_flink.get_string_custom_property(WINDOW_PROPERTY) == "2-3"
+    assert _split_records(on_flink) == _split_records(local)
+
+
 @dataclass(frozen=True)
 class Run:
+    """A run of ``problem``: by ``local_runner.py`` (its pipeline's root), or the compiled job
+    rehearsed (its rehearsal's root and record, its exit code)."""
+
     problem: str
-    root: Path
-    pipeline: Path
     started_ms: int
     ended_ms: int
+    pipeline: Path | None = None
+    rehearsal_root: Path | None = None
+    record: dict | None = None
+    exit_code: int = 0
+
+    @property
+    def tasks(self) -> dict[str, dict]:
+        return {task["name"]: task for task in self.record["tasks"]}
+
+
+def artifact(run: Run, component: str, key: str) -> Path:
+    """The directory of ``component``'s output ``key`` in ``run``."""
+    if run.record is None:
+        (path,) = glob.glob(str(run.pipeline / component / key / "*"))
+        return Path(path)
+    (output,) = run.tasks[component]["outputs"][key]
+    return Path(local_uri(run.rehearsal_root, output["uri"]))
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def local_runner(problem: str, output_root: Path, *flags: str) -> list[str]:
@@ -50,15 +218,97 @@ def local_runner(problem: str, output_root: Path, *flags: str) -> list[str]:
     return [*command, "--output-root", str(output_root), *flags]
 
 
+def start(command: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
 def finished(problem: str, process: subprocess.Popen, output_root: Path, started: int) -> Run:
     output, _ = process.communicate(timeout=1800)
     assert process.returncode == 0, output[-5000:]
     (pipeline,) = (output_root / "pipelines").iterdir()
-    return Run(problem, output_root, pipeline, started, int(time.time() * 1000))
+    return Run(problem, started, now_ms(), pipeline=pipeline)
 
 
-def start(command: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+@pytest.fixture(scope="module")
+def fat_jar():
+    try:
+        return fetch.fetch_fat_job_server(progress=lambda line: None)
+    except fetch.ChecksumError:
+        raise
+    except (OSError, fetch.FetchError) as error:
+        pytest.skip(f"the job server could not be fetched or shaded: {error}")
+
+
+def jar_uri(fat_jar: Path) -> str:
+    return f"{BUCKET}/jars/{fat_jar.name}"
+
+
+@pytest.fixture(scope="module")
+def taxi_runs(flink, fat_jar, rehearsal_root, tmp_path_factory) -> tuple[Run, Run]:
+    """The taxi on its embedded data: by ``local_runner.py`` on the DirectRunner, and the
+    compiled job rehearsed on the cluster with the same settings, side by side (the
+    rehearsal waits on its tasks' containers and its jobs most of its time). Each Beam
+    component's task reads the fat job server jar from the stand-in Cloud Storage and submits
+    Beam's uber jar through the REST API; the SDK workers reach the job's gs:// paths through
+    the rehearsal's proxy at the cluster's gateway."""
+    direct_root = tmp_path_factory.mktemp("taxi-direct")
+    # Parallelism given: Flink's REST API runs a jar at parallelism 1 unless told otherwise.
+    flags = ["--flink-master", flink.master, "--flink-parallelism", str(flink.parallelism)]
+    flags += ["--flink-job-server-jar", jar_uri(fat_jar), "--rehearse-gcs", f"{jar_uri(fat_jar)}={fat_jar}"]
+    started = now_ms()
+    direct = start(local_runner("taxi", direct_root, *REHEARSAL_FLAGS))
+    code = kubeflow_runner.main(rehearsal_argv(rehearsal_root, SHIPPED_DIRS["taxi"], *REHEARSAL_FLAGS, *flags))
+    rehearsed_ms = now_ms()
+    (record_file,) = glob.glob(str(rehearsal_root / "logs" / "*" / RECORD_FILE))
+    with open(record_file) as f:
+        record = json.load(f)
+    rehearsed = Run("taxi", started, rehearsed_ms, rehearsal_root=rehearsal_root, record=record, exit_code=code)
+    return finished("taxi", direct, direct_root, started), rehearsed
+
+
+def test_the_rehearsal_on_the_cluster_completes_to_a_pushed_model(taxi_runs):
+    _, rehearsed = taxi_runs
+    assert rehearsed.exit_code == 0
+    tasks = rehearsed.tasks
+    assert all(task["state"] == "SUCCEEDED" for task in tasks.values()), tasks
+    assert tasks["Evaluator"]["outputs"]["blessing"][0]["metadata"]["blessed"] == 1
+    pushed = tasks["Pusher"]["outputs"]["pushed_model"][0]["metadata"]
+    assert pushed["pushed"] == 1.0
+    assert pushed["pushed_destination"].startswith(f"{BUCKET}/out/serving_model/")
+    assert glob.glob(f"{artifact(rehearsed, 'CsvExampleGen', 'examples')}/Split-train/*.gz")
+
+
+def submitted_job(rehearsal_root: Path, task: str) -> str:
+    """The Flink job ``task`` submitted, as Beam's uber jar job server logged it."""
+    (log,) = glob.glob(str(rehearsal_root / "logs" / "*" / f"{task}.log"))
+    with open(log) as f:
+        jobs = re.findall(r"Started Flink job as ([0-9a-f]{32})", f.read())
+    assert len(jobs) == 1, (task, jobs)
+    return jobs[0]
+
+
+def test_every_beam_component_is_a_finished_jar_job_of_the_cluster_on_its_taskmanagers(flink, fat_jar, taxi_runs):
+    _, rehearsed = taxi_runs
+    states = {job["jid"]: job["state"] for job in cluster.rest(flink, "/jobs/overview")["jobs"]}
+    hosts = set()
+    for task in BEAM_COMPONENTS:
+        job = submitted_job(rehearsed.rehearsal_root, task)
+        assert states.get(job) == "FINISHED", (task, job, states)
+        options = cluster.rest(flink, f"/jobs/{job}/config")["execution-config"]["user-config"]
+        assert (options["flinkSubmitUberJar"], options["flinkJobServerJar"]) == ("true", jar_uri(fat_jar))
+        hosts |= job_hosts(flink, job)
+    assert hosts == {host.address for host in flink.taskmanagers}
+    # Beam deletes each job's uploaded jar once the job has ended.
+    assert cluster.rest(flink, "/jars")["files"] == []
+
+
+def job_hosts(flink: cluster.Cluster, job: str) -> set[str]:
+    """The hosts of the tasks of ``job`` (of its last attempt)."""
+    return {
+        subtask["host"]
+        for vertex in cluster.rest(flink, f"/jobs/{job}")["vertices"]
+        for subtask in cluster.rest(flink, f"/jobs/{job}/vertices/{vertex['id']}")["subtasks"]
+    }
 
 
 def running_on(flink: cluster.Cluster, host: network.Host, since_ms: int) -> bool:
@@ -84,27 +334,31 @@ def kill_when_running(flink: cluster.Cluster, host: network.Host, process: subpr
     pytest.fail(f"the run ended before any task ran on {host.address}")
 
 
-@pytest.fixture(scope="module", params=PROBLEMS)
-def runs(request, flink, job_server_jar, tmp_path_factory) -> tuple[Run, Run]:
-    """The DirectRunner's run and the Flink cluster's, of one problem, each in a fresh root
-    on the cluster's shared storage, run side by side (the Flink run waits on its jobs'
-    submissions most of its time)."""
-    problem = request.param
-    direct_root, flink_root = (tmp_path_factory.mktemp(f"{problem}-{where}") for where in ("direct", "flink"))
+@pytest.fixture(scope="module")
+def penguins_runs(flink, job_server_jar, tmp_path_factory) -> tuple[Run, Run]:
+    """The penguins by ``local_runner.py`` on the DirectRunner and with ``--flink-master``,
+    side by side (the Flink run waits on its jobs most of its time); the last TaskManager is
+    killed as soon as one of its tasks runs: Flink's restart strategy recovers the job on
+    the other's slots."""
+    direct_root, flink_root = (tmp_path_factory.mktemp(f"penguins-{where}") for where in ("direct", "flink"))
     flags = ["--flink-master", flink.master, "--flink-parallelism", str(flink.parallelism)]
     flags += ["--flink-job-server-jar", str(job_server_jar), "--flink-sdk-image", flink.image]
-    started = int(time.time() * 1000)
-    direct = start(local_runner(problem, direct_root))
-    process = start(local_runner(problem, flink_root, *flags))
-    if PROBLEMS[problem]:
-        kill_when_running(flink, flink.taskmanagers[-1], process, started)
-    return finished(problem, direct, direct_root, started), finished(problem, process, flink_root, started)
+    started = now_ms()
+    direct = start(local_runner("penguins", direct_root))
+    process = start(local_runner("penguins", flink_root, *flags))
+    kill_when_running(flink, flink.taskmanagers[-1], process, started)
+    return finished("penguins", direct, direct_root, started), finished("penguins", process, flink_root, started)
 
 
-def test_a_lost_taskmanager_was_recovered_from(flink, runs):
-    _, on_flink = runs
-    if not PROBLEMS[on_flink.problem]:
-        pytest.skip("no TaskManager is killed during this problem's run")
+@pytest.fixture
+def runs(request, problem: str) -> tuple[Run, Run]:
+    """The DirectRunner's run of ``problem`` and the cluster's."""
+    return request.getfixturevalue(f"{problem}_runs")
+
+
+@LOSES_A_TASKMANAGER
+def test_a_lost_taskmanager_was_recovered_from(flink, penguins_runs):
+    _, on_flink = penguins_runs
     lost = flink.taskmanagers[-1].address
     exceptions = [
         entry
@@ -115,13 +369,9 @@ def test_a_lost_taskmanager_was_recovered_from(flink, runs):
     assert any(lost in str(entry) for entry in exceptions), exceptions
 
 
-def artifact(run: Run, component: str, key: str) -> Path:
-    (path,) = glob.glob(str(run.pipeline / component / key / "*"))
-    return Path(path)
-
-
-def test_every_beam_component_ran_as_a_job_of_the_cluster_on_both_taskmanagers(flink, runs):
-    _, on_flink = runs
+@LOSES_A_TASKMANAGER
+def test_every_beam_component_ran_as_a_job_of_the_cluster_on_the_surviving_taskmanager(flink, penguins_runs):
+    _, on_flink = penguins_runs
     jobs = [
         job
         for job in cluster.rest(flink, "/jobs/overview")["jobs"]
@@ -130,15 +380,10 @@ def test_every_beam_component_ran_as_a_job_of_the_cluster_on_both_taskmanagers(f
     assert all(job["state"] == "FINISHED" for job in jobs), jobs
     # ExampleGen, StatisticsGen, Transform's analysis, the Evaluator: a Beam pipeline each.
     assert len(jobs) >= 4, jobs
-    hosts = {
-        subtask["host"]
-        for job in jobs
-        for vertex in cluster.rest(flink, f"/jobs/{job['jid']}")["vertices"]
-        for subtask in cluster.rest(flink, f"/jobs/{job['jid']}/vertices/{vertex['id']}")["subtasks"]
-    }
     # After a TaskManager is lost, a job's tasks are those of its last attempt: on the other.
-    survivors = flink.taskmanagers[:-1] if PROBLEMS[on_flink.problem] else flink.taskmanagers
-    assert hosts == {host.address for host in survivors}
+    assert set().union(*(job_hosts(flink, job["jid"]) for job in jobs)) == {
+        host.address for host in flink.taskmanagers[:-1]
+    }
 
 
 def feature_statistics(run: Run) -> dict[str, dict]:
@@ -154,6 +399,7 @@ def feature_statistics(run: Run) -> dict[str, dict]:
     return found
 
 
+@pytest.mark.parametrize("problem", PROBLEMS)
 def test_the_statistics_equal_the_direct_runners(runs):
     direct, on_flink = (feature_statistics(run) for run in runs)
     assert direct.keys() == on_flink.keys()
@@ -187,6 +433,7 @@ def anomalies(run: Run) -> dict[str, set[str]]:
     return found
 
 
+@pytest.mark.parametrize("problem", PROBLEMS)
 def test_the_contracts_verdict_equals_the_direct_runners(runs):
     direct, on_flink = runs
     assert anomalies(on_flink) == anomalies(direct)
@@ -212,6 +459,7 @@ def raw_examples(run: Run, split: str) -> list[bytes]:
     return [record.numpy() for record in tf.data.TFRecordDataset(files, "GZIP")]
 
 
+@pytest.mark.parametrize("problem", PROBLEMS)
 def test_transforms_output_equals_the_direct_runners(runs):
     direct, on_flink = runs
     raw = raw_examples(direct, "eval")[:2000]
@@ -224,6 +472,7 @@ def test_transforms_output_equals_the_direct_runners(runs):
             assert np.array_equal(got[name], values), name
 
 
+@pytest.mark.parametrize("problem", PROBLEMS)
 def test_flinks_examples_are_the_direct_runners(runs):
     direct, on_flink = runs
     for split in ("train", "eval"):
@@ -260,6 +509,7 @@ def overall_metrics(run: Run) -> dict[str, float]:
     }
 
 
+@pytest.mark.parametrize("problem", PROBLEMS)
 def test_the_metrics_and_the_blessing_equal_the_direct_runners(runs):
     direct, on_flink = runs
     expected, got = overall_metrics(direct), overall_metrics(on_flink)
@@ -271,18 +521,12 @@ def test_the_metrics_and_the_blessing_equal_the_direct_runners(runs):
     assert blessed[0] == blessed[1]
 
 
-def test_a_window_of_spans_is_read_on_the_cluster_as_locally(flink, job_server_jar, small_config, tmp_path_factory):
-    """ExampleGen with a rolling window of two spans, its Beam pipeline on the cluster (TFX's
-    executor, the older span's rows added), writes the rows the local fast path writes."""
-    from components.csv_example_gen import WINDOW_PROPERTY
-    from tests.components.test_csv_example_gen import _driven, _spans, _split_records, _windowed
-    from tests.support.harness import run_component
-
-    root = tmp_path_factory.mktemp("window")
-    data = _spans(root / "data", 3)
-    beam_args = [*cluster.pipeline_flags(flink, job_server_jar), f"--sdk_container_image={flink.image}"]
-    component = _driven(_windowed(small_config, data, 2), data)
-    on_flink = run_component(component, {}, str(root / "flink"), beam_args=beam_args)["examples"][0]
-    local = run_component(component, {}, str(root / "local"))["examples"][0]
-    assert on_flink.get_string_custom_property(WINDOW_PROPERTY) == "2-3"
-    assert _split_records(on_flink) == _split_records(local)
+@pytest.mark.stopping_the_cluster
+def test_stopping_leaves_nothing(flink):
+    pids = set(cluster.recorded(flink)["pids"].values())
+    pids |= {pid for host in flink.network.hosts for pid in network.pids(host)}
+    assert len(pids) >= 3
+    cluster.down(flink)
+    assert cluster.leftovers(flink) == []
+    assert [pid for pid in pids if cluster.alive(pid)] == []
+    assert not {host.namespace for host in flink.network.hosts} & network.namespaces()
