@@ -12,13 +12,9 @@ import pytest
 
 from flink_cluster import cluster, fetch, network
 
-# Each stage's marker, in the order they run within a module (unmarked tests first).
+# Each stage's marker (declared in pyproject.toml), in the order they run within a module
+# (unmarked tests first).
 STAGES = ("losing_a_taskmanager", "stopping_the_cluster")
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "losing_a_taskmanager: runs after its module's unmarked tests")
-    config.addinivalue_line("markers", "stopping_the_cluster: runs last in its module")
 
 
 def stage(item: pytest.Item) -> int:
