@@ -121,7 +121,7 @@ setup: $(STAMP)
 
 # Debian packages the project needs: Chromium, for the run report's browser test
 # (tests/report/test_browser.py); strace, which records every connection a
-# rehearsal makes (tests/rehearsal/test_vertex_services.py); podman, runc and
+# rehearsal makes (tests/rehearsal/test_rehearsal_end_to_end.py); podman, runc and
 # debootstrap, which build the image and run the rehearsal's containers; Java 17 and
 # Maven, which run the Flink cluster and resolve Beam's job server (flink_cluster/). Each
 # as COMMAND:PACKAGE where they differ. Installed with apt-get as root (or through sudo);

@@ -38,7 +38,7 @@ class Setup:
     """A ReplicaLauncher of local processes: a fresh home (also the working directory) per
     replica, proxy variables as a caller's environment has them, and whatever a test adds in
     ``extra``. (The rehearsal's launcher runs each replica in a container of the pool's image:
-    tests/rehearsal/test_vertex_services.py.)"""
+    tests/rehearsal/test_rehearsal_end_to_end.py.)"""
 
     def __init__(self, root) -> None:
         self.root, self.extra, self.replicas, self.images, self.removed = root, {}, [], [], []
