@@ -46,13 +46,13 @@ GPU ?=
 # podman command the project runs.
 export CONTAINERS_CONF := $(CURDIR)/rehearsal/containers.conf
 
-.PHONY: run test test-fast test-image lint format bench rehearse image serving-env setup lock clean system-tools flink flink-down
+.PHONY: run test test-fast test-image test-flink-parts lint format bench rehearse image serving-env setup lock clean system-tools flink flink-down
 
 run: $(STAMP)
 	$(PY) local_runner.py $(RUN_ARGS)
 
 test: $(STAMP) $(SERVING_STAMP) system-tools
-	@$(MAKE) --no-print-directory test-image
+	@$(MAKE) --no-print-directory --jobs 2 --output-sync=target test-image test-flink-parts
 	$(PYTEST) $(SLOWEST) $(PYTEST_ARGS)
 
 # Everything but the end-to-end pipeline runs.
@@ -83,6 +83,16 @@ image: $(STAMP) system-tools
 test-image:
 	@if command -v podman >/dev/null; then $(MAKE) --no-print-directory image; \
 	else echo "podman is not installed: the tests that run containers will be skipped"; fi
+
+# The Flink tests' parts (Flink, Beam's job server and its one-jar build), fetched before the
+# tests as the image is built, beside it (fetching waits on the network, building on the
+# CPU): `python -m flink_cluster fetch` checks each against its published checksum and keeps
+# it under .tools/flink; a second call finds them there. Without Java and Maven the Flink
+# tests are skipped and say why.
+test-flink-parts:
+	@if command -v java >/dev/null && command -v mvn >/dev/null; then \
+		$(PY) -m flink_cluster fetch && $(PY) -m flink_cluster fat-job-server-jar >/dev/null; \
+	else echo "java or mvn is not installed: the Flink tests will be skipped"; fi
 
 # The compiled Vertex AI job of a problem (PROBLEM=data/penguins; the taxi one by default),
 # executed here task by task as Vertex would, each task in a fresh container of the image,
