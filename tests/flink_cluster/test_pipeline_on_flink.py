@@ -41,7 +41,8 @@ REPO = Path(__file__).resolve().parents[2]
 LOSES_A_TASKMANAGER = pytest.mark.losing_a_taskmanager
 PROBLEMS = ["taxi", pytest.param("penguins", marks=LOSES_A_TASKMANAGER)]
 BEAM_COMPONENTS = ("CsvExampleGen", "StatisticsGen", "Transform", "Evaluator")
-# The rehearsal trains as shipped, as the DirectRunner's run does: the metrics are compared.
+# The rehearsal trains as shipped, as the DirectRunner's run (the suite's ``full_local_output``)
+# does: the metrics are compared.
 REHEARSAL_FLAGS = ("--no-report",)
 POLL_SECONDS = 0.5
 # Training is not a Beam component: it reads Transform's output in the order Flink's tasks
@@ -244,26 +245,25 @@ def jar_uri(fat_jar: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def taxi_runs(flink, fat_jar, rehearsal_root, tmp_path_factory) -> tuple[Run, Run]:
-    """The taxi on its embedded data: by ``local_runner.py`` on the DirectRunner, and the
-    compiled job rehearsed on the cluster with the same settings, side by side (the
-    rehearsal waits on its tasks' containers and its jobs most of its time). Each Beam
-    component's task reads the fat job server jar from the stand-in Cloud Storage and submits
-    Beam's uber jar through the REST API; the SDK workers reach the job's gs:// paths through
-    the rehearsal's proxy at the cluster's gateway."""
-    direct_root = tmp_path_factory.mktemp("taxi-direct")
+def taxi_runs(flink, fat_jar, rehearsal_root, full_local_output) -> tuple[Run, Run]:
+    """The taxi on its embedded data: by ``local_runner.py`` on the DirectRunner with its
+    defaults (the suite's run of them, which other modules compare with too), and the
+    compiled job rehearsed on the cluster with the same settings. Each Beam component's task
+    reads the fat job server jar from the stand-in Cloud Storage and submits Beam's uber jar
+    through the REST API; the SDK workers reach the job's gs:// paths through the
+    rehearsal's proxy at the cluster's gateway."""
+    (pipeline,) = (Path(full_local_output) / "pipelines").iterdir()
     # Parallelism given: Flink's REST API runs a jar at parallelism 1 unless told otherwise.
     flags = ["--flink-master", flink.master, "--flink-parallelism", str(flink.parallelism)]
     flags += ["--flink-job-server-jar", jar_uri(fat_jar), "--rehearse-gcs", f"{jar_uri(fat_jar)}={fat_jar}"]
     started = now_ms()
-    direct = start(local_runner("taxi", direct_root, *REHEARSAL_FLAGS))
     code = kubeflow_runner.main(rehearsal_argv(rehearsal_root, SHIPPED_DIRS["taxi"], *REHEARSAL_FLAGS, *flags))
     rehearsed_ms = now_ms()
     (record_file,) = glob.glob(str(rehearsal_root / "logs" / "*" / RECORD_FILE))
     with open(record_file) as f:
         record = json.load(f)
     rehearsed = Run("taxi", started, rehearsed_ms, rehearsal_root=rehearsal_root, record=record, exit_code=code)
-    return finished("taxi", direct, direct_root, started), rehearsed
+    return Run("taxi", started, rehearsed_ms, pipeline=pipeline), rehearsed
 
 
 def test_the_rehearsal_on_the_cluster_completes_to_a_pushed_model(taxi_runs):
