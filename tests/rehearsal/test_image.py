@@ -62,6 +62,19 @@ def test_the_image_runs_python_3_11_keras_2_and_the_projects_code(rehearsal_imag
     assert out == ["(3,", "11)", "1", "/pipeline/models/__init__.py"]
 
 
+def test_the_images_processes_collect_their_first_generation_less_often_unless_speedups_are_off(rehearsal_image):
+    from runtime.speedups import ENV_VAR, OFF_VALUES
+
+    code = "import gc; print(*gc.get_threshold())"
+    # Without site's start-up (-S), no .pth line runs: Python's own thresholds.
+    python_default = _in_image(rehearsal_image, "python", "-S", "-c", code).split()
+    assert _in_image(rehearsal_image, "python", "-c", code).split() == ["100000", *python_default[1:]]
+    assert python_default[0] != "100000"
+    for off in OFF_VALUES:
+        options = ["run", "--rm", "--network", "none", "--env", f"{ENV_VAR}={off.upper()}", "--entrypoint", "python"]
+        assert podman.run(*options, rehearsal_image, "-c", code).stdout.split() == python_default, off
+
+
 def test_nothing_of_the_building_machine_is_in_the_image(rehearsal_image):
     assert _in_image(rehearsal_image, "ls", "/pipeline").split() == ["components", "models", "pipeline", "runtime"]
     # No build secret (the CA bundle), no uv cache, no manifest or uv left from the build.
