@@ -599,6 +599,13 @@ def exported(tmp_path_factory) -> tuple[dict[str, str], tuple]:
     return renamed, scaffold.scaffold(str(folder / "Penguins Export.csv"), label, output=str(folder / "problem"))
 
 
+@pytest.fixture(scope="module")
+def export_statistics(exported):
+    """The scaffolded export's rows, as the drafted contract checks them (``contract.csv_statistics``)."""
+    _, (_, folder, _) = exported
+    return contract.csv_statistics(glob.glob(os.path.join(folder, "*.csv")), problem_lib.load(folder))
+
+
 def test_a_csv_of_spreadsheet_headers_scaffolds_a_spec_naming_both(exported):
     renamed, (planned, folder, _) = exported
     headers = list(renamed.values())
@@ -613,8 +620,7 @@ def test_a_csv_of_spreadsheet_headers_scaffolds_a_spec_naming_both(exported):
     assert Problem.from_json(problem.to_json()).columns == problem.columns
 
 
-def test_the_exports_rows_read_by_feature_name_and_meet_the_drafted_contract(exported, tmp_path):
-    from authoring import contract
+def test_the_exports_rows_read_by_feature_name_and_meet_the_drafted_contract(exported, export_statistics, tmp_path):
     from components import csv_example_gen
     from components.anomaly_gate import describe_anomalies, describe_missing
 
@@ -629,13 +635,11 @@ def test_the_exports_rows_read_by_feature_name_and_meet_the_drafted_contract(exp
     assert rows == [sum(1 for _ in open(csv_path)) - 1] and keys == set(problem.header_names)
     schema = tfdv.load_schema_text(problem.contract_path)
     assert {f.name for f in schema.feature} == set(problem.header_names)
-    data = contract.csv_statistics([csv_path], problem)
-    assert describe_anomalies({"all": tfdv.validate_statistics(data, schema)}) == []
-    assert describe_missing({"all": data}, schema) == []
+    assert describe_anomalies({"all": tfdv.validate_statistics(export_statistics, schema)}) == []
+    assert describe_missing({"all": export_statistics}, schema) == []
 
 
-def test_new_data_with_a_header_changed_is_refused_naming_the_column_and_the_fix(exported, tmp_path):
-    from authoring import contract
+def test_new_data_with_a_header_changed_is_refused_naming_the_column_and_the_fix(exported, export_statistics, tmp_path):
     from components.csv_encoding import CsvFileError
 
     renamed, (_, folder, _) = exported
@@ -662,9 +666,7 @@ def test_new_data_with_a_header_changed_is_refused_naming_the_column_and_the_fix
     assert any(feature in line for line in lines) and any(valid in line for line in lines), lines
     # The header's feature name instead of its own name is the same column: the file reads as it did.
     (tmp_path / "features.csv").write_text(text.replace(header, feature, 1), encoding="utf-8")
-    assert contract.csv_statistics([str(tmp_path / "features.csv")], problem) == contract.csv_statistics(
-        [csv_path], problem
-    )
+    assert contract.csv_statistics([str(tmp_path / "features.csv")], problem) == export_statistics
 
 
 @pytest.mark.slow

@@ -1,11 +1,11 @@
 """The Evaluator's custom extractors: batches cut into one sub-batch per slice, with the
 slices TFMA's own slicing finds, and the Evaluator computing the same metrics, plots and
-blessing with them (and the batched metrics) as with TFMA's per-example defaults."""
+blessing with them (and the batched metrics) as with TFMA's per-example defaults: here on
+the binary problem's model; on a multi-class and a regression model, the shipped problems'
+local runs, in tests/problems/test_shipped_problems.py (those runs serve both)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections import Counter
 
 import numpy as np
@@ -15,11 +15,11 @@ import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 from tensorflow_model_analysis.extractors import slice_key_extractor
 from tensorflow_model_analysis.utils import util
-from tfx.types import standard_artifacts
 
 from models import batched_metrics, evaluation
 from pipeline.pipeline import create_pipeline
-from tests.support.harness import node, run_component
+from tests.support.evaluations import assert_same_metrics, assert_same_validation, evaluate_both_ways
+from tests.support.harness import node
 
 LABELS, PREDICTIONS = tfma.constants.LABELS_KEY, tfma.constants.PREDICTIONS_KEY
 WEIGHTS = tfma.constants.EXAMPLE_WEIGHTS_KEY
@@ -146,108 +146,11 @@ def test_slicing_columns_come_from_every_slicing_spec():
     assert evaluation.slicing_columns(tfma.EvalConfig(slicing_specs=[tfma.SlicingSpec()])) == set()
 
 
-def _results(evaluation_artifact) -> dict:
-    """{(slice, metric or plot name, model): value as a dict} of an Evaluator output."""
-    found = {}
-    for record in tfma.load_metrics(evaluation_artifact[0].uri):
-        for kv in record.metric_keys_and_values:
-            key = (str(record.slice_key), kv.key.name, kv.key.model_name, kv.key.is_diff)
-            found[key] = json_format.MessageToDict(kv.value)
-    for record in tfma.load_plots(evaluation_artifact[0].uri):
-        for kv in record.plot_keys_and_values:
-            found[(str(record.slice_key), "plot", kv.key.name, str(kv.key.sub_key))] = json_format.MessageToDict(
-                kv.value
-            )
-    return found
-
-
-def _assert_close(batched, default, path=""):
-    """Equal, floats to 1e-6 relative: the model's float32 outputs can differ in the last
-    bit with the batch sizes Beam happens to choose, which sums of predictions show."""
-    if isinstance(default, dict):
-        assert batched.keys() == default.keys(), path
-        for key in default:
-            _assert_close(batched[key], default[key], f"{path}/{key}")
-    elif isinstance(default, list):
-        assert len(batched) == len(default), path
-        for i, (b, d) in enumerate(zip(batched, default, strict=True)):
-            _assert_close(b, d, f"{path}[{i}]")
-    elif isinstance(default, float):
-        assert np.isclose(batched, default, rtol=1e-6, atol=1e-9, equal_nan=True), (path, batched, default)
-    else:
-        assert batched == default, path
-
-
-def _tfma_default(config: tfma.EvalConfig) -> tfma.EvalConfig:
-    """``config`` with TFMA's own metric classes in place of the batched ones."""
-    default = tfma.EvalConfig()
-    default.CopyFrom(config)
-    for spec in default.metrics_specs:
-        for metric in spec.metrics:
-            metric.CopyFrom(batched_metrics.tfma_metric_config(metric))
-    return default
-
-
-def _evaluate_both_ways(config, examples, model, root: str) -> dict:
-    """The pipeline's Evaluator on ``model``, with the project's extractors and batched
-    metrics and with TFMA's defaults (TFMA's metric classes, no module_path); without a
-    baseline, and with a copy of the model as the baseline (so the change metrics and
-    thresholds run too)."""
-    base = node(create_pipeline(config), "Evaluator")
-    eval_config = tfma.EvalConfig()
-    json_format.Parse(base.exec_properties["eval_config"], eval_config)
-    baseline = standard_artifacts.Model()
-    # Under the pipeline's root: a baseline elsewhere is another pipeline's, and ignored.
-    baseline.uri = os.path.join(config.pipeline_root, "baseline_model")
-    shutil.copytree(model[0].uri, baseline.uri, dirs_exist_ok=True)
-    results = {}
-    for name, module_path, evaluated_with in (
-        ("batched", base.exec_properties["module_path"], eval_config),
-        ("default", None, _tfma_default(eval_config)),
-    ):
-        for with_baseline in (False, True):
-            evaluator = node(create_pipeline(config), "Evaluator")
-            evaluator.exec_properties["eval_config"] = json_format.MessageToJson(evaluated_with)
-            evaluator.exec_properties["module_path"] = module_path
-            inputs = {"examples": examples, "model": model}
-            if with_baseline:
-                inputs["baseline_model"] = [baseline]
-            results[name, with_baseline] = run_component(
-                evaluator, inputs, os.path.join(root, "evaluations", name, str(with_baseline))
-            )
-    return results
-
-
 @pytest.fixture(scope="module")
-def evaluations(small_config, root, examples, trainer):
-    """The binary problem's evaluations, both ways (``_evaluate_both_ways``)."""
-    return _evaluate_both_ways(small_config, examples, trainer["model"], root)
-
-
-@pytest.fixture(scope="module", params=["penguins", "penguin-body-mass"])
-def task_evaluations(request, tmp_path_factory):
-    """A multi-class and a regression problem (the shipped penguins' species and body mass)
-    trained briefly by the pipeline's own components, then evaluated both ways."""
-    from models import problem as problem_lib
-    from models.hparams import HParams
-    from pipeline.config import REPO_ROOT, PipelineConfig
-
-    root = str(tmp_path_factory.mktemp(request.param))
-    config = PipelineConfig(
-        problem=problem_lib.load(str(REPO_ROOT / "data" / request.param)),
-        output_root=root,
-        infer_schema=True,
-        train_steps=40,
-        hparams=HParams(per_replica_batch_size=32, epochs=2),
-    )
-    pipe = create_pipeline(config)
-    examples = run_component(node(pipe, "CsvExampleGen"), {}, root)["examples"]
-    statistics = run_component(node(pipe, "StatisticsGen"), {"examples": examples}, root)["statistics"]
-    schema = run_component(node(pipe, "SchemaGen"), {"statistics": statistics}, root)["schema"]
-    transform = run_component(node(pipe, "Transform"), {"examples": examples, "schema": schema}, root)
-    inputs = {"examples": examples, "transform_graph": transform["transform_graph"], "schema": schema}
-    model = run_component(node(pipe, "Trainer"), inputs, root)["model"]
-    return config.problem, _evaluate_both_ways(config, examples, model, root)
+def evaluations(small_config, root, examples, trainer, evaluator):
+    """The binary problem's evaluations, both ways (tests/support/evaluations.py); batched
+    without a baseline, the pipeline's Evaluator that the component tests share."""
+    return evaluate_both_ways(small_config, examples, trainer["model"], root, done={("batched", False): evaluator})
 
 
 def test_the_pipeline_evaluator_uses_the_batched_extractors_and_metrics(small_config):
@@ -260,48 +163,16 @@ def test_the_pipeline_evaluator_uses_the_batched_extractors_and_metrics(small_co
 
 @pytest.mark.parametrize("with_baseline", [False, True])
 def test_metrics_and_plots_equal_tfmas_default_computation_per_slice(evaluations, with_baseline):
-    batched = _results(evaluations["batched", with_baseline]["evaluation"])
-    default = _results(evaluations["default", with_baseline]["evaluation"])
-    _assert_close(batched, default)
-    slices = {key[0] for key in default}
+    keys = assert_same_metrics(evaluations, with_baseline)
+    slices = {key[0] for key in keys}
     assert "()" in slices or "" in slices
     assert any("payment_type" in s for s in slices) and any("trip_start_hour" in s for s in slices)
-    names = {key[1] for key in default}
-    assert names >= {"auc", "binary_accuracy", "example_count", "plot"}
-    assert any(key[3] is True for key in default if len(key) == 4) == with_baseline  # change metrics
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("with_baseline", [False, True])
-def test_multi_class_and_regression_metrics_equal_tfmas_default_computation(task_evaluations, with_baseline):
-    problem, evaluations = task_evaluations
-    batched = _results(evaluations["batched", with_baseline]["evaluation"])
-    default = _results(evaluations["default", with_baseline]["evaluation"])
-    _assert_close(batched, default)
-    assert len({key[0] for key in default}) > 1  # the overall slice and the spec's
-    expected = {"accuracy", "plot"} if problem.task.value == "multiclass" else {"rmse", "mae", "mean_label"}
-    assert {key[1] for key in default} >= expected | {"example_count"}
-    assert any(key[3] is True for key in default if len(key) == 4) == with_baseline  # change metrics
-    _assert_same_validation(evaluations, with_baseline)
-
-
-def _assert_same_validation(evaluations: dict, with_baseline: bool) -> None:
-    batched, default = evaluations["batched", with_baseline], evaluations["default", with_baseline]
-    assert batched["blessing"][0].get_int_custom_property("blessed") == default["blessing"][0].get_int_custom_property(
-        "blessed"
-    )
-    validation = {
-        name: json_format.MessageToDict(tfma.load_validation_result(run["evaluation"][0].uri))
-        for name, run in (("batched", batched), ("default", default))
-    }
-    _assert_close(validation["batched"], validation["default"])
-    # TFMA reads the batched evaluation as it reads its own.
-    assert tfma.load_eval_result(batched["evaluation"][0].uri).slicing_metrics
+    assert {key[1] for key in keys} >= {"auc", "binary_accuracy", "example_count", "plot"}
 
 
 @pytest.mark.parametrize("with_baseline", [False, True])
 def test_validation_and_blessing_are_the_same(evaluations, with_baseline):
-    _assert_same_validation(evaluations, with_baseline)
+    assert_same_validation(evaluations, with_baseline)
 
 
 def test_signatures_called_positionally_bind_by_keyword(tmp_path):

@@ -1,8 +1,9 @@
 """The shipped problems other than taxi (data/penguins: multi-class; data/penguin-body-mass:
 regression), each end to end: a local run with its own contract and default settings is
 blessed and pushed, as good as references computed here on the run's own split; the pushed
-model serves the spec's outputs; and the compiled job carries the problem's names, never the
-taxi problem's. Each problem's compiled job is rehearsed to a served model in
+model serves the spec's outputs; its model evaluated by the project's batched path scores as
+by TFMA's defaults; and the compiled job carries the problem's names, never the taxi
+problem's. Each problem's compiled job is rehearsed to a served model in
 tests/rehearsal/test_two_problems.py, both into one store."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,6 +28,7 @@ from models.preprocessing import PROBLEM_KEY
 from models.problem import Problem, Task
 from report.run_summary import summarize_run
 from tests.support import cloud
+from tests.support.evaluations import assert_same_metrics, assert_same_validation, evaluate_both_ways, stored_artifact
 from tests.support.problems import SHIPPED, SHIPPED_DIRS, TAXI
 from tests.support.runs import EXECUTED_COMPONENTS
 
@@ -172,23 +175,71 @@ def test_the_pushed_model_serves_the_specs_outputs_without_the_label(local_runs,
             np.testing.assert_allclose(answered[key], value, rtol=1e-5, atol=1e-5, err_msg=key)
 
 
+@pytest.fixture(scope="module")
+def local_evaluations(local_runs, tmp_path_factory):
+    """Each local run's model evaluated on its eval split both ways, the project's batched
+    path and TFMA's defaults, each without and with a baseline (tests/support/evaluations.py),
+    once per problem: name -> (name, with a baseline) -> the Evaluator's outputs. The batched
+    evaluation without a baseline is the run's own Evaluator's (its first: no champion yet)."""
+    evaluations = {}
+
+    def evaluate(name: str) -> dict:
+        if name not in evaluations:
+            config, summary = local_runs(name)
+            store = local_runner.metadata_config(config)
+            examples, model, evaluation, blessing = (
+                [stored_artifact(store, summary.outputs[key])]
+                for key in ("CsvExampleGen.examples", "Trainer.model", "Evaluator.evaluation", "Evaluator.blessing")
+            )
+            assert not summary.had_baseline  # the run's evaluation is one without a baseline
+            run = {("batched", False): {"evaluation": evaluation, "blessing": blessing}}
+            root = str(tmp_path_factory.mktemp(f"{name}-evaluations"))
+            evaluations[name] = evaluate_both_ways(config, examples, model, root, done=run)
+        return evaluations[name]
+
+    return evaluate
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("with_baseline", [False, True])
+@pytest.mark.parametrize("name", PROBLEMS)
+def test_multi_class_and_regression_metrics_equal_tfmas_default_computation(local_evaluations, name, with_baseline):
+    """The Evaluator's batched extractors and metrics (models/evaluation.py) on a multi-class
+    and a regression model, in the run and with a baseline: the same metrics, plots,
+    validation and blessing as TFMA's per-example defaults (the binary problem's:
+    tests/models/test_evaluation.py)."""
+    problem = SHIPPED[name]
+    evaluations = local_evaluations(name)
+    keys = assert_same_metrics(evaluations, with_baseline)
+    assert len({key[0] for key in keys}) > 1  # the overall slice and the spec's
+    expected = {"accuracy", "plot"} if problem.task == Task.MULTICLASS else {"rmse", "mae", "mean_label"}
+    assert {key[1] for key in keys} >= expected | {"example_count"}
+    assert_same_validation(evaluations, with_baseline)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", PROBLEMS)
-def test_every_task_trains_on_its_streamed_splits_through_the_whole_pipeline(name, tmp_path):
+def test_every_task_trains_on_its_streamed_splits_through_the_whole_pipeline(local_runs, name):
     """No split in memory (``in_memory_max_mb=0``, as a split past the limit, or a feature
     that is not dense, takes): the Trainer streams both splits, and the model is evaluated.
     Multi-class and regression here; the binary task (taxi) streams through the same
-    ``run_fn`` in tests/models/test_trainer.py, in this process and on two replicas."""
+    ``run_fn`` in tests/models/test_trainer.py, in this process and on two replicas. The
+    whole pipeline runs again on the local run's output root with the cache on: what precedes
+    the Trainer, the same data and settings, is that run's; the Trainer and what follows run."""
     problem = SHIPPED[name]
-    argv = ["--problem", str(SHIPPED_DIRS[name]), "--output-root", str(tmp_path), "--no-report"]
-    argv += ["--hparam", "in_memory_max_mb=0", "--train-steps", "60", "--epochs", "2"]
+    config, _ = local_runs(name)
+    logs = Path(config.output_root) / "logs" / problem.name
+    earlier = set(logs.glob("run-*.log"))
+    argv = ["--problem", str(SHIPPED_DIRS[name]), "--output-root", config.output_root, "--no-report"]
+    argv += ["--hparam", "in_memory_max_mb=0", "--train-steps", "60", "--epochs", "2", "--enable-cache"]
     assert local_runner.main(argv) == 0
     config = local_runner.config_from_args(local_runner.parse_args(argv))
     summary = summarize_run(local_runner.metadata_config(config), config.pipeline_name)
     states = {c.node_id: c.state for c in summary.components}
     assert states["Trainer"] == states["Evaluator"] == "complete"
+    assert states["Transform"] == "cached", states  # the local run's: this run's is the Trainer's input
     assert np.isfinite(summary.metrics[problem.blessing.metric])
-    (log,) = (tmp_path / "logs" / problem.name).glob("run-*.log")
+    (log,) = set(logs.glob("run-*.log")) - earlier
     assert log.read_text().count("Streaming 1 file(s)") == 2 and "into memory" not in log.read_text()
 
 
