@@ -13,8 +13,6 @@ import contextlib
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,20 +33,7 @@ def prepare_template(destination: Path, data_dir: Path) -> Path:
     """
     if destination.exists():
         shutil.rmtree(destination)
-    cli = Path(sys.executable).with_name("tfx")
-    subprocess.run(
-        [
-            str(cli),
-            "template",
-            "copy",
-            "--model=taxi",
-            f"--pipeline_name={TEMPLATE_PIPELINE_NAME}",
-            f"--destination_path={destination}",
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    _copy_template(destination)
     pipeline_file = destination / "pipeline" / "pipeline.py"
     source = pipeline_file.read_text()
     enabled, count = _COMMENTED_APPEND.subn(r"\1\2", source)
@@ -58,6 +43,18 @@ def prepare_template(destination: Path, data_dir: Path) -> Path:
     shutil.rmtree(destination / "data")
     (destination / "data").symlink_to(data_dir.resolve(), target_is_directory=True)
     return destination
+
+
+def _copy_template(destination: Path) -> None:
+    """What ``tfx template copy --model=taxi --pipeline_name=... --destination_path=...`` does:
+    its command's handler, called in this process. The command line would start an interpreter
+    that imports TFX and TensorFlow all over again (seconds of CPU) only to copy files."""
+    from tfx.tools.cli import labels
+    from tfx.tools.cli.handler import template_handler
+
+    template_handler.copy_template(
+        {labels.MODEL: "taxi", labels.PIPELINE_NAME: TEMPLATE_PIPELINE_NAME, labels.DESTINATION_PATH: str(destination)}
+    )
 
 
 def template_environment(environ: dict[str, str] | None = None) -> dict[str, str]:

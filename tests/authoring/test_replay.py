@@ -100,10 +100,11 @@ threshold = 0.6
     assert (tmp_path / "out" / "spans" / "span-1" / "data.csv").read_text().splitlines()[0] == ",".join(header)
 
 
-# Replayed runs with a window of two spans: the third is the first whose window is full; two
-# more after it. (The shipped window of four would need seven runs for the same.)
+# Replayed runs with a window of two spans, pruned to the last two runs after each: the
+# second is the first whose window and kept runs are full; two more after it, each pruning an
+# older run. (The shipped window of four, keeping four runs, would need six runs for the same.)
 WINDOW = 2
-RUNS_WINDOW_FULL, RUNS = WINDOW + 1, WINDOW + 3
+RUNS_WINDOW_FULL, RUNS = WINDOW, WINDOW + 2
 # What the policy keeps for every push (runs/prune.py): the model, its blessing, the copy pushed.
 PUSHED = ("Trainer/model", "Evaluator/blessing", "Pusher")
 
@@ -114,10 +115,10 @@ def _bytes(root: Path) -> int:
 
 @pytest.mark.slow
 def test_replayed_runs_keep_disk_use_bounded_and_a_cached_rerun_works(tmp_path, capsys):
-    """Five two-month spans of the taxi data, one run each, pruned to the last 2 runs after
-    each: from the third run on (the window holds two spans) the pipeline root stops growing
-    but for what every push keeps; then a rerun on the same data reuses the cached components
-    of the pruned store."""
+    """Four two-month spans of the taxi data, one run each, pruned to the last 2 runs after
+    each: from the second run on (the window holds two spans, the root two runs) the pipeline
+    root stops growing but for what every push keeps; then a rerun on the same data reuses the
+    cached components of the pruned store."""
     from local_runner import main as run_locally
     from tests.support.problems import SHIPPED_DIRS
 
@@ -142,8 +143,9 @@ def test_replayed_runs_keep_disk_use_bounded_and_a_cached_rerun_works(tmp_path, 
     assert [entry.span for entry in entries] == list(range(1, RUNS + 1))
     assert entries[-1].window == f"{RUNS - WINDOW + 1}-{RUNS}"
     assert any("warm-started" in (entry.warm_start or "") for entry in entries)
-    # Bounded: the last run's artifacts take no more room than the third's did, give or take
-    # the spans' sizes (spans differ in rows: spans 2-3 hold 1,407, spans 4-5 1,567) ...
+    # Bounded: the last two runs' artifacts take no more room than the first two's did, give
+    # or take the spans' sizes (spans 1-2 hold 1,239 rows, spans 3-4 1,465); unpruned, the four
+    # runs' would take about twice the room ...
     assert after_all < 1.5 * after_full, (after_full, after_all)
     # ... but for what every push keeps: one model per push, and the last 2 runs' models.
     # (How many runs beat their champion is the short trainings' noise: one, or several.)
