@@ -1,12 +1,17 @@
 """Parameter-server training: the serving side (with a stand-in server); the chief's exact
-evaluation (its shards, each eval row in exactly one); and every shipped problem trained by a
-real cluster of a chief, two workers and a ps, its validation the whole eval split. A chief
-killed and restarted is in test_trainer.py."""
+evaluation (its shards, each eval row in exactly one); and a real cluster of two workers and a
+ps, on which a chief trains every shipped problem, its validation the whole eval split, and
+then the cluster's own job, whose chief is killed and restarted."""
 
 from __future__ import annotations
 
+import dataclasses
+import glob
 import json
 import math
+import os
+import signal
+import subprocess
 import threading
 from pathlib import Path
 
@@ -19,6 +24,7 @@ from tfx.utils import path_utils
 
 from models import data, parameter_server, signatures, trainer
 from models import model as model_lib
+from models import strategy as strategy_lib
 from models.hparams import HParams
 from models.problem import Task
 from models.strategy import worker_info
@@ -26,6 +32,8 @@ from rehearsal.cloud.jobs import free_ports
 from tests.support import training_jobs
 from tests.support.fn_args import fn_args_for
 from tests.support.problems import SHIPPED, TAXI, with_problem
+from tests.support.raw_examples import raw_example
+from tests.support.sample_data import embedded_rows
 from tests.support.trainer_entry import fingerprints, split_fingerprints
 
 GZIP = tf.io.TFRecordOptions(compression_type="GZIP")
@@ -62,16 +70,22 @@ def test_a_serving_task_starts_its_server_and_returns_once_the_chief_is_done(as_
     assert started == [(CLUSTER, "ps", 0, "grpc", True)]
 
 
-@pytest.fixture
-def eval_split(trainer_inputs, tmp_path):
+@pytest.fixture(scope="module")
+def eval_split(trainer_inputs, tmp_path_factory):
     """The taxi sample's eval files, their rows, and the Transform output."""
-    fn_args = fn_args_for(trainer_inputs, tmp_path, {})
+    fn_args = fn_args_for(trainer_inputs, tmp_path_factory.mktemp("eval_split"), {})
     rows = data.count_records(fn_args.eval_files)
     # Counted independently: one record per row of the split's gzipped TFRecord files.
     files = [f for pattern in fn_args.eval_files for f in tf.io.gfile.glob(pattern)]
     assert rows == sum(1 for f in files for _ in tf.compat.v1.io.tf_record_iterator(f, GZIP))
     assert 3 * 64 < rows < 256
     return fn_args.eval_files, rows, tft.TFTransformOutput(fn_args.transform_output)
+
+
+@pytest.fixture(scope="module")
+def eval_rows(trainer_inputs) -> list[str]:
+    """The eval split's examples as the Trainer gets them (``split_fingerprints``)."""
+    return split_fingerprints(trainer_inputs, "eval")
 
 
 def _cluster_of(monkeypatch, workers: int) -> None:
@@ -117,7 +131,7 @@ def _shard_rows(creator, shards: int, batch: int) -> list[list[tuple[str, int]]]
 
 @pytest.mark.parametrize(("workers", "batch"), [(2, 256), (2, 64), (3, 64), (5, 64), (1, 64)])
 def test_exact_evaluation_shards_cover_the_eval_split_once_whatever_its_size(
-    trainer_inputs, eval_split, monkeypatch, workers, batch
+    eval_split, eval_rows, monkeypatch, workers, batch
 ):
     """Every eval row lands in exactly one shard, however many workers and whatever the
     split's size against the batch (one batch larger than the split: the penguins' case)."""
@@ -127,25 +141,27 @@ def test_exact_evaluation_shards_cover_the_eval_split_once_whatever_its_size(
     creator = parameter_server.per_worker_eval_dataset(eval_files, output, batch, shards, label_key=TAXI.label_key)
     cut = _shard_rows(creator, shards, batch)
     assert all(cut), "a shard without rows"
-    everything = split_fingerprints(trainer_inputs, "eval")
-    assert len(set(everything)) == len(everything) == rows
-    assert sorted(f for shard in cut for f, _ in shard) == sorted(everything)
+    assert len(set(eval_rows)) == len(eval_rows) == rows
+    assert sorted(f for shard in cut for f, _ in shard) == sorted(eval_rows)
 
 
-def test_a_capped_exact_evaluation_covers_the_first_batches_once(trainer_inputs, eval_split, monkeypatch):
+def test_a_capped_exact_evaluation_covers_the_first_batches_once(eval_split, eval_rows, monkeypatch):
     eval_files, _, output = eval_split
     _cluster_of(monkeypatch, 3)
     shards = parameter_server.evaluation_shards(eval_files, 64, eval_steps=2)
     creator = parameter_server.per_worker_eval_dataset(eval_files, output, 64, shards, 2, label_key=TAXI.label_key)
     cut = _shard_rows(creator, shards, 64)
     assert shards == 2 and all(cut)
-    first = split_fingerprints(trainer_inputs, "eval")[: 2 * 64]
+    first = eval_rows[: 2 * 64]
     assert sorted(f for shard in cut for f, _ in shard) == sorted(first)
 
 
-# --- a real cluster, every shipped problem --------------------------------------------------
+# --- a real cluster: every shipped problem, then a chief killed and restarted ----------------
 
 SERVING_TASKS = [("worker", 0), ("worker", 1), ("ps", 0)]
+# The job whose chief is killed and restarted (the last on the cluster): its servers' spec.
+RESTARTED_JOB = HParams(per_replica_batch_size=32, epochs=3, backup_every_seconds=0).to_custom_config()
+RESTARTED_EPOCHS, RESTARTED_STEPS_PER_EPOCH = 3, 4
 
 
 @pytest.fixture(scope="module")
@@ -166,27 +182,48 @@ def inputs_of(request, tmp_path_factory):
     return inputs
 
 
-def _train_with_parameter_servers(trainer_inputs: dict, root: Path, problem, config: dict, train_steps: int) -> dict:
-    """A chief, two workers and one ps as separate processes, as Vertex AI starts them; every
-    one must succeed. Returns the chief's report."""
+@dataclasses.dataclass(frozen=True)
+class _Cluster:
+    """Two workers and one ps as separate processes, as Vertex AI starts them; a chief
+    launched into the cluster trains on them. They serve until the restarted job's chief
+    (outputs under ``root``) is done, so every chief of this module trains on them in turn,
+    as a restarted chief reconnects to the servers it left."""
+
+    tasks: dict
+    root: Path
+    servers: list[subprocess.Popen]
+    logs: list[Path]
+
+    def chief(self, trainer_inputs: dict, root: Path, name: str, train_steps: int, config: dict, **extra):
+        """A chief process writing under ``root``, and its log."""
+        log = root / f"{name}.log"
+        spec = training_jobs.spec(trainer_inputs, root, name, train_steps, config, **extra)
+        return training_jobs.launch(spec, log, {"cluster": self.tasks, "task": {"type": "chief", "index": 0}}), log
+
+    def serving(self) -> bool:
+        return all(process.poll() is None for process in self.servers)
+
+
+@pytest.fixture(scope="module")
+def cluster(trainer_inputs, tmp_path_factory):
+    """The servers of the restarted job (the taxi sample's), started once for the module."""
+    root = tmp_path_factory.mktemp("cluster")
     ports = free_ports(4)
-    cluster = {
+    tasks = {
         "chief": [f"127.0.0.1:{ports[0]}"],
         "worker": [f"127.0.0.1:{ports[1]}", f"127.0.0.1:{ports[2]}"],
         "ps": [f"127.0.0.1:{ports[3]}"],
     }
-    processes, logs = [], []
-    for kind, index in [("chief", 0), *SERVING_TASKS]:
+    servers, logs = [], []
+    train_steps = RESTARTED_EPOCHS * RESTARTED_STEPS_PER_EPOCH
+    for kind, index in SERVING_TASKS:
         name = f"{kind}{index}"
-        spec = training_jobs.spec(trainer_inputs, root, name, train_steps, with_problem(config, problem))
+        spec = training_jobs.spec(trainer_inputs, root, name, train_steps, RESTARTED_JOB)
         logs.append(root / f"{name}.log")
-        tf_config = {"cluster": cluster, "task": {"type": kind, "index": index}}
-        processes.append(training_jobs.launch(spec, logs[-1], tf_config))
-    # The servers serve until the chief is done: a chief that failed stops them.
-    chief_code = training_jobs.wait(processes[:1], logs, stop_others=processes[1:])
-    assert chief_code == [0], training_jobs.tail(logs)
-    assert training_jobs.wait(processes[1:], logs) == [0] * len(SERVING_TASKS), training_jobs.tail(logs)
-    return json.loads((root / "chief0.report.json").read_text())
+        servers.append(training_jobs.launch(spec, logs[-1], {"cluster": tasks, "task": {"type": kind, "index": index}}))
+    yield _Cluster(tasks, root, servers, logs)
+    # Servers still serving (the restarted job's test not selected, or failed) are stopped.
+    training_jobs.stop(servers)
 
 
 def _whole_split_metrics(problem, serving_dir: str, eval_files) -> dict[str, float]:
@@ -226,7 +263,7 @@ def _whole_split_metrics(problem, serving_dir: str, eval_files) -> dict[str, flo
     ],
 )
 def test_parameter_servers_train_every_shipped_problem_validating_on_its_whole_eval_split(
-    inputs_of, tmp_path, name, per_replica_batch
+    inputs_of, cluster, tmp_path, name, per_replica_batch
 ):
     """The chief's validation sees every eval example exactly once, however the split's size
     compares with the batch: its epoch's validation loss and metric are the exported model's
@@ -234,7 +271,10 @@ def test_parameter_servers_train_every_shipped_problem_validating_on_its_whole_e
     validated are the ones exported, and the loss is the data's alone)."""
     problem, trainer_inputs = SHIPPED[name], inputs_of(name)
     config = HParams(per_replica_batch_size=per_replica_batch, epochs=1, ema_momentum=0, l2=0).to_custom_config()
-    chief = _train_with_parameter_servers(trainer_inputs, tmp_path, problem, config, train_steps=4)
+    process, log = cluster.chief(trainer_inputs, tmp_path, "chief0", 4, with_problem(config, problem))
+    assert training_jobs.wait([process], [log]) == [0], training_jobs.tail([log, *cluster.logs])
+    assert cluster.serving(), training_jobs.tail(cluster.logs)
+    chief = json.loads((tmp_path / "chief0.report.json").read_text())
     assert chief["strategy"] == "ParameterServerStrategy" and chief["epochs_begun"] == [0]
 
     fn_args = fn_args_for(trainer_inputs, tmp_path, with_problem(config, problem))
@@ -248,3 +288,42 @@ def test_parameter_servers_train_every_shipped_problem_validating_on_its_whole_e
     metric = "rmse" if problem.task == Task.REGRESSION else "accuracy"
     assert validated[f"val_{metric}"] == pytest.approx(expected[metric], rel=1e-4, abs=1e-6), validated
     assert validated["val_loss"] == pytest.approx(expected["loss"], rel=1e-3), validated
+
+
+@pytest.mark.slow
+def test_parameter_servers_train_one_model_and_a_restarted_chief_resumes(trainer_inputs, cluster):
+    """The cluster's own job: its chief is killed as its second epoch begins and restarted;
+    the servers keep serving, and stop once the restarted chief is done."""
+    epochs, steps_per_epoch, root = RESTARTED_EPOCHS, RESTARTED_STEPS_PER_EPOCH, cluster.root
+    train_steps = epochs * steps_per_epoch
+    first, first_log = cluster.chief(trainer_inputs, root, "chief-first", train_steps, RESTARTED_JOB, kill_at=[1, None])
+    all_logs = [first_log, *cluster.logs]
+    assert training_jobs.wait([first], [first_log]) == [-signal.SIGKILL], training_jobs.tail(all_logs)
+    killed = json.loads((root / "chief-first.report.json").read_text())
+    assert killed["strategy"] == "ParameterServerStrategy" and killed["choice"] == strategy_lib.PARAMETER_SERVER
+    assert killed["epochs_begun"] == [0, 1] and killed["restored_optimizer_iterations"] == 0
+    assert cluster.serving(), "a server stopped with the chief"
+
+    second, second_log = cluster.chief(trainer_inputs, root, "chief-second", train_steps, RESTARTED_JOB)
+    all_logs.append(second_log)
+    codes = training_jobs.wait([second, *cluster.servers], [second_log, *cluster.logs])
+    assert codes == [0, 0, 0, 0], training_jobs.tail(all_logs)
+    resumed = json.loads((root / "chief-second.report.json").read_text())
+    assert resumed["epochs_begun"] == [1, 2]
+    assert resumed["restored_optimizer_iterations"] == steps_per_epoch
+    assert "continuing at epoch 1 of 3" in second_log.read_text()
+    for (kind, index), log in zip(SERVING_TASKS, cluster.logs, strict=True):
+        assert f"{kind}:{index} serving at" in log.read_text() and "The chief is done" in log.read_text()
+        assert json.loads((root / f"{kind}{index}.report.json").read_text())["epochs_begun"] == []
+
+    # Exactly one serving model, the chief's, and it serves raw examples.
+    serving_dir = path_utils.serving_model_dir(str(root / "out" / "model"))
+    assert [os.path.dirname(p) for p in glob.glob(str(root / "**" / "saved_model.pb"), recursive=True)] == [serving_dir]
+    record = json.loads((root / "out" / "model_run" / trainer.TRAINING_RECORD).read_text())
+    assert record["strategy"] == "ParameterServerStrategy"
+    assert record["last_epoch"] == epochs - 1 and record["best_epoch"] >= 0
+    rows = embedded_rows(20)
+    loaded = tf.saved_model.load(serving_dir)
+    result = loaded.signatures["serving_default"](examples=tf.constant([raw_example(r) for r in rows]))
+    probability = result["probability"].numpy()
+    assert probability.shape == (20, 1) and ((probability >= 0) & (probability <= 1)).all()

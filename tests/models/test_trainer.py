@@ -1,6 +1,7 @@
 """``run_fn`` for real: on ExampleGen and Transform output of a few hundred rows, in this process and in
 worker processes launched like replicas of a training job (two-worker
-MultiWorkerMirroredStrategy over localhost; a training killed part-way and restarted)."""
+MultiWorkerMirroredStrategy over localhost; a training killed part-way and restarted). Parameter
+servers, a restarted chief among them, are in test_parameter_server.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import json
 import math
 import os
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -49,6 +49,12 @@ def clean_env(monkeypatch):
     return monkeypatch
 
 
+@pytest.fixture(scope="module")
+def split_rows(trainer_inputs) -> dict[str, list[str]]:
+    """Each split's examples as the Trainer gets them (``split_fingerprints``), computed once."""
+    return {split: split_fingerprints(trainer_inputs, split) for split in ("train", "eval")}
+
+
 class _Validation(tf_keras.callbacks.Callback):
     """Counts validation batches and keeps the logs of every epoch."""
 
@@ -68,11 +74,11 @@ class _Validation(tf_keras.callbacks.Callback):
 
 
 @pytest.mark.parametrize("cap_over_split", [5, -1])
-def test_capped_validation_runs_after_every_epoch(trainer_inputs, tmp_path, clean_env, cap_over_split):
+def test_capped_validation_runs_after_every_epoch(trainer_inputs, split_rows, tmp_path, clean_env, cap_over_split):
     """A cap larger than the eval split validates on the whole split every epoch; a
     smaller one on that many batches every epoch."""
     epochs = 3
-    split_batches = math.ceil(len(split_fingerprints(trainer_inputs, "eval")) / PER_REPLICA_BATCH)
+    split_batches = math.ceil(len(split_rows["eval"]) / PER_REPLICA_BATCH)
     config = HParams(per_replica_batch_size=PER_REPLICA_BATCH, epochs=epochs).to_custom_config()
     fn_args = fn_args_for(trainer_inputs, tmp_path, config, train_steps=epochs * 2)
     fn_args.eval_steps = split_batches + cap_over_split
@@ -82,7 +88,7 @@ def test_capped_validation_runs_after_every_epoch(trainer_inputs, tmp_path, clea
     assert all("val_auc" in logs for logs in validation.epoch_logs) and len(validation.epoch_logs) == epochs
 
 
-def test_run_fn_trains_on_the_streamed_splits_under_mirrored_strategy(trainer_inputs, tmp_path, clean_env):
+def test_run_fn_trains_on_the_streamed_splits_under_mirrored_strategy(trainer_inputs, split_rows, tmp_path, clean_env):
     """The files streamed (no in-memory split), one replica: every validation is the eval
     split in batches of the global batch, and the model is exported."""
     epochs = 2
@@ -94,7 +100,7 @@ def test_run_fn_trains_on_the_streamed_splits_under_mirrored_strategy(trainer_in
     validation = _Validation()
     trainer.run_fn(fn_args, extra_callbacks=[validation])
     assert streamed == [fn_args.train_files, fn_args.eval_files]
-    eval_rows = len(split_fingerprints(trainer_inputs, "eval"))
+    eval_rows = len(split_rows["eval"])
     assert validation.batches == [math.ceil(eval_rows / PER_REPLICA_BATCH)] * epochs
     assert os.path.exists(os.path.join(fn_args.serving_model_dir, "saved_model.pb"))
     record = trainer.read_training_record(fn_args.model_run_dir)
@@ -143,7 +149,7 @@ def test_run_fn_rejects_an_unknown_strategy_with_the_allowed_list(
 
 
 @pytest.mark.slow
-def test_two_workers_train_one_model_together_and_only_the_chief_writes_it(trainer_inputs, tmp_path):
+def test_two_workers_train_one_model_together_and_only_the_chief_writes_it(trainer_inputs, split_rows, tmp_path):
     # The schedule sees no epoch gain 1.0 AUC: the rate halves after epoch 1, which ends
     # training (patience 1) with epoch 0's weights. Both workers must decide alike.
     planned, epochs, steps_per_epoch = 3, 2, 4
@@ -175,13 +181,13 @@ def test_two_workers_train_one_model_together_and_only_the_chief_writes_it(train
 
     # Sharding: within the first pass over the training data no example reached both
     # workers, and every evaluation covered the eval split exactly once between them.
-    train = split_fingerprints(trainer_inputs, "train")
+    train = split_rows["train"]
     first_pass_steps = len(train) // (2 * PER_REPLICA_BATCH)
     assert first_pass_steps >= 3
     per_worker = [[e for s in r["train_steps"][:first_pass_steps] for e in s["examples"]] for r in reports]
     assert not set(per_worker[0]) & set(per_worker[1])
     assert set(per_worker[0]) | set(per_worker[1]) <= set(train)
-    evaluation = split_fingerprints(trainer_inputs, "eval")
+    evaluation = split_rows["eval"]
     for epoch in range(epochs):
         seen = [[e for s in r["eval_steps"] if s["epoch"] == epoch for e in s["examples"]] for r in reports]
         assert not set(seen[0]) & set(seen[1]), epoch
@@ -216,7 +222,7 @@ def test_two_workers_train_one_model_together_and_only_the_chief_writes_it(train
 
 @pytest.mark.slow
 def test_two_replicas_in_one_process_train_on_the_streamed_splits_each_on_its_half_of_every_batch(
-    trainer_inputs, tmp_path
+    trainer_inputs, split_rows, tmp_path
 ):
     """MirroredStrategy over two logical CPUs (as over two GPUs), the splits streamed: each
     replica's step gets its own half of the global batch, and each validation covers the
@@ -234,12 +240,12 @@ def test_two_replicas_in_one_process_train_on_the_streamed_splits_each_on_its_ha
     assert {len(step["examples"]) for step in steps} == {PER_REPLICA_BATCH}
     # Within the first pass over the training split (a step across two passes may hold a row
     # of each, reshuffled), no row reached both replicas, nor any step twice.
-    train = split_fingerprints(trainer_inputs, "train")
+    train = split_rows["train"]
     first_pass = [e for step in steps[: 2 * (len(train) // (2 * PER_REPLICA_BATCH))] for e in step["examples"]]
     assert len(first_pass) >= 4 * PER_REPLICA_BATCH
     assert len(set(first_pass)) == len(first_pass) and set(first_pass) <= set(train)
     assert {e for step in steps for e in step["examples"]} <= set(train)
-    evaluation = split_fingerprints(trainer_inputs, "eval")
+    evaluation = split_rows["eval"]
     for epoch in range(epochs):
         seen = [e for step in report["eval_steps"] if step["epoch"] == epoch for e in step["examples"]]
         assert sorted(seen) == sorted(evaluation), epoch
@@ -281,60 +287,3 @@ def test_a_training_killed_part_way_resumes_from_its_last_completed_epoch(traine
     record = json.loads((tmp_path / "out" / "model_run" / trainer.TRAINING_RECORD).read_text())
     assert record["best_epoch"] == 0 and record["stopped_early_at_epoch"] == 2
     assert record["final_learning_rate"] == pytest.approx(0.00025)
-
-
-@pytest.mark.slow
-def test_parameter_servers_train_one_model_and_a_restarted_chief_resumes(trainer_inputs, tmp_path):
-    """A chief, two workers and one ps as separate processes, as Vertex AI starts them. The
-    chief is killed as its second epoch begins and restarted; the servers keep serving."""
-    epochs, steps_per_epoch = 3, 4
-    ports = free_ports(4)
-    cluster = {
-        "chief": [f"127.0.0.1:{ports[0]}"],
-        "worker": [f"127.0.0.1:{ports[1]}", f"127.0.0.1:{ports[2]}"],
-        "ps": [f"127.0.0.1:{ports[3]}"],
-    }
-    tasks = [("chief", 0), ("worker", 0), ("worker", 1), ("ps", 0)]
-    config = HParams(per_replica_batch_size=PER_REPLICA_BATCH, epochs=epochs, backup_every_seconds=0).to_custom_config()
-    train_steps = epochs * steps_per_epoch
-
-    def launch(name: str, task: tuple[str, int], **extra) -> tuple[subprocess.Popen, Path]:
-        log = tmp_path / f"{name}.log"
-        spec = _spec(trainer_inputs, tmp_path, name, train_steps, config, **extra)
-        return _launch(spec, log, {"cluster": cluster, "task": {"type": task[0], "index": task[1]}}), log
-
-    servers = [launch(f"{kind}{index}", (kind, index)) for kind, index in tasks[1:]]
-    first, first_log = launch("chief-first", tasks[0], kill_at=[1, None])
-    all_logs = [first_log, *(log for _, log in servers)]
-    assert _wait([first], [first_log]) == [-signal.SIGKILL], _tail(all_logs)
-    killed = json.loads((tmp_path / "chief-first.report.json").read_text())
-    assert killed["strategy"] == "ParameterServerStrategy" and killed["choice"] == strategy_lib.PARAMETER_SERVER
-    assert killed["epochs_begun"] == [0, 1] and killed["restored_optimizer_iterations"] == 0
-    assert all(process.poll() is None for process, _ in servers), "a server stopped with the chief"
-
-    second, second_log = launch("chief-second", tasks[0])
-    all_logs.append(second_log)
-    codes = _wait([second, *(process for process, _ in servers)], [second_log, *(log for _, log in servers)])
-    assert codes == [0, 0, 0, 0], _tail(all_logs)
-    resumed = json.loads((tmp_path / "chief-second.report.json").read_text())
-    assert resumed["epochs_begun"] == [1, 2]
-    assert resumed["restored_optimizer_iterations"] == steps_per_epoch
-    assert "continuing at epoch 1 of 3" in second_log.read_text()
-    for name, (kind, index) in zip(("worker0", "worker1", "ps0"), tasks[1:], strict=True):
-        log = (tmp_path / f"{name}.log").read_text()
-        assert f"{kind}:{index} serving at" in log and "The chief is done" in log
-        assert json.loads((tmp_path / f"{name}.report.json").read_text())["epochs_begun"] == []
-
-    # Exactly one serving model, the chief's, and it serves raw examples.
-    serving_dir = path_utils.serving_model_dir(str(tmp_path / "out" / "model"))
-    assert [os.path.dirname(p) for p in glob.glob(str(tmp_path / "**" / "saved_model.pb"), recursive=True)] == [
-        serving_dir
-    ]
-    record = json.loads((tmp_path / "out" / "model_run" / trainer.TRAINING_RECORD).read_text())
-    assert record["strategy"] == "ParameterServerStrategy"
-    assert record["last_epoch"] == epochs - 1 and record["best_epoch"] >= 0
-    rows = embedded_rows(20)
-    loaded = tf.saved_model.load(serving_dir)
-    result = loaded.signatures["serving_default"](examples=tf.constant([raw_example(r) for r in rows]))
-    probability = result["probability"].numpy()
-    assert probability.shape == (20, 1) and ((probability >= 0) & (probability <= 1)).all()

@@ -13,6 +13,9 @@ training state right after BackupAndRestore's restore, and a fingerprint of ever
 each training and evaluation step consumed on this worker (to check sharding).
 ``logical_cpus`` (N): the process's CPU split into N logical devices, and MirroredStrategy
 built over them, so that one process trains N replicas in sync as a machine with N GPUs does.
+
+The process starts as a local run's do (``runtime/start.py``): its heavy imports' objects
+are kept out of garbage collections, which would otherwise cost about as much as the imports.
 """
 
 from __future__ import annotations
@@ -173,12 +176,19 @@ def run_fn(fn_args) -> None:
 
 
 def main(spec_path: str) -> int:
-    from absl import logging
-    from tfx.components.trainer import executor as trainer_executor
-    from tfx.dsl.components.base import base_executor
-    from tfx.proto import trainer_pb2
-    from tfx.types import artifact_utils
-    from tfx.utils import proto_utils
+    from runtime import start
+
+    start.before_imports()
+    with start.heavy_imports():
+        import tf_keras  # noqa: F401  (run_fn's, imported here to be frozen with the others)
+        from absl import logging
+        from tfx.components.trainer import executor as trainer_executor
+        from tfx.dsl.components.base import base_executor
+        from tfx.proto import trainer_pb2
+        from tfx.types import artifact_utils
+        from tfx.utils import proto_utils
+
+        from models import trainer  # noqa: F401
 
     logging.set_verbosity(logging.INFO)
     with open(spec_path) as f:

@@ -63,31 +63,26 @@ def launch(spec_path: Path, log: Path, tf_config: dict | None = None) -> subproc
         )
 
 
-def wait(
-    processes: list[subprocess.Popen],
-    logs: list[Path],
-    timeout: float = PROCESS_TIMEOUT_S,
-    stop_others: list[subprocess.Popen] = (),
-) -> list[int]:
-    """Return codes; a process still running after ``timeout`` fails the test (all are killed).
-    ``stop_others``: processes killed too unless all of ``processes`` succeeded (servers
-    that would otherwise wait for a chief that failed)."""
+def wait(processes: list[subprocess.Popen], logs: list[Path], timeout: float = PROCESS_TIMEOUT_S) -> list[int]:
+    """Return codes; a process still running after ``timeout`` fails the test (all are killed)."""
     deadline = time.monotonic() + timeout
-    codes: list[int] = []
     try:
-        codes = [p.wait(timeout=max(1.0, deadline - time.monotonic())) for p in processes]
-        return codes
+        return [p.wait(timeout=max(1.0, deadline - time.monotonic())) for p in processes]
     except subprocess.TimeoutExpired:
         pytest.fail(
             f"worker process(es) still running after {timeout:.0f} s; logs:\n"
             + "\n".join(f"--- {log}\n{log.read_text()[-3000:]}" for log in logs)
         )
     finally:
-        failed = len(codes) < len(processes) or any(codes)
-        for p in [*processes, *(stop_others if failed else ())]:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+        stop(processes)
+
+
+def stop(processes: list[subprocess.Popen]) -> None:
+    """Kills those still running (each with its session) and reaps them."""
+    for p in processes:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
 
 
 def tail(logs: list[Path]) -> str:
