@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Sequence
 from typing import Any
@@ -88,6 +89,18 @@ class _Pool:
 
     def alive(self) -> bool:
         return all(process.poll() is None for process in self.processes)
+
+    def ended_processes(self, wait_seconds: float = 2.0) -> list[str]:
+        """Each process that has ended, with how ("pid 12 killed by signal 9"); a process
+        that is ending is given ``wait_seconds`` to be seen ended."""
+        deadline = time.monotonic() + wait_seconds
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return [
+            f"pid {process.pid} " + (f"killed by signal {-code}" if code < 0 else f"exited with code {code}")
+            for process in self.processes
+            if (code := process.poll()) is not None
+        ]
 
     def call(self, process: subprocess.Popen, function: str, args: Sequence[Any]) -> None:
         process.stdin.write(json.dumps({"function": function, "args": list(args)}) + "\n")
@@ -220,7 +233,21 @@ class PooledDirectRunner(FnApiRunner):
         speedups.check(speedups.by_name("beam-pool"))
         workers = options.view_as(DirectOptions).direct_num_workers or os.cpu_count() or 1
         self._default_environment = environments.ExternalEnvironment(pool_address(workers))
-        return super().run_pipeline(pipeline, options)
+        with _lock:
+            pool = _pool
+        try:
+            return super().run_pipeline(pipeline, options)
+        except Exception as error:
+            # Beam says only that a channel closed; the cause is a pool process that ended.
+            ended = pool.ended_processes() if pool is not None else []
+            if ended:
+                raise RuntimeError(
+                    "A Beam worker process of the run's pool ended in the middle of the pipeline "
+                    f"({'; '.join(ended)}); what it printed went to this process's standard error. Run the same "
+                    "command again (with --enable-cache the finished components are reused), or with "
+                    "--beam-workers 1 to run Beam in this process."
+                ) from error
+            raise
 
 
 def serve() -> None:

@@ -125,6 +125,22 @@ def test_a_pool_with_a_process_gone_is_replaced(tmp_path):
     assert {pid for pid, _ in rows} <= _pool_pids()
 
 
+def _kill_own_process(x: int) -> int:
+    if x == 7:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x
+
+
+def test_a_pool_process_ending_mid_pipeline_fails_it_naming_the_process_and_the_pool_is_replaced(tmp_path):
+    """Beam alone would say only that a channel closed prematurely."""
+    beam_pool.pool_address(WORKERS)
+    before = _pool_pids()
+    with pytest.raises(RuntimeError, match=r"pool ended in the middle of the pipeline \(pid \d+ killed by signal 9\)"):
+        _run_on_pool(tmp_path, "killed.txt", _kill_own_process)
+    rows = _run_squares(tmp_path, "after.txt")
+    assert {pid for pid, _ in rows} <= _pool_pids() and _pool_pids() != before
+
+
 def test_the_pool_processes_exit_when_their_parent_is_killed(tmp_path):
     parent = subprocess.Popen(
         [
