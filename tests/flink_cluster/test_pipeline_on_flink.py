@@ -1,7 +1,7 @@
 """Beam and the whole pipeline on one real Flink cluster, started once for the module (its own
 namespaces and subnet, its SDK workers given the rehearsal's variables to reach the stand-ins).
-In this order (the module's stages, conftest.py): a Beam word count through the job server; a
-rolling window of spans read by TFX's executor on the cluster; the taxi job rehearsed as
+In this order (the module's stages, conftest.py): a rolling window of spans read by TFX's
+executor on the cluster, through Beam's job server; the taxi job rehearsed as
 Vertex runs it (each Beam component a jar submitted through the REST API) beside the same
 problem on the DirectRunner (``local_runner.py``), their artifacts compared; then, one
 TaskManager killed in the middle of a job, the penguins with ``local_runner.py
@@ -9,7 +9,6 @@ TaskManager killed in the middle of a job, the penguins with ``local_runner.py
 
 from __future__ import annotations
 
-import collections
 import glob
 import json
 import os
@@ -17,9 +16,7 @@ import re
 import signal
 import subprocess
 import sys
-import textwrap
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,87 +80,6 @@ def test_both_taskmanagers_registered_from_their_own_hosts(flink):
     overview = cluster.rest(flink, "/overview")
     assert overview["flink-version"] == fetch.FLINK_VERSION
     assert overview["taskmanagers"] == 2
-
-
-# A Beam word count with a GroupByKey, submitted through Beam's Flink job server with the
-# EXTERNAL environment at parallelism 2. The job is looked up by its name: anyone reaching
-# the cluster's subnet may submit others.
-JOB_NAME = f"word-count-{uuid.uuid4().hex[:8]}"
-WORDS = ["a b c", "b c", "c d e f", "a a"]
-REPEAT = 50
-PIPELINE = textwrap.dedent(
-    """
-    import sys
-
-    import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    words, repeat, output = sys.argv[1].split(","), int(sys.argv[2]), sys.argv[3]
-    with beam.Pipeline(options=PipelineOptions(sys.argv[4:])) as pipeline:
-        (
-            pipeline
-            | beam.Create(words * repeat)
-            | beam.FlatMap(str.split)
-            | beam.Map(lambda word: (word, 1))
-            | "CountWords" >> beam.GroupByKey()
-            | beam.MapTuple(lambda word, ones: f"{word}\\t{sum(ones)}")
-            | beam.io.WriteToText(output)
-        )
-    """
-)
-
-
-@pytest.fixture(scope="module")
-def word_count(flink, job_server_jar, tmp_path_factory):
-    """The pipeline's run: its output files' prefix (in the temp dir, which the cluster shares)."""
-    directory = tmp_path_factory.mktemp("word_count")
-    (directory / "pipeline.py").write_text(PIPELINE)
-    output = directory / "out" / "counts"
-    flags = [*cluster.pipeline_flags(flink, job_server_jar), f"--job_name={JOB_NAME}"]
-    with open(directory / "client.log", "w") as log:
-        run = subprocess.run(
-            [sys.executable, str(directory / "pipeline.py"), ",".join(WORDS), str(REPEAT), str(output), *flags],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            timeout=600,
-        )
-    assert run.returncode == 0, (directory / "client.log").read_text()[-5000:]
-    return output
-
-
-def test_the_word_count_is_right(word_count):
-    counts = collections.Counter()
-    for shard in word_count.parent.glob(f"{word_count.name}*"):
-        for line in shard.read_text().splitlines():
-            word, count = line.split("\t")
-            counts[word] += int(count)
-    assert counts == collections.Counter(" ".join(WORDS * REPEAT).split())
-
-
-@pytest.fixture(scope="module")
-def word_count_job(flink, word_count) -> dict:
-    """The JobManager's record of the word count's job."""
-    (job,) = [job for job in cluster.rest(flink, "/jobs/overview")["jobs"] if job["name"].startswith(JOB_NAME)]
-    return job
-
-
-def test_the_jobmanager_lists_the_word_count_finished(word_count_job):
-    assert word_count_job["state"] == "FINISHED"
-    assert word_count_job["tasks"]["finished"] == word_count_job["tasks"]["total"] > 0
-
-
-def test_the_grouping_ran_on_both_taskmanagers(flink, word_count_job):
-    jid = word_count_job["jid"]
-    vertices = cluster.rest(flink, f"/jobs/{jid}")["vertices"]
-    (grouping,) = [vertex for vertex in vertices if "GroupReduce at CountWords" in vertex["name"]]
-    subtasks = cluster.rest(flink, f"/jobs/{jid}/vertices/{grouping['id']}")["subtasks"]
-    assert sorted(subtask["host"] for subtask in subtasks) == sorted(host.address for host in flink.taskmanagers)
-
-
-def test_each_taskmanagers_sdk_workers_ran_in_its_own_sidecar(flink, word_count):
-    for host in flink.taskmanagers:
-        logs = podman.run("logs", flink.container(host))
-        assert "Starting worker with command ['/opt/apache/beam/boot'" in logs.stdout + logs.stderr
 
 
 def test_a_window_of_spans_is_read_on_the_cluster_as_locally(flink, job_server_jar, small_config, tmp_path_factory):
@@ -300,6 +216,12 @@ def test_every_beam_component_is_a_finished_jar_job_of_the_cluster_on_its_taskma
     assert hosts == {host.address for host in flink.taskmanagers}
     # Beam deletes each job's uploaded jar once the job has ended.
     assert cluster.rest(flink, "/jars")["files"] == []
+
+
+def test_each_taskmanagers_sdk_workers_ran_in_its_own_sidecar(flink, taxi_runs):
+    for host in flink.taskmanagers:
+        logs = podman.run("logs", flink.container(host))
+        assert "Starting worker with command ['/opt/apache/beam/boot'" in logs.stdout + logs.stderr
 
 
 def job_hosts(flink: cluster.Cluster, job: str) -> set[str]:
