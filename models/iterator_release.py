@@ -65,9 +65,8 @@ class ReleaseInBackground:
 
     def _drop(self, box: list) -> None:
         # Nothing but ``box`` holds these iterators any more: clearing it on the thread
-        # deletes them there. A daemon: a process that ends after training (a Vertex
-        # replica, a TFJob's, a task's) ends without waiting for the deletion.
-        thread = threading.Thread(target=box.clear, name="release-input-iterators", daemon=True)
+        # deletes them there.
+        thread = threading.Thread(target=box.clear, name="release-input-iterators")
         self.threads.append(thread)
         thread.start()
 

@@ -3,8 +3,6 @@ trains as it does without the wrapper."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import weakref
 
@@ -14,7 +12,6 @@ import tensorflow as tf
 import tf_keras as keras
 
 from models.iterator_release import ReleaseInBackground, releasing
-from pipeline.config import REPO_ROOT
 
 
 def _model() -> keras.Model:
@@ -108,28 +105,3 @@ def test_releasing_releases_on_leaving_the_block_even_when_fit_fails():
             raise ValueError("fit failed")
     _join(release)
     assert release._held == {} and len(release.threads) == 1
-
-
-# A process whose last iterator takes ten minutes to delete, released as fit's are.
-ENDS_WHILE_DELETING = """
-import time
-from models.iterator_release import ReleaseInBackground
-
-class SlowToDelete:
-    def __del__(self):
-        time.sleep(600)
-
-release = ReleaseInBackground()
-release._keep("make_train_function", SlowToDelete())
-release.release()
-print("trained", flush=True)
-"""
-
-
-def test_a_process_that_ends_after_training_does_not_wait_for_the_deletion():
-    """As a Vertex replica or a task's Trainer ends once the executor returns: the wait for
-    an autotuned iterator's deletion is not the process's (it would wait until the timeout)."""
-    ended = subprocess.run(
-        [sys.executable, "-c", ENDS_WHILE_DELETING], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
-    )
-    assert ended.returncode == 0 and ended.stdout == "trained\n", ended.stderr[-3000:]
