@@ -151,6 +151,11 @@ class _Dispatcher(beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer):
 
 def pool_address(size: int) -> str:
     """The address of this process's pool of ``size`` worker processes, started on first use."""
+    return _pool_of(size).address
+
+
+def _pool_of(size: int) -> _Pool:
+    """This process's pool of ``size`` worker processes, started on first use."""
     global _pool
     with _lock:
         # A pool of another size, or with a process gone (killed, out of memory), is replaced.
@@ -160,7 +165,7 @@ def pool_address(size: int) -> str:
         if _pool is None:
             _pool = _Pool(size)
             atexit.register(_pool.close)
-        return _pool.address
+        return _pool
 
 
 def close() -> None:
@@ -232,14 +237,13 @@ class PooledDirectRunner(FnApiRunner):
     def run_pipeline(self, pipeline, options):
         speedups.check(speedups.by_name("beam-pool"))
         workers = options.view_as(DirectOptions).direct_num_workers or os.cpu_count() or 1
-        self._default_environment = environments.ExternalEnvironment(pool_address(workers))
-        with _lock:
-            pool = _pool
+        pool = _pool_of(workers)
+        self._default_environment = environments.ExternalEnvironment(pool.address)
         try:
             return super().run_pipeline(pipeline, options)
         except Exception as error:
             # Beam says only that a channel closed; the cause is a pool process that ended.
-            ended = pool.ended_processes() if pool is not None else []
+            ended = pool.ended_processes()
             if ended:
                 raise RuntimeError(
                     "A Beam worker process of the run's pool ended in the middle of the pipeline "
