@@ -160,8 +160,8 @@ def test_a_capped_exact_evaluation_covers_the_first_batches_once(eval_split, eva
 
 SERVING_TASKS = [("worker", 0), ("worker", 1), ("ps", 0)]
 # The job whose chief is killed and restarted (the last on the cluster): its servers' spec.
-RESTARTED_JOB = HParams(per_replica_batch_size=32, epochs=3, backup_every_seconds=0).to_custom_config()
 RESTARTED_EPOCHS, RESTARTED_STEPS_PER_EPOCH = 3, 4
+RESTARTED_JOB = HParams(per_replica_batch_size=32, epochs=RESTARTED_EPOCHS, backup_every_seconds=0).to_custom_config()
 
 
 @pytest.fixture(scope="module")
