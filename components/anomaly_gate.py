@@ -141,11 +141,11 @@ def label_counts(examples: standard_artifacts.Examples, schema: schema_pb2.Schem
             continue
         files = sorted(tf.io.gfile.glob(os.path.join(split_dir, "*")))
         # Files read and blocks parsed in parallel, summed in the graph, in one pass (no
-        # autotuning thread to join: models.data.one_pass).
+        # autotuning thread to join: models.data.untuned).
         blocks = data.record_blocks(files, block_rows=8192).map(
             count, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False
         )
-        counts[split] = [int(c) for c in data.one_pass(blocks).reduce(tf.zeros([size], tf.int64), add).numpy()]
+        counts[split] = [int(c) for c in data.untuned(blocks).reduce(tf.zeros([size], tf.int64), add).numpy()]
     return counts
 
 

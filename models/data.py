@@ -60,7 +60,7 @@ def input_fn(
     if in_memory is not None:
         dataset = in_memory_dataset(in_memory, batch_size, training, drop_remainder, shuffle_seed, label_key=label_key)
         if dataset is not None:
-            return distribute_by(dataset, replicas).prefetch(tf.data.AUTOTUNE)
+            return untuned(distribute_by(dataset, replicas).prefetch(tf.data.AUTOTUNE))
     dataset = stream(
         file_pattern, tf_transform_output, batch_size, training, drop_remainder, shuffle_seed, label_key=label_key
     )
@@ -84,14 +84,16 @@ def without_autograph(fn: Callable) -> Callable:
     return tf.autograph.experimental.do_not_convert(fn)
 
 
-def one_pass(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """``dataset`` without tf.data's autotuning, for a pass read once from Python
-    (counts, the in-memory load). Deleting an autotuned iterator joins its tuning thread,
-    which in TensorFlow 2.16 can miss the cancellation and sleep until its next scheduled
+def untuned(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """``dataset`` without tf.data's autotuning: for a pass read once from Python (counts,
+    the in-memory load) and for ``fit``'s batches cut from rows in memory, where there is
+    nothing to tune. Deleting an autotuned iterator joins its tuning thread, which in
+    TensorFlow 2.16 can miss the cancellation and sleep until its next scheduled
     optimization, up to the iterator's own age (``models/iterator_release.py`` has the
-    details); without autotuning no such thread exists. Parallel calls given as AUTOTUNE
-    then keep tf.data's starting parallelism (one per core, at most 16), untuned: as fast
-    for these passes (docs/performance.md).
+    details), and a process that ends after training waits for it; without autotuning no
+    such thread exists. Parallel calls given as AUTOTUNE then keep tf.data's starting
+    parallelism (one per core, at most 16), untuned: as fast for these reads
+    (docs/performance.md).
     """
     options = tf.data.Options()
     options.autotune.enabled = False
@@ -143,7 +145,7 @@ def _count_each(files: Sequence[str]) -> list[int]:
     blocks = _blocks_per_file(
         files, lambda i, blocks: blocks.map(without_autograph(lambda block: (i, _rows_in(block)))), deterministic=False
     )
-    counts = one_pass(blocks).reduce(
+    counts = untuned(blocks).reduce(
         tf.zeros([len(files)], tf.int64),
         without_autograph(lambda total, count: tf.tensor_scatter_nd_add(total, [[count[0]]], [count[1]])),
     )
@@ -363,7 +365,7 @@ def _parse_into_memory(
     chunks = records.batch(LOAD_CHUNK_ROWS).map(
         transform_records(tf_transform_output), num_parallel_calls=tf.data.AUTOTUNE
     )
-    transformed = list(one_pass(chunks))
+    transformed = list(untuned(chunks))
     if not transformed:
         return None
     data = {name: tf.concat([chunk[name] for chunk in transformed], axis=0) for name in spec}

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import tensorflow as tf
 import tf_keras as keras
 
-from models.data import one_pass
+from models.data import untuned
 from models.hparams import HParams
 from models.problem import Problem, Task, transformed_name
 from runtime import speedups
@@ -51,7 +51,7 @@ def target_scale(train_ds: tf.data.Dataset, batches: int = 64) -> TargetScale:
     worker (ParameterServerStrategy's ``DatasetCreator``)."""
     if not isinstance(train_ds, tf.data.Dataset):
         return TargetScale()
-    labels = [label for _, label in one_pass(train_ds.take(batches))]
+    labels = [label for _, label in untuned(train_ds.take(batches))]
     if not labels:
         return TargetScale()
     values = tf.concat([tf.reshape(tf.cast(label, tf.float64), [-1]) for label in labels], axis=0)

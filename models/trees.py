@@ -123,7 +123,7 @@ def read_split(
         label_key=problem.label_key,
     )
     batches, labels = [], []
-    for features, label in data.one_pass(dataset).as_numpy_iterator():
+    for features, label in data.untuned(dataset).as_numpy_iterator():
         batches.append(features)
         labels.append(label.reshape(-1))
     columns = {key: np.concatenate([b[key].reshape(-1) for b in batches]) for key in batches[0]}

@@ -425,9 +425,9 @@ def test_count_records_counts_every_record(in_memory):
     )
 
 
-def test_one_pass_reads_the_same_elements_without_autotuning():
+def test_untuned_reads_the_same_elements_without_autotuning():
     dataset = tf.data.Dataset.range(100).map(lambda x: x * 2, num_parallel_calls=tf.data.AUTOTUNE)
-    once = data.one_pass(dataset)
+    once = data.untuned(dataset)
     assert once.options().autotune.enabled is False
     assert dataset.options().autotune.enabled is not False
     assert list(once.as_numpy_iterator()) == list(dataset.as_numpy_iterator())
@@ -436,8 +436,8 @@ def test_one_pass_reads_the_same_elements_without_autotuning():
 def test_counts_and_the_in_memory_load_read_without_autotuning(in_memory, monkeypatch):
     fn_args, output = in_memory
     passes: list[str] = []
-    real = data.one_pass
-    monkeypatch.setattr(data, "one_pass", lambda dataset: passes.append("pass") or real(dataset))
+    real = data.untuned
+    monkeypatch.setattr(data, "untuned", lambda dataset: passes.append("pass") or real(dataset))
     monkeypatch.setattr(data, "_COUNTED", {})
     rows = data.count_records(fn_args.train_files)
     assert passes == ["pass"]
@@ -445,6 +445,17 @@ def test_counts_and_the_in_memory_load_read_without_autotuning(in_memory, monkey
     assert passes == ["pass"] * 2
     # Counted once per process: the budget, the in-memory decision and the sample ask alike.
     assert data.count_records(fn_args.train_files) == rows and passes == ["pass"] * 2
+
+
+def test_fits_batches_from_memory_are_untuned_and_streamed_ones_tuned(in_memory):
+    """Nothing to tune in batches cut from rows in memory, and no tuning thread for a
+    training process to wait on at its end; streamed files keep tf.data's autotuning."""
+    fn_args, output = in_memory
+    for training in (True, False):
+        loaded = data.input_fn(fn_args.train_files, output, 16, training, in_memory_max_bytes=2**30, label_key=LABEL)
+        streamed = data.input_fn(fn_args.train_files, output, 16, training, label_key=LABEL)
+        assert loaded.options().autotune.enabled is False
+        assert streamed.options().autotune.enabled is not False
 
 
 def test_a_capped_validation_is_a_fixed_uniform_sample_loaded_once(trainer_inputs, in_memory):
