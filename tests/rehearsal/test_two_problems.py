@@ -11,7 +11,8 @@ rehearsals' own cost is most of the time.
 Each pushes to Vertex AI (the stand-ins keep their models and endpoints from one rehearsal
 to the next, as a project does): one registry model per pipeline, the species' second run a
 version of the first one's model deployed as a canary, which ``python -m runs.release``
-then promotes, moving the champion record with it.
+then promotes, moving the champion record with it. That run trains as a Vertex AI custom job
+of two replicas (``--vertex-training multi-worker``), each in its own container, warm-started.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ FIRST_RUN = "(first blessed model: no baseline to compare against)"
 PROJECT, REGION = "penguin-project", "us-central1"
 ENDPOINTS = {PENGUINS: "species-endpoint", OTHER: "body-mass-endpoint"}
 CANARY = 40
+# The species' second run trains as a Vertex AI custom job (a chief and one worker) and is
+# deployed as a canary.
+SPECIES_AGAIN = ["--vertex-training", "multi-worker", "--training-replicas", "2", "--canary-percent", str(CANARY)]
 
 
 def _pushing(pipeline: str, *extra: str) -> list[str]:
@@ -106,7 +110,7 @@ def rehearsals(rehearsal_image, tmp_path_factory):
         # The first two as shipped: each problem's compiled job to a blessed, pushed, served model.
         (SHIPPED_DIRS["penguins"], spans, [*in_spans, *_pushing(PENGUINS)], True),
         (SHIPPED_DIRS["penguin-body-mass"], SHIPPED_DIRS["penguin-body-mass"], _pushing(OTHER), True),
-        (SHIPPED_DIRS["penguins"], spans, [*in_spans, *_pushing(PENGUINS, "--canary-percent", str(CANARY))], False),
+        (SHIPPED_DIRS["penguins"], spans, [*in_spans, *_pushing(PENGUINS, *SPECIES_AGAIN)], False),
     ]
     codes, printed, records, span = [], [], [], 0
     for problem_dir, data_dir, extra, as_shipped in runs:
@@ -243,6 +247,24 @@ def test_the_trainer_warm_starts_from_its_own_champion(rehearsals):
     assert _metadata(second["Champion"], "model")["champion"] == own_model["uri"]
     (line,) = [line for line in printed[2].splitlines() if line.startswith("Training: ")]
     assert line.startswith("Training: warm-started") and own_model["uri"] in line, line
+
+
+@pytest.mark.slow
+def test_the_second_species_run_trained_as_a_two_replica_custom_job(rehearsals):
+    root, _, printed, records = rehearsals
+    trainer = _tasks(records[2])["Trainer"]
+    assert "Submitting custom job=" in _log(root, records[2], "Trainer")
+    # The job ends when its primary replica succeeds; a worker still shutting down is stopped then.
+    assert re.search(
+        r"Vertex AI Training job tfx_\S+: SUCCEEDED, replicas workerpool0-replica-0 \(exit 0\), "
+        r"workerpool1-replica-0 \((exit 0|stopped)\)\.",
+        printed[2],
+    ), printed[2]
+    # The model came from the replicas: MultiWorkerMirroredStrategy over two workers.
+    model_run = local_uri(root, trainer["outputs"]["model_run"][0]["uri"])
+    with open(os.path.join(model_run, "training.json")) as f:
+        training = json.load(f)
+    assert training["strategy"] == "MultiWorkerMirroredStrategy" and training["workers"] == 2
 
 
 @pytest.mark.slow
