@@ -572,18 +572,13 @@ def test_the_champion_record_decides_the_baseline_through_pushes_refusals_and_a_
 
     output_root = str(tmp_path / "out")
     config = PipelineConfig(output_root=output_root)
-    common = ["--data-root", str(sample_dir), "--output-root", output_root, *SMALL_RUN]
-    weak = [
-        *common,
-        "--train-steps",
-        "1",
-        "--epochs",
-        "1",
-        "--hparam",
-        "learning_rate=1e-6",
-        "--hparam",
-        "min_learning_rate=0",
-    ]
+    # Cached: the runs after the first reuse its examples, statistics and Transform.
+    common = ["--data-root", str(sample_dir), "--output-root", output_root, *SMALL_RUN, "--enable-cache"]
+
+    def weak(learning_rate: str) -> list[str]:
+        """One step at a rate too small to learn; each rate a Trainer of its own, not cached."""
+        steps = ["--train-steps", "1", "--epochs", "1", "--hparam", "min_learning_rate=0"]
+        return [*common, *steps, "--hparam", f"learning_rate={learning_rate}"]
 
     def run(argv) -> object:
         assert local_runner.main(argv) == 0
@@ -591,7 +586,7 @@ def test_the_champion_record_decides_the_baseline_through_pushes_refusals_and_a_
         assert summary.component("Champion").state == "complete"
         return summary
 
-    first = run(weak)
+    first = run(weak("1e-6"))
     assert first.blessed and not first.had_baseline and first.pushed_to
     weak_model = champion.read(config.pipeline_root).champion.model
     assert weak_model == first.outputs["Trainer.model"]
@@ -601,7 +596,7 @@ def test_the_champion_record_decides_the_baseline_through_pushes_refusals_and_a_
     assert better.blessed and better.pushed_to and better.metrics["auc"] > first.metrics["auc"]
     assert champion.read(config.pipeline_root).champion.model == better.outputs["Trainer.model"]
 
-    worse = run(weak)
+    worse = run(weak("2e-6"))
     assert worse.baseline == better.outputs["Trainer.model"]
     assert worse.blessed is False and worse.pushed_to is None
     assert any("against the champion" in failure for failure in worse.validation_failures)
@@ -611,6 +606,6 @@ def test_the_champion_record_decides_the_baseline_through_pushes_refusals_and_a_
     capsys.readouterr()
     assert release.main(["rollback", "--output-root", output_root]) == 0
     assert "warm-starts from version" in capsys.readouterr().out
-    after_rollback = run(weak)  # what it trains does not matter: which model it compares with does
+    after_rollback = run(weak("3e-6"))  # what it trains does not matter: which model it compares with does
     assert after_rollback.baseline == weak_model  # the rolled-back model is not the baseline
     assert after_rollback.drift["baseline"] == first.outputs["Evaluator.blessing"]

@@ -128,33 +128,30 @@ def spied_families(monkeypatch):
 
 
 @pytest.mark.slow
-def test_run_fn_chooses_on_the_training_split_alone_and_trains_the_better(trainer_inputs, tmp_path, spied_families):
-    fn_args = fn_args_for(trainer_inputs, tmp_path, with_problem(problem=TAXI_CHOOSING), train_steps=16)
+def test_run_fn_chooses_on_a_sample_of_the_training_split_alone_and_trains_the_better(
+    trainer_inputs, tmp_path, spied_families
+):
+    """The choice's rows capped below the split's: the families are compared on a sample of
+    the training split (its fit and validation parts as
+    ``test_the_training_rows_split_into_a_fit_and_a_validation_part`` splits them), then the
+    better one trains on the whole split."""
+    rows = trainer.count_records(fn_args_for(trainer_inputs, tmp_path / "count", {}).train_files)
+    config = with_problem(HParams(choice_rows=rows // 2).to_custom_config(), problem=TAXI_CHOOSING)
+    fn_args = fn_args_for(trainer_inputs, tmp_path, config, train_steps=16)
     trainer.run_fn(fn_args)
     record = trainer.read_training_record(fn_args.model_run_dir)
     made = choice.Choice.from_record(record["choice"])
     assert [t.family for t in made.trials] == list(choice.FAMILIES) and made.metric == "auc"
     assert made.family == choice.better(TAXI, made.trials).family
     assert (record.get("family") == "trees") == (made.family == ModelFamily.TREES)
-    rows = trainer.count_records(fn_args.train_files)
-    assert made.fit_rows + made.validation_rows == rows and made.validation_rows == rows // choice.VALIDATION_EVERY
+    assert made.chose and made.sampled_from == rows
+    assert made.fit_rows + made.validation_rows == len(range(0, rows, choice.sample_step(rows, rows // 2)))
     trials, final = spied_families[:2], spied_families[2:]
     assert [family for family, _, _ in trials] == list(choice.FAMILIES)
     for _, train_files, eval_files in trials:
         assert not set(train_files + eval_files) & set(fn_args.train_files + fn_args.eval_files)
     assert final == [(made.family, fn_args.train_files, fn_args.eval_files)]
     assert tf.saved_model.load(fn_args.serving_model_dir).signatures
-
-
-@pytest.mark.slow
-def test_run_fn_compares_on_a_sample_of_a_split_larger_than_the_choices_rows(trainer_inputs, tmp_path):
-    rows = trainer.count_records(fn_args_for(trainer_inputs, tmp_path / "count", {}).train_files)
-    config = with_problem(HParams(choice_rows=rows // 2).to_custom_config(), problem=TAXI_CHOOSING)
-    fn_args = fn_args_for(trainer_inputs, tmp_path, config, train_steps=4)
-    trainer.run_fn(fn_args)
-    made = choice.Choice.from_record(trainer.read_training_record(fn_args.model_run_dir)["choice"])
-    assert made.chose and made.sampled_from == rows
-    assert made.fit_rows + made.validation_rows == len(range(0, rows, choice.sample_step(rows, rows // 2)))
 
 
 @pytest.mark.slow
