@@ -22,7 +22,7 @@ import kubeflow_runner
 from rehearsal.cloud.standins import StandIns
 from rehearsal.runner import RECORD_FILE
 from tests.support.fresh_python import REPO_ROOT
-from tests.support.rehearsals import BUCKET, local_uri, rehearsal_argv
+from tests.support.rehearsals import BUCKET, local_uri, rehearsal_argv, training_record
 from tests.support.runs import SMALL_RUN
 
 PIPELINE_ROOT = f"{BUCKET}/out/pipelines/taxi-big-tipper"
@@ -110,8 +110,7 @@ def test_the_second_run_compares_with_and_warm_starts_from_the_first_runs_champi
     assert _metadata(tasks["Champion"], "model")["champion"] == first_model
     blessing = _metadata(tasks["Evaluator"], "blessing")
     assert blessing["baseline_model_uri"] == first_model and blessing["blessed"] == 1.0
-    with open(local_uri(root, tasks["Trainer"]["outputs"]["model_run"][0]["uri"]) + "/training.json") as f:
-        started = json.load(f)["warm_start"]
+    started = training_record(root, tasks["Trainer"])["warm_start"]
     assert started["base"] == f"{first_model}/Format-Serving" and started["copied"]
     assert _metadata(tasks["Pusher"], "pushed_model")["pushed"] == 1.0
 
@@ -161,7 +160,5 @@ def test_the_trainer_trains_in_a_tfjob_with_the_operators_tf_config(runs, run, s
         assert config["task"] == {"type": replica["type"].lower(), "index": 0} and config["environment"] == "cloud"
         assert all(f"{tfjob['name']}-" in a and ".kubeflow-user-example-com.svc:" in a
                    for addresses in config["cluster"].values() for a in addresses)  # fmt: skip
-    trainer = _tasks(record)["Trainer"]
-    with open(local_uri(root, trainer["outputs"]["model_run"][0]["uri"]) + "/training.json") as f:
-        assert json.load(f)["strategy"] == strategy
+    assert training_record(root, _tasks(record)["Trainer"])["strategy"] == strategy
     assert _metadata(_tasks(record)["Evaluator"], "blessing")["blessed"] == 1.0

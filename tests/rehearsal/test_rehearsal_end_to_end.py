@@ -3,8 +3,7 @@ tasks reading and writing gs:// through the stand-in Cloud Storage: on the full 
 ``--vertex-training gpu`` and ``--endpoint-name`` (TFX's own Vertex Trainer and Pusher
 executors, unmodified, submit a custom job that trains on one machine, its GPU rehearsed on
 the CPU, and deploy the model to an endpoint stand-in), to a model as good as a local run's,
-every connection
-of its processes recorded by strace; then against the first rehearsal's blessed model,
+every connection of its processes recorded by strace; then against the first rehearsal's blessed model,
 fully cached; stopped by bad data at the gate; and docs/vertex.md's ``rawPredict`` and
 ``predict`` examples (the aiplatform client and plain HTTP) asking the deployed model."""
 
@@ -31,7 +30,7 @@ from rehearsal.cloud.standins import VERTEX_STATE_FILE
 from rehearsal.runner import RECORD_FILE
 from report.run_summary import RunSummary, read_evaluation
 from tests.support.problems import TAXI
-from tests.support.rehearsals import BUCKET, local_uri, rehearsal_argv
+from tests.support.rehearsals import BUCKET, local_uri, rehearsal_argv, training_record
 from tests.support.runs import EXECUTED_COMPONENTS, SMALL_RUN
 from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
 
@@ -272,11 +271,11 @@ def test_the_trainer_ran_as_a_custom_job_and_the_pusher_deployed(rehearsals):
     # TFX's Vertex client submitted the job and polled it to the end.
     assert "Submitting custom job=" in trainer_log and "successful" in trainer_log
     out = printed[0]
-    assert re.search(r"Vertex AI Training job tfx_\S+: SUCCEEDED, replicas workerpool0-replica-0 \(exit 0\)\.", out)
+    job = r"Vertex AI Training job tfx_\S+: SUCCEEDED, replicas workerpool0-replica-0 \(exit 0\)\."
+    assert re.search(job, out), out
     assert "  Not rehearsed: workerpool0: 1 x NVIDIA_TESLA_T4 on n1-standard-8 ran on the CPU" in out
     # The model came from the replica: no GPU here, so MirroredStrategy on the CPU.
-    model_run = local_uri(root, tasks["Trainer"]["outputs"]["model_run"][0]["uri"])
-    training = json.loads(open(os.path.join(model_run, "training.json")).read())
+    training = training_record(root, tasks["Trainer"])
     assert training["strategy"] == "MirroredStrategy" and training["workers"] == 1
     assert f"Vertex AI endpoint: {ENDPOINT} (projects/{PROJECT}/locations/{REGION}/endpoints/" in out
     assert "Served model: answered" in out

@@ -36,7 +36,7 @@ from rehearsal.runner import RECORD_FILE
 from report.run_summary import RunSummary, read_evaluation
 from tests.support.fresh_python import REPO_ROOT
 from tests.support.problems import SHIPPED, SHIPPED_DIRS
-from tests.support.rehearsals import BUCKET, local_uri, rehearsal_argv
+from tests.support.rehearsals import BUCKET, local_uri, rehearsal_argv, training_record
 from tests.support.runs import EXECUTED_COMPONENTS, SMALL_RUN
 
 OTHER, PENGUINS = SHIPPED["penguin-body-mass"].name, SHIPPED["penguins"].name
@@ -252,7 +252,6 @@ def test_the_trainer_warm_starts_from_its_own_champion(rehearsals):
 @pytest.mark.slow
 def test_the_second_species_run_trained_as_a_two_replica_custom_job(rehearsals):
     root, _, printed, records = rehearsals
-    trainer = _tasks(records[2])["Trainer"]
     assert "Submitting custom job=" in _log(root, records[2], "Trainer")
     # The job ends when its primary replica succeeds; a worker still shutting down is stopped then.
     assert re.search(
@@ -261,9 +260,7 @@ def test_the_second_species_run_trained_as_a_two_replica_custom_job(rehearsals):
         printed[2],
     ), printed[2]
     # The model came from the replicas: MultiWorkerMirroredStrategy over two workers.
-    model_run = local_uri(root, trainer["outputs"]["model_run"][0]["uri"])
-    with open(os.path.join(model_run, "training.json")) as f:
-        training = json.load(f)
+    training = training_record(root, _tasks(records[2])["Trainer"])
     assert training["strategy"] == "MultiWorkerMirroredStrategy" and training["workers"] == 2
 
 

@@ -37,3 +37,10 @@ def rehearsal_argv(
 def local_uri(root: Path, uri: str) -> str:
     """Where the stand-in Cloud Storage of the rehearsal in ``root`` keeps a gs:// ``uri``."""
     return str(root / "gcs" / uri.removeprefix("gs://"))
+
+
+def training_record(root: Path, trainer: dict) -> dict:
+    """What ``run_fn`` recorded (``training.json``) for the rehearsed Trainer task ``trainer``."""
+    from models.trainer import read_training_record
+
+    return read_training_record(local_uri(root, trainer["outputs"]["model_run"][0]["uri"]))
