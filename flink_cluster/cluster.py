@@ -11,6 +11,7 @@ every sidecar. ``down`` leaves nothing: JVMs, containers, namespaces and bridge.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -26,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from flink_cluster import fetch, network
-from launch.flink import ENVIRONMENT_CACHE_MILLIS
+from launch.flink import flink_args
 from rehearsal import podman
 from rehearsal.image import DEFAULT_IMAGE
 
@@ -43,6 +44,7 @@ STARTUP_SECONDS = 180
 TASKMANAGER_MEMORY, TASKMANAGER_NETWORK_MEMORY, SORT_SHUFFLE_BUFFERS = "4g", "768m", 64
 TASK_OFF_HEAP_MEMORY, MANAGED_MEMORY = "512m", "512m"
 RESTART_ATTEMPTS = 3
+RPC_TIMEOUT = "60 s"
 
 
 class ClusterError(RuntimeError):
@@ -102,18 +104,18 @@ class Cluster:
 
 
 def pipeline_flags(cluster: Cluster, job_server_jar: Path | None = None) -> list[str]:
-    """The flags that run a Beam Python pipeline on ``cluster``."""
-    return [
-        "--runner=FlinkRunner",
-        f"--flink_master={cluster.master}",
-        "--flink_version=1.19",
-        f"--flink_job_server_jar={job_server_jar or fetch.job_server_jar()}",
-        "--environment_type=EXTERNAL",
-        f"--environment_config=localhost:{WORKER_POOL_PORT}",
-        # A job's stages take the SDK workers its earlier stages started (see ``write_lib``).
-        f"--environment_cache_millis={ENVIRONMENT_CACHE_MILLIS}",
-        f"--parallelism={cluster.parallelism}",
-    ]
+    """The flags that run a Beam Python pipeline on ``cluster``: what ``--flink-master`` with the
+    cluster's parallelism, its job server jar and its image makes of a run's flags."""
+    run = argparse.Namespace(
+        flink_master=cluster.master,
+        flink_version=".".join(fetch.FLINK_VERSION.split(".")[:2]),
+        flink_job_server_jar=str(job_server_jar or fetch.job_server_jar()),
+        flink_job_endpoint=None,
+        flink_parallelism=cluster.parallelism,
+        flink_worker_pool=f"localhost:{WORKER_POOL_PORT}",
+        flink_sdk_image=cluster.image,
+    )
+    return list(flink_args(run))
 
 
 # Configuration: Flink's own config.yaml with the cluster's addresses and ports.
@@ -138,6 +140,14 @@ def flink_settings(cluster: Cluster, host: network.Host) -> dict[str, object]:
         "restart-strategy.type": "fixed-delay",
         "restart-strategy.fixed-delay.attempts": RESTART_ATTEMPTS,
         "restart-strategy.fixed-delay.delay": "5 s",
+        # A restart reruns the whole job, not only the failed task's region (Flink's shipped
+        # default): Beam's file sinks finalize once per write, and a FinalizeWrite rerun on
+        # its first run's results deletes the files that run made and then finds them gone
+        # ("src and dst files do not exist").
+        "jobmanager.execution.failover-strategy": "full",
+        # A TaskManager busy on shared cores may take more than Flink's default 10 s to
+        # accept a task; past it the deployment fails and the job restarts.
+        "pekko.ask.timeout": RPC_TIMEOUT,
     }
     if host.role == JOBMANAGER:
         return common | {

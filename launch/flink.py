@@ -28,6 +28,10 @@ DEFAULT_WORKER_POOL = "localhost:50000"
 # ends). Beam keeps them only where Flink loads its runner from its own class path, as the
 # project's cluster does (flink_cluster.cluster.write_lib); elsewhere it changes nothing.
 ENVIRONMENT_CACHE_MILLIS = 60_000
+# Beam runs `pip freeze` at each submission and stages its output for the SDK workers to log;
+# every worker of a job submitted as a jar then fails to fetch it, retrying for 8 s before it
+# starts (apache/beam#32743). The workers run the project's image: nothing to compare.
+NO_SUBMISSION_ENVIRONMENT = "--experiments=disable_logging_submission_environment"
 # The image `make image` builds here, which `make flink` starts beside each TaskManager.
 LOCAL_IMAGE = "localhost/pipeline:rehearsal"
 # Job server versions other than the SDK's own that run this pipeline with the same results
@@ -126,6 +130,7 @@ def flink_args(args: argparse.Namespace, image: str = LOCAL_IMAGE) -> tuple[str,
         f"--environment_config={args.flink_worker_pool}",
         f"--environment_cache_millis={ENVIRONMENT_CACHE_MILLIS}",
         f"--sdk_container_image={args.flink_sdk_image or image}",
+        NO_SUBMISSION_ENVIRONMENT,
     )
     return (*runner, *parallelism, *workers)
 

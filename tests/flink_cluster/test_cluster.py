@@ -155,10 +155,12 @@ def test_the_pipeline_flags_point_beam_at_the_cluster(spec):
         "--flink_master=10.89.8.2:8081",
         "--flink_version=1.19",
         "--flink_job_server_jar=/jars/job-server.jar",
+        "--parallelism=2",
         "--environment_type=EXTERNAL",
         "--environment_config=localhost:50000",
         "--environment_cache_millis=60000",
-        "--parallelism=2",
+        f"--sdk_container_image={spec.image}",
+        "--experiments=disable_logging_submission_environment",
     ]
 
 

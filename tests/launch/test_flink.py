@@ -40,6 +40,7 @@ def test_master_makes_the_flink_runner_with_the_worker_pool():
         "--environment_config=localhost:50000",
         "--environment_cache_millis=60000",
         f"--sdk_container_image={flink.LOCAL_IMAGE}",
+        "--experiments=disable_logging_submission_environment",
     )
 
 
