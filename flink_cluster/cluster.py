@@ -140,11 +140,13 @@ def flink_settings(cluster: Cluster, host: network.Host) -> dict[str, object]:
         "restart-strategy.type": "fixed-delay",
         "restart-strategy.fixed-delay.attempts": RESTART_ATTEMPTS,
         "restart-strategy.fixed-delay.delay": "5 s",
-        # A restart reruns the whole job, not only the failed task's region (Flink's shipped
-        # default): Beam's file sinks finalize once per write, and a FinalizeWrite rerun on
-        # its first run's results deletes the files that run made and then finds them gone
-        # ("src and dst files do not exist").
-        "jobmanager.execution.failover-strategy": "full",
+        # A restart reruns the failed task's region only (Flink's shipped default). Rerunning
+        # the whole job instead leaves the first attempt's temp directories of Beam's file
+        # sinks in the components' output directories, which TFX's readers then open as
+        # files. The cost: a region that holds a finished FinalizeWrite fails again when
+        # rerun (Beam deletes the files its first run made, then finds them gone: "src and
+        # dst files do not exist"), and the job with it; the run can be rerun.
+        "jobmanager.execution.failover-strategy": "region",
         # A TaskManager busy on shared cores may take more than Flink's default 10 s to
         # accept a task; past it the deployment fails and the job restarts.
         "pekko.ask.timeout": RPC_TIMEOUT,

@@ -1,8 +1,7 @@
 """Beam and the whole pipeline on one real Flink cluster, started once for the module (its own
 namespaces and subnet, its SDK workers given the rehearsal's variables to reach the stand-ins).
 In this order (the module's stages, conftest.py): a rolling window of spans read by TFX's
-executor on the cluster, through Beam's job server; a job restarted after one of its tasks
-failed; the taxi job rehearsed as
+executor on the cluster, through Beam's job server; the taxi job rehearsed as
 Vertex runs it (each Beam component a jar submitted through the REST API) beside the same
 problem on the DirectRunner (``local_runner.py``), their artifacts compared; then, one
 TaskManager killed in the middle of a job, the penguins with ``local_runner.py
@@ -18,7 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,37 +97,6 @@ def test_a_window_of_spans_is_read_on_the_cluster_as_locally(flink, job_server_j
     local = run_component(component, {}, str(root / "local"))["examples"][0]
     assert on_flink.get_string_custom_property(WINDOW_PROPERTY) == "2-3"
     assert _split_records(on_flink) == _split_records(local)
-
-
-def shipped_whole(function: types.FunctionType) -> types.FunctionType:
-    """``function`` with only the globals it names, which Beam's pickler then ships by value:
-    the SDK workers in the sidecars cannot import this module."""
-    names = function.__code__.co_names
-    used = {name: value for name, value in function.__globals__.items() if name in names}
-    return types.FunctionType(function.__code__, used, function.__name__, function.__defaults__, function.__closure__)
-
-
-def test_a_job_whose_task_fails_after_a_finalized_write_is_rerun_whole(flink, job_server_jar, tmp_path_factory):
-    """A task failing after a file sink finalized its write restarts the whole job: Beam's
-    FinalizeWrite, rerun alone on its first run's results, would delete the files that run
-    made and then find them gone."""
-    import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    root = tmp_path_factory.mktemp("restart")
-    marker, rows = str(root / "failed-once"), str(root / "rows.txt")
-
-    def fail_once(path):
-        if not os.path.exists(marker):
-            open(marker, "w").close()
-            raise RuntimeError("the first attempt fails once the write is finalized")
-        return path
-
-    with beam.Pipeline(options=PipelineOptions(cluster.pipeline_flags(flink, job_server_jar))) as pipeline:
-        written = pipeline | beam.Create(["a", "b", "c"]) | beam.io.WriteToText(rows, shard_name_template="")
-        _ = written | beam.Map(shipped_whole(fail_once))
-    assert os.path.exists(marker)
-    assert sorted(Path(rows).read_text().split()) == ["a", "b", "c"]
 
 
 @dataclass(frozen=True)
