@@ -13,6 +13,7 @@ from pipeline.pipeline import create_pipeline
 from tests.support import cloud
 from tests.support.harness import node, run_component
 from tests.support.sample_data import EMBEDDED_ROWS, SAMPLE_ROWS, write_sample
+from tests.support.workers import made_once
 
 
 @pytest.fixture(scope="session")
@@ -148,12 +149,14 @@ def evaluator(pipe, root, examples, trainer, statistics):
 
 @pytest.fixture(scope="session")
 def full_local_output(tmp_path_factory) -> str:
-    """``local_runner.py`` with its defaults on the embedded data: its output root."""
+    """``local_runner.py`` with its defaults on the embedded data: its output root, one run
+    for all the suite's workers (the tests only read it)."""
     import local_runner
 
-    output_root = str(tmp_path_factory.mktemp("full_local_run"))
-    assert local_runner.main(["--output-root", output_root]) == 0
-    return output_root
+    def run(output_root: Path) -> None:
+        assert local_runner.main(["--output-root", str(output_root)]) == 0
+
+    return str(made_once(tmp_path_factory, "full_local_run", run))
 
 
 @pytest.fixture(scope="session")
