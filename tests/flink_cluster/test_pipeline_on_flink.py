@@ -218,10 +218,14 @@ def test_every_beam_component_is_a_finished_jar_job_of_the_cluster_on_its_taskma
     assert cluster.rest(flink, "/jars")["files"] == []
 
 
-def test_each_taskmanagers_sdk_workers_ran_in_its_own_sidecar(flink, taxi_runs):
+def test_each_taskmanagers_sdk_workers_ran_in_its_own_sidecar_and_fetched_what_their_jobs_staged(flink, taxi_runs):
     for host in flink.taskmanagers:
         logs = podman.run("logs", flink.container(host))
         assert "Starting worker with command ['/opt/apache/beam/boot'" in logs.stdout + logs.stderr
+        # What boot logs, through the TaskManager, for a staged file it cannot fetch (after
+        # 8 s of retries): every worker of a jar job did for Beam's submission environment.
+        taskmanager_log = "".join(log.read_text() for log in (flink.state / "log" / host.role).glob("*.log"))
+        assert "failed to retrieve staged files" not in taskmanager_log
 
 
 def job_hosts(flink: cluster.Cluster, job: str) -> set[str]:
