@@ -124,10 +124,26 @@ def build(image: str = DEFAULT_IMAGE, context: str = REPO_ROOT, gpu: bool = Fals
         tail = "".join(lines[-20:])
         raise ImageError(f"podman build of {image} failed (exit code {returncode}):\n{tail}")
     seconds = time.monotonic() - started
-    steps = len(re.findall(r"STEP \d+/\d+: (?:RUN|COPY|ADD) ", output))
-    cached = len(re.findall(r"STEP \d+/\d+: (?:RUN|COPY|ADD) .*\n--> Using cache", output))
     size = int(podman.inspect_image(image).get("Size", 0))
-    return Build(image, seconds, size, max(0, steps - cached))
+    return Build(image, seconds, size, steps_run(output))
+
+
+def steps_run(output: str) -> int:
+    """The steps of a build that podman ran rather than took from its cache, read from its
+    output: each ``--> <id>`` that ends a step and repeats no ``--> Using cache <id>``. Stages
+    build side by side, so a step's lines need not follow its STEP line; the ``--> <id>``
+    after COMMIT is the image's."""
+    cached, run, committing = [], 0, False
+    for line in output.splitlines():
+        if line.startswith("--> Using cache "):
+            cached.append(line.split()[-1])
+        elif re.fullmatch(r"--> [0-9a-f]+", line.strip()):
+            short = line.split()[1]
+            run += not committing and not any(full.startswith(short) for full in cached)
+            committing = False
+        else:
+            committing = re.match(r"(\[\d+/\d+\] )?COMMIT ", line) is not None
+    return run
 
 
 def locked_groups(context: str = REPO_ROOT) -> set[str]:

@@ -109,6 +109,36 @@ def test_a_change_to_the_code_rebuilds_the_code_layers_alone(rehearsal_image, tm
     assert before[:2] == after[:2]  # the base and the locked environment
 
 
+# A build's output where one stage's cached COPY waits on another stage: its cache line comes
+# after the next stage's STEP lines.
+INTERLEAVED = """\
+[3/4] STEP 4/5: COPY --from=manifest /beam-version /build/beam-version
+[4/4] STEP 1/16: FROM b867628bf6db AS image
+[4/4] STEP 2/16: ARG UV_VERSION=0.13.8
+--> Using cache df22cf75d2a6fd063ed6b1704c23bfad87ac41f7e5c16595b648546ce40bf088
+--> df22cf75d2a
+[2/4] STEP 4/4: RUN python3.11 -c "print(1)" > /beam-version
+--> Using cache b8f5e18e30916274c039fb5097f9a1c744ee99b401aafc703cd1cbfde151a720
+--> b8f5e18e309
+--> Using cache a067047b52708de8909d461c75f6e5c3fc2c4d7951af7d892c033036e1cee0a7
+--> a067047b527
+[4/4] STEP 12/16: COPY models/ /pipeline/models/
+--> c9e0f10ec50
+[4/4] STEP 13/16: COPY pipeline/ /pipeline/pipeline/
+--> 4acbf9ab4f9
+[4/4] STEP 16/16: ENV PYTHONPATH=/pipeline
+[4/4] COMMIT localhost/pipeline:layer-test
+--> 689e14d2632
+Successfully tagged localhost/pipeline:layer-test
+"""
+
+
+def test_the_steps_run_are_those_not_taken_from_the_cache_in_whatever_order_stages_print():
+    assert image.steps_run(INTERLEAVED) == 2  # the two COPYs of the code; the COMMIT is the image
+    models_cached = INTERLEAVED.replace("--> c9e0f10ec50", "--> Using cache c9e0f10ec50aa\n--> c9e0f10ec50")
+    assert image.steps_run(models_cached) == 1
+
+
 def test_the_gpu_variant_is_refused_without_cuda_wheels_in_the_lock(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n[dependency-groups]\ndev = ["pytest"]\n')
     with pytest.raises(image.ImageError, match="no `gpu` dependency group, so the lock holds no CUDA wheels"):
