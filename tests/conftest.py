@@ -191,12 +191,25 @@ def compiled_job(tmp_path_factory) -> tuple[Path, dict]:
     return output, job
 
 
+# Stages of a module's tests, by marker (declared in pyproject.toml), in the order they run
+# within their module after its unmarked tests: the Flink module's tests that lose one of its
+# cluster's TaskManagers, then the one that stops the cluster.
+STAGES = ("losing_a_taskmanager", "stopping_the_cluster")
+
+
+def stage(item: pytest.Item) -> int:
+    return max((STAGES.index(mark.name) + 1 for mark in item.iter_markers() if mark.name in STAGES), default=0)
+
+
 def pytest_collection_modifyitems(items):
-    """Files holding slow tests run first (each file keeps its own order): with several
-    workers (``make test``), a long end-to-end file started last would leave the other
-    workers idle while it runs alone."""
+    """Files holding slow tests run first: with several workers (``make test``), a long
+    end-to-end file started last would leave the other workers idle while it runs alone.
+    Within a file, its tests in stage order, each stage's in the file's order."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)
+    files: dict = {}
+    for item in items:
+        files.setdefault(item.path, len(files))
+    items.sort(key=lambda item: (item.path not in slow_files, files[item.path], stage(item)))
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -1,7 +1,7 @@
 """The Flink cluster the slow tests of this folder run on: started once per test module, in
 namespaces and a subnet of its own (beside any cluster `make flink` started), stopped after.
 A module's tests run in stages: those that lose one of its TaskManagers after the others, the
-one that stops it last."""
+one that stops it last (their markers' order: ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -11,23 +11,6 @@ import secrets
 import pytest
 
 from flink_cluster import cluster, fetch, network
-
-# Each stage's marker (declared in pyproject.toml), in the order they run within a module
-# (unmarked tests first).
-STAGES = ("losing_a_taskmanager", "stopping_the_cluster")
-
-
-def stage(item: pytest.Item) -> int:
-    return max((STAGES.index(mark.name) + 1 for mark in item.iter_markers() if mark.name in STAGES), default=0)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items):
-    """Each module's tests in stage order, the order of modules and within a stage kept."""
-    modules: dict = {}
-    for item in items:
-        modules.setdefault(item.path, len(modules))
-    items.sort(key=lambda item: (modules[item.path], stage(item)))
 
 
 @pytest.fixture(autouse=True)
