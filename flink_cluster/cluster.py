@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from flink_cluster import fetch, network
-from launch.flink import flink_args
+from launch.flink import add_flink_flags, flink_args
 from rehearsal import podman
 from rehearsal.image import DEFAULT_IMAGE
 
@@ -104,16 +104,19 @@ class Cluster:
 
 
 def pipeline_flags(cluster: Cluster, job_server_jar: Path | None = None) -> list[str]:
-    """The flags that run a Beam Python pipeline on ``cluster``: what ``--flink-master`` with the
-    cluster's parallelism, its job server jar and its image makes of a run's flags."""
-    run = argparse.Namespace(
-        flink_master=cluster.master,
-        flink_version=".".join(fetch.FLINK_VERSION.split(".")[:2]),
-        flink_job_server_jar=str(job_server_jar or fetch.job_server_jar()),
-        flink_job_endpoint=None,
-        flink_parallelism=cluster.parallelism,
-        flink_worker_pool=f"localhost:{WORKER_POOL_PORT}",
-        flink_sdk_image=cluster.image,
+    """The flags that run a Beam Python pipeline on ``cluster``: what a run's ``--flink-*``
+    flags for the cluster (its parallelism, its job server jar, its image) make."""
+    parser = argparse.ArgumentParser()
+    add_flink_flags(parser)
+    run = parser.parse_args(
+        [
+            f"--flink-master={cluster.master}",
+            f"--flink-version={'.'.join(fetch.FLINK_VERSION.split('.')[:2])}",
+            f"--flink-job-server-jar={job_server_jar or fetch.job_server_jar()}",
+            f"--flink-parallelism={cluster.parallelism}",
+            f"--flink-worker-pool=localhost:{WORKER_POOL_PORT}",
+            f"--flink-sdk-image={cluster.image}",
+        ]
     )
     return list(flink_args(run))
 
