@@ -591,7 +591,9 @@ def test_the_champion_record_decides_the_baseline_through_pushes_refusals_and_a_
     weak_model = champion.read(config.pipeline_root).champion.model
     assert weak_model == first.outputs["Trainer.model"]
 
-    better = run(common)
+    # Long enough to learn the problem well: an untrained model's AUC is chance, drawn by its
+    # random weights, and a short training's may not beat every draw.
+    better = run([*common, "--train-steps", "200", "--epochs", "4"])
     assert better.baseline == weak_model != better.outputs["Trainer.model"]
     assert better.blessed and better.pushed_to and better.metrics["auc"] > first.metrics["auc"]
     assert champion.read(config.pipeline_root).champion.model == better.outputs["Trainer.model"]
