@@ -17,7 +17,7 @@ from typing import Any
 
 from launch.flag_errors import SettingsError
 from launch.flags import add_pipeline_flags, configured, default, pipeline_config_kwargs
-from launch.flink import add_flink_flags, check_cluster, check_flink_flags, flink_args
+from launch.flink import add_flink_flags, check_cluster, check_flink_flags, local_flink_args
 from launch.local import metadata_config
 from pipeline.config import PipelineConfig
 from runs.local_run import LOG_DIR, AfterRun, after_run, say_problem, say_reused
@@ -114,7 +114,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
             schema_path=os.path.abspath(args.schema_path) if args.schema_path else None,
             serving_data_root=os.path.abspath(args.serving_data_root) if args.serving_data_root else None,
             beam_workers=_beam_workers(args, data_root),
-            extra_beam_args=flink_args(args),
+            extra_beam_args=local_flink_args(args),
             **kwargs,
         )
     )

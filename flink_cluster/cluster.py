@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from flink_cluster import fetch, network
-from launch.flink import add_flink_flags, flink_args
+from launch.flink import add_flink_flags, local_flink_args
 from rehearsal import podman
 from rehearsal.image import DEFAULT_IMAGE
 
@@ -118,7 +118,7 @@ def pipeline_flags(cluster: Cluster, job_server_jar: Path | None = None) -> list
             f"--flink-sdk-image={cluster.image}",
         ]
     )
-    return list(flink_args(run))
+    return list(local_flink_args(run))
 
 
 # Configuration: Flink's own config.yaml with the cluster's addresses and ports.

@@ -15,6 +15,7 @@ import zipfile
 from dataclasses import dataclass
 
 from launch.flag_errors import SettingsError, flag_value
+from runtime import job_server_launcher
 
 # The Flink versions this Beam's FlinkRunner has a job server for
 # (apache_beam.options.pipeline_options.FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS).
@@ -133,6 +134,15 @@ def flink_args(args: argparse.Namespace, image: str = LOCAL_IMAGE) -> tuple[str,
         NO_SUBMISSION_ENVIRONMENT,
     )
     return (*runner, *parallelism, *workers)
+
+
+def local_flink_args(args: argparse.Namespace) -> tuple[str, ...]:
+    """``flink_args`` for a run on this machine, whose FlinkRunner starts Beam's job server
+    here: in a JVM that ends with the run however the run ends (``runtime.job_server_launcher``)."""
+    beam_args = flink_args(args)
+    if beam_args and not args.flink_job_endpoint:
+        beam_args += (f"--job_server_java_launcher={job_server_launcher.LAUNCHER}",)
+    return beam_args
 
 
 def check_compiled_job_flink_flags(args: argparse.Namespace) -> None:

@@ -147,6 +147,21 @@ def evaluator(pipe, root, examples, trainer, statistics):
     )
 
 
+@pytest.fixture(scope="module")
+def job_server_jar():
+    """Flink's and Beam's parts (Beam's Flink job server, the launcher jar naming its libraries),
+    fetched unless cached (skipped when they cannot be fetched, failed when one does not match
+    its checksum)."""
+    from flink_cluster import fetch
+
+    try:
+        return fetch.fetch_all(progress=lambda line: None)[1]
+    except fetch.ChecksumError:
+        raise
+    except (OSError, fetch.FetchError) as error:
+        pytest.skip(f"Flink's and Beam's parts could not be fetched: {error}")
+
+
 @pytest.fixture(scope="session")
 def full_local_output(tmp_path_factory) -> str:
     """``local_runner.py`` with its defaults on the embedded data: its output root, one run

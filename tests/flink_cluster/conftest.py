@@ -10,7 +10,7 @@ import secrets
 
 import pytest
 
-from flink_cluster import cluster, fetch, network
+from flink_cluster import cluster, network
 
 
 @pytest.fixture(autouse=True)
@@ -22,18 +22,6 @@ def beams_own_pickles(monkeypatch):
 
     for beam_pickler in pickle_codec.BEAM_PICKLERS:
         monkeypatch.setattr(beam_pickler, "bz2", pickle_codec.BEAM_COMPRESSOR)
-
-
-@pytest.fixture(scope="module")
-def job_server_jar():
-    """Flink's and Beam's parts, fetched unless cached (skipped when they cannot be fetched,
-    failed when one does not match its checksum)."""
-    try:
-        return fetch.fetch_all(progress=lambda line: None)[1]
-    except fetch.ChecksumError:
-        raise
-    except (OSError, fetch.FetchError) as error:
-        pytest.skip(f"Flink's and Beam's parts could not be fetched: {error}")
 
 
 def unused_network() -> network.Network:

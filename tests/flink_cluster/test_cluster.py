@@ -13,6 +13,7 @@ import yaml
 
 from flink_cluster import cluster, fetch
 from flink_cluster.network import Network
+from runtime import job_server_launcher
 
 SHIPPED = {
     "env": {"java": {"opts": {"all": "--add-opens=java.base/java.lang=ALL-UNNAMED"}}},
@@ -161,6 +162,7 @@ def test_the_pipeline_flags_point_beam_at_the_cluster(spec):
         "--environment_cache_millis=60000",
         f"--sdk_container_image={spec.image}",
         "--experiments=disable_logging_submission_environment",
+        f"--job_server_java_launcher={job_server_launcher.LAUNCHER}",
     ]
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from launch import flink
 from launch.flag_errors import SettingsError
+from runtime import job_server_launcher
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -57,6 +58,26 @@ def test_the_jar_is_passed_to_beam(tmp_path):
     args = parse("--flink-master", "jm:8081", "--flink-job-server-jar", str(jar))
     flink.check_flink_flags(args)
     assert f"--flink_job_server_jar={jar}" in flink.flink_args(args)
+
+
+def test_a_local_run_starts_beams_job_server_through_the_launcher_that_ties_it_to_the_run(tmp_path):
+    """Beam's own FlinkRunner job server builds its command with the launcher; a compiled
+    job's tasks, which start no job server, and a reached job server get none."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.runners.portability.flink_runner import FlinkJarJobServer
+
+    jar = tmp_path / "server.jar"
+    jar.write_bytes(b"")
+    args = parse("--flink-master", "jm:8081", "--flink-job-server-jar", str(jar))
+    beam_args = flink.local_flink_args(args)
+    assert beam_args == (*flink.flink_args(args), f"--job_server_java_launcher={job_server_launcher.LAUNCHER}")
+    options = PipelineOptions([*beam_args, f"--artifacts_dir={tmp_path / 'artifacts'}"])
+    command, _ = FlinkJarJobServer(options).subprocess_cmd_and_endpoint()
+    assert command[:3] == [job_server_launcher.LAUNCHER, "-jar", str(jar)]
+    args.image = "gcr.io/p/pipeline:1"
+    assert not any("java_launcher" in arg for arg in flink.compiled_job_flink_args(args))
+    reached = parse("--flink-master", "jm:8081", "--flink-job-endpoint", "jobserver:8099")
+    assert flink.local_flink_args(reached) == flink.flink_args(reached)
 
 
 @pytest.mark.parametrize(
