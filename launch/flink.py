@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import re
+import sys
 import urllib.error
 import urllib.request
 import zipfile
@@ -138,9 +139,10 @@ def flink_args(args: argparse.Namespace, image: str = LOCAL_IMAGE) -> tuple[str,
 
 def local_flink_args(args: argparse.Namespace) -> tuple[str, ...]:
     """``flink_args`` for a run on this machine, whose FlinkRunner starts Beam's job server
-    here: in a JVM that ends with the run however the run ends (``runtime.job_server_launcher``)."""
+    here: on Linux in a JVM that ends with the run however the run ends
+    (``runtime.job_server_launcher``; elsewhere Beam's own ``java``)."""
     beam_args = flink_args(args)
-    if beam_args and not args.flink_job_endpoint:
+    if beam_args and not args.flink_job_endpoint and sys.platform == "linux":
         beam_args += (f"--job_server_java_launcher={job_server_launcher.LAUNCHER}",)
     return beam_args
 
