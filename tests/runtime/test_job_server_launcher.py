@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from runtime.job_server_launcher import LAUNCHER
 
 # A run's process, reduced to what starts the job server: Beam's FlinkJarJobServer, which
@@ -52,6 +54,7 @@ def _running(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] != "Z"
 
 
+@pytest.mark.slow  # a JVM, and Flink's and Beam's parts (fetched by `make test`)
 def test_the_job_server_ends_when_the_run_that_started_it_is_killed(job_server_jar, tmp_path):
     run = subprocess.Popen(
         [sys.executable, "-c", RUN, str(job_server_jar), LAUNCHER, str(tmp_path / "artifacts")],
