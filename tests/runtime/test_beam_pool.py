@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import apache_beam as beam
 import psutil
@@ -21,6 +20,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipeline.config import REPO_ROOT
 from runtime import beam_args, beam_pool
 from runtime.speedups import pickle_codec
+from tests.support.processes import ended_within
 
 WORKERS = 2
 
@@ -157,10 +157,7 @@ def test_the_pool_processes_exit_when_their_parent_is_killed(tmp_path):
     assert len(children) == 2 and all(psutil.pid_exists(pid) for pid in children)
     parent.send_signal(signal.SIGKILL)
     parent.wait()
-    deadline = time.monotonic() + 60
-    while any(_running(pid) for pid in children) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not any(_running(pid) for pid in children)
+    assert ended_within(children, 60)
 
 
 def _print_and_return(text: str) -> str:
@@ -209,10 +206,3 @@ def test_calls_wait_for_a_pool_started_in_the_background():
     assert sorted(pids) == sorted(_pool_pids())
     beam_pool.start_in_background(WORKERS)  # running already: the same processes
     assert sorted(beam_pool.call_each("os:getpid", [[]] * WORKERS)) == sorted(pids)
-
-
-def _running(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False

@@ -8,12 +8,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
+import psutil
 import pytest
 
 from runtime.job_server_launcher import LAUNCHER
+from tests.support.processes import ended_within, running
 
 # A run's process, reduced to what starts the job server: Beam's FlinkJarJobServer, which
 # returns once the JVM's gRPC port answers.
@@ -31,29 +31,6 @@ time.sleep(600)
 ENDED_WITHIN_SECONDS = 60
 
 
-def _children(pid: int) -> list[tuple[int, str]]:
-    """The processes whose parent is ``pid``: their pids and program names."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            stat = (entry / "stat").read_text()
-        except (OSError, ValueError):
-            continue
-        name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
-        if int(rest[1]) == pid:
-            found.append((int(entry.name), name))
-    return found
-
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a process that has not ended (a zombie has)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
-
-
 @pytest.mark.slow  # a JVM, and Flink's and Beam's parts (fetched by `make test`)
 def test_the_job_server_ends_when_the_run_that_started_it_is_killed(job_server_jar, tmp_path):
     run = subprocess.Popen(
@@ -65,18 +42,16 @@ def test_the_job_server_ends_when_the_run_that_started_it_is_killed(job_server_j
     jvms = []
     try:
         assert run.stdout.readline().strip() == "started"
-        jvms = [pid for pid, name in _children(run.pid) if name == "java"]
+        jvms = [child.pid for child in psutil.Process(run.pid).children() if child.name() == "java"]
         (jvm,) = jvms
-        assert _running(jvm)
+        assert running(jvm)
         run.send_signal(signal.SIGKILL)
         run.wait(timeout=60)
-        deadline = time.monotonic() + ENDED_WITHIN_SECONDS
-        while _running(jvm) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not _running(jvm), f"the job server's JVM (pid {jvm}) outlived the run that started it"
+        outlived = f"the job server's JVM (pid {jvm}) outlived the run that started it"
+        assert ended_within([jvm], ENDED_WITHIN_SECONDS), outlived
     finally:
         run.kill()
-        for pid in filter(_running, jvms):
+        for pid in filter(running, jvms):
             os.kill(pid, signal.SIGKILL)
 
 
