@@ -281,6 +281,9 @@ def serve() -> None:
     for line in sys.stdin:
         print(_RESULT + json.dumps(_answer(json.loads(line))), flush=True)
     server.stop(None)
+    # What the process registered to do at exit (TensorFlow's removal of the modules its
+    # autograph wrote to the temp dir), then an exit that skips the interpreter's teardown.
+    atexit._run_exitfuncs()
     os._exit(0)
 
 

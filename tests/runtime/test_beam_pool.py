@@ -6,10 +6,12 @@ take plain calls, each in its own process, a failing one raising its error."""
 
 from __future__ import annotations
 
+import glob
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 
 import apache_beam as beam
 import psutil
@@ -197,6 +199,31 @@ def test_without_a_pool_of_enough_processes_the_caller_runs_its_calls():
     assert beam_pool.call_each("os:getpid", [[]] * (WORKERS + 1)) is None
     beam_pool.close()
     assert beam_pool.call_each("os:getpid", [[]]) is None
+
+
+def _autograph_files() -> list[str]:
+    """The modules TensorFlow's autograph wrote to this process's temp dir, once it has
+    converted a function."""
+    import tensorflow as tf
+
+    @tf.function
+    def absolute(x):
+        if x > 0:
+            return x
+        return -x
+
+    absolute(tf.constant(1))
+    return glob.glob(os.path.join(tempfile.gettempdir(), "__autograph_generated_file*"))
+
+
+def test_the_pool_processes_leave_nothing_in_the_temp_dir(tmp_path, monkeypatch):
+    beam_pool.close()
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    beam_pool.pool_address(WORKERS)
+    written = beam_pool.call_each(f"{__name__}:_autograph_files", [[]] * WORKERS)
+    assert all(files and os.path.dirname(files[0]) == str(tmp_path) for files in written), written
+    beam_pool.close()
+    assert not os.listdir(tmp_path)
 
 
 def test_calls_wait_for_a_pool_started_in_the_background():
