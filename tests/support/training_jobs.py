@@ -50,6 +50,9 @@ def launch(spec_path: Path, log: Path, tf_config: dict | None = None) -> subproc
     """One replica in its own process (and session), its output in ``log``."""
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "TPU_NAME", strategy_lib.STRATEGY_ENV)}
     env.update(TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO_ROOT))
+    # Its temp files (the modules TensorFlow's autograph writes) beside its log: a replica the
+    # test kills cannot remove them, and they stay out of the machine's temp dir.
+    env["TMPDIR"] = str(log.parent)
     if tf_config:
         env["TF_CONFIG"] = json.dumps(tf_config)
     with open(log, "w") as sink:
