@@ -38,6 +38,10 @@ BOOT = "/opt/apache/beam/boot"
 # Where boot materializes a job's staged files (its --semi_persist_dir, /tmp, plus
 # "staged"): private to each sidecar, even when the system temp dir is shared.
 BOOT_STAGING = "/tmp/staged"
+# The SDK workers' temp dir (TMPDIR): in the sidecar's own layer, gone with it. The shared
+# /tmp would keep what a worker stopped by its pool leaves there (TensorFlow's autograph
+# modules, which a Python process removes only as it exits).
+WORKER_TMP = "/var/tmp"
 JOBMANAGER = "jobmanager"
 ANY_ADDRESS = "0.0.0.0"
 STARTUP_SECONDS = 180
@@ -283,6 +287,8 @@ def sidecar_command(cluster: Cluster, host: network.Host) -> list[str]:
         "--network",
         f"ns:/run/netns/{host.namespace}",
         *mounts,
+        "--env",
+        f"TMPDIR={WORKER_TMP}",
         *env,
         "--tmpfs",
         BOOT_STAGING,

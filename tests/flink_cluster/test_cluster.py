@@ -136,13 +136,15 @@ def test_a_sidecar_runs_beams_worker_pool_on_its_taskmanagers_host(spec):
     assert volumes == ["/tmp:/tmp", "/srv/outputs:/srv/outputs"]
     assert command[command.index("--tmpfs") + 1] == "/tmp/staged"  # each boot's staged files its own
     assert command[-3:] == ["/opt/apache/beam/boot", "localhost/pipeline:test", "--worker_pool"]
-    assert "--env" not in command
+    # The workers' temp files stay in the sidecar, not in the shared /tmp.
+    assert [command[i + 1] for i, arg in enumerate(command) if arg == "--env"] == ["TMPDIR=/var/tmp"]
 
 
 def test_a_sidecars_workers_get_the_variables_the_cluster_is_given(spec):
     with_env = dataclasses.replace(spec, sidecar_env=(("https_proxy", "http://10.89.9.1:3128"), ("A", "b=c")))
     command = cluster.sidecar_command(with_env, with_env.network.host("taskmanager2"))
     assert [command[i + 1] for i, arg in enumerate(command) if arg == "--env"] == [
+        "TMPDIR=/var/tmp",
         "https_proxy=http://10.89.9.1:3128",
         "A=b=c",
     ]

@@ -452,6 +452,15 @@ def test_stopping_leaves_nothing(flink):
     pids = set(cluster.recorded(flink)["pids"].values())
     pids |= {pid for host in flink.network.hosts for pid in network.pids(host)}
     assert len(pids) >= 3
+    # The SDK workers' temp files (TensorFlow's autograph modules: the Evaluator's metrics)
+    # are in their sidecars' own layer, which goes with them, not in the shared /tmp.
+    worker_tmp = [
+        path
+        for host in flink.taskmanagers
+        for path in podman.changed_files(flink.container(host))
+        if path.startswith(f"{cluster.WORKER_TMP}/")
+    ]
+    assert any("__autograph_generated_file" in path for path in worker_tmp), worker_tmp
     cluster.down(flink)
     assert cluster.leftovers(flink) == []
     assert [pid for pid in pids if cluster.alive(pid)] == []
