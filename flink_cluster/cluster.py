@@ -30,6 +30,7 @@ from flink_cluster import fetch, network
 from launch.flink import add_flink_flags, local_flink_args
 from rehearsal import podman
 from rehearsal.image import DEFAULT_IMAGE
+from runtime.processes import alive, ended_within
 
 REST_PORT, JOBMANAGER_RPC_PORT, BLOB_PORT = 8081, 6123, 6124
 TASKMANAGER_RPC_PORT, TASKMANAGER_DATA_PORT, QUERY_SERVICE_PORT = 6122, 6121, 6125
@@ -374,14 +375,6 @@ def listening(address: str, port: int) -> bool:
         return False
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return not Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
-
-
 def down(cluster: Cluster, grace: float = 30) -> None:
     """Every process on the cluster's hosts, its sidecars, namespaces and bridge, gone."""
     if network.missing_requirements() is not None:
@@ -391,9 +384,7 @@ def down(cluster: Cluster, grace: float = 30) -> None:
     pids = set(recorded(cluster).get("pids", {}).values())
     pids |= {pid for host in cluster.network.hosts for pid in network.pids(host)}
     signal_all(pids, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.5)
+    ended_within(pids, grace, poll_seconds=0.5)
     signal_all(pids, signal.SIGKILL)
     network.delete(cluster.network)
     shutil.rmtree(cluster.state / "tmp", ignore_errors=True)

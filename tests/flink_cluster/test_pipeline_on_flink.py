@@ -28,6 +28,7 @@ from flink_cluster import cluster, fetch, network
 from rehearsal import flink as rehearsed_on_flink
 from rehearsal import podman
 from rehearsal.runner import RECORD_FILE
+from runtime.processes import alive
 from tests.support.problems import SHIPPED_DIRS
 from tests.support.rehearsals import BUCKET, local_uri, rehearsal_argv
 
@@ -463,5 +464,5 @@ def test_stopping_leaves_nothing(flink):
     assert any("__autograph_generated_file" in path for path in worker_tmp), worker_tmp
     cluster.down(flink)
     assert cluster.leftovers(flink) == []
-    assert [pid for pid in pids if cluster.alive(pid)] == []
+    assert [pid for pid in pids if alive(pid)] == []
     assert not {host.namespace for host in flink.network.hosts} & network.namespaces()

@@ -21,8 +21,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline.config import REPO_ROOT
 from runtime import beam_args, beam_pool
+from runtime.processes import ended_within
 from runtime.speedups import pickle_codec
-from tests.support.processes import ended_within
 
 WORKERS = 2
 

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from runtime.job_server_launcher import LAUNCHER
-from tests.support.processes import ended_within, running
+from runtime.processes import alive, ended_within
 
 # A run's process, reduced to what starts the job server: Beam's FlinkJarJobServer, which
 # returns once the JVM's gRPC port answers.
@@ -44,14 +44,14 @@ def test_the_job_server_ends_when_the_run_that_started_it_is_killed(job_server_j
         assert run.stdout.readline().strip() == "started"
         jvms = [child.pid for child in psutil.Process(run.pid).children() if child.name() == "java"]
         (jvm,) = jvms
-        assert running(jvm)
+        assert alive(jvm)
         run.send_signal(signal.SIGKILL)
         run.wait(timeout=60)
         outlived = f"the job server's JVM (pid {jvm}) outlived the run that started it"
         assert ended_within([jvm], ENDED_WITHIN_SECONDS), outlived
     finally:
         run.kill()
-        for pid in filter(running, jvms):
+        for pid in filter(alive, jvms):
             os.kill(pid, signal.SIGKILL)
 
 
