@@ -153,13 +153,9 @@ def job_server_jar():
     fetched unless cached (skipped when they cannot be fetched, failed when one does not match
     its checksum)."""
     from flink_cluster import fetch
+    from tests.support.flink_parts import fetched
 
-    try:
-        return fetch.fetch_all(progress=lambda line: None)[1]
-    except fetch.ChecksumError:
-        raise
-    except (OSError, fetch.FetchError) as error:
-        pytest.skip(f"Flink's and Beam's parts could not be fetched: {error}")
+    return fetched(fetch.fetch_all, "Flink's and Beam's parts could not be fetched")[1]
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ import pytest
 
 from flink_cluster import fetch
 from launch import flink
+from tests.support.flink_parts import fetched
 
 POM = {"m": "http://maven.apache.org/POM/4.0.0"}
 
@@ -162,13 +163,8 @@ def test_the_built_fat_jar_holds_the_job_server_and_every_registrar():
     """Built by Maven (or cached): its main class runs the job server, each services file
     lists every registrar the launcher's jars list, no signature is left, and the project's
     job server check reads it as Beam 2.62.0's for Flink 1.19."""
-    try:
-        jar = fetch.fetch_fat_job_server(progress=lambda line: None)
-        launcher = fetch.fetch_job_server(progress=lambda line: None)
-    except fetch.ChecksumError:
-        raise
-    except (OSError, fetch.FetchError) as error:
-        pytest.skip(f"the job server could not be fetched or shaded: {error}")
+    jar = fetched(fetch.fetch_fat_job_server, "the job server could not be fetched or shaded")
+    launcher = fetched(fetch.fetch_job_server, "the job server could not be fetched or shaded")
     registrar = "META-INF/services/org.apache.beam.sdk.options.PipelineOptionsRegistrar"
     listed = set()
     for dependency in (launcher.parent / "lib").glob("*.jar"):

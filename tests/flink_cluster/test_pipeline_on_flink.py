@@ -29,6 +29,7 @@ from rehearsal import flink as rehearsed_on_flink
 from rehearsal import podman
 from rehearsal.runner import RECORD_FILE
 from runtime.processes import alive
+from tests.support.flink_parts import fetched
 from tests.support.problems import SHIPPED_DIRS
 from tests.support.rehearsals import BUCKET, local_uri, rehearsal_argv
 
@@ -149,12 +150,7 @@ def finished(problem: str, process: subprocess.Popen, output_root: Path, started
 
 @pytest.fixture(scope="module")
 def fat_jar():
-    try:
-        return fetch.fetch_fat_job_server(progress=lambda line: None)
-    except fetch.ChecksumError:
-        raise
-    except (OSError, fetch.FetchError) as error:
-        pytest.skip(f"the job server could not be fetched or shaded: {error}")
+    return fetched(fetch.fetch_fat_job_server, "the job server could not be fetched or shaded")
 
 
 def jar_uri(fat_jar: Path) -> str:
